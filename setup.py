@@ -1,0 +1,65 @@
+"""ament_python package; also installs with pip into a plain virtual environment."""
+
+from glob import glob
+
+from setuptools import find_packages, setup
+
+package_name = "underactuated_control"
+
+setup(
+    name=package_name,
+    version="0.1.0",
+    packages=find_packages(exclude=["test", "test.*", "bench"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", ["resource/" + package_name]),
+        ("share/" + package_name, ["package.xml"]),
+        ("share/" + package_name + "/launch", glob("launch/*.py")),
+        ("share/" + package_name + "/config", glob("config/*.yaml")),
+        ("share/" + package_name + "/urdf", glob("urdf/*.urdf")),
+    ],
+    package_data={package_name: ["robots/*.urdf"]},
+    include_package_data=True,
+    python_requires=">=3.10",
+    install_requires=[
+        "numpy>=1.24",
+        "scipy>=1.10",
+        "numba>=0.59",
+        "urdf_parser_py>=0.0.4",
+        "pyyaml",
+    ],
+    extras_require={
+        # ROS 2 Python wheels from the package index (a full ROS 2 install provides them too)
+        "ros": [
+            "ros-rclpy",
+            "ros-rmw-fastrtps-cpp",
+            "ros-sensor-msgs",
+            "ros-std-msgs",
+            "ros-trajectory-msgs",
+            "ros-geometry-msgs",
+            "ros-visualization-msgs",
+            "ros-diagnostic-msgs",
+            "ros-rosgraph-msgs",
+            "rosbags",
+        ],
+        # independent oracles and the simulated robot: never imported by the controller
+        "test": [
+            "pytest",
+            "pin",
+            "example-robot-data",
+            "mujoco",
+            "matplotlib",
+            "ruff",
+        ],
+    },
+    zip_safe=True,
+    maintainer="underactuated_control maintainers",
+    maintainer_email="maintainers@underactuated-control.invalid",
+    description="Hybrid dynamics and control of under-actuated robot arms (ROS 2)",
+    license="BSD-3-Clause",
+    tests_require=["pytest"],
+    entry_points={
+        "console_scripts": [
+            "underactuated-control = underactuated_control.cli:main",
+        ],
+    },
+)

@@ -1,0 +1,308 @@
+"""The immutable robot model: bodies, parents, hinges, inertias, limits and the passive set.
+
+Bodies are numbered base-to-tip with ``parent[i] < i`` (ARCHITECTURE.md §2); every body carries
+the hinge that connects it to its parent (``parent == -1``: the fixed world / root link). The
+paper numbers links tip-to-base, so its "for k = 1..n" sweeps are ``reversed(range(nb))`` here.
+
+The arrays are frozen (read-only) so that one model can be shared by many workspaces and by the
+models that ``with_passive`` derives from it (an actuator failure costs only new index sets).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .spatial import quaternion_to_matrix
+
+# Hinge type codes used by the compiled kernels.
+REVOLUTE = 0
+PRISMATIC = 1
+FLOATING = 2
+
+__all__ = ["RobotModel", "Frame", "REVOLUTE", "PRISMATIC", "FLOATING"]
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A link frame rigidly attached to a body: ``(E, r)`` maps body axes to link axes."""
+
+    body: int  # -1: attached to the fixed root
+    rotation: np.ndarray  # E (3x3): body coordinates -> link coordinates
+    translation: np.ndarray  # r (3,): link origin in body coordinates
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class RobotModel:
+    """Kinematic tree with spatial inertias and an active/passive split of its joints.
+
+    Build it with :meth:`from_urdf`. ``joint_names`` lists the moving joints in DOF order
+    (depth-first from the root, children in URDF document order); for a robot without
+    floating joints it has one entry per velocity DOF. ``dof_names`` always has ``nv`` entries
+    (a floating joint ``j`` contributes ``j/x, j/y, j/z, j/rx, j/ry, j/rz``).
+    """
+
+    name: str
+    root_link: str
+    gravity: np.ndarray
+    body_names: tuple[str, ...]
+    joint_names: tuple[str, ...]
+    joint_types: tuple[str, ...]
+    parent: np.ndarray
+    hinge_type: np.ndarray
+    axis: np.ndarray
+    tree_rotation: np.ndarray
+    tree_translation: np.ndarray
+    motion_subspace: np.ndarray  # H*(k): (nb, 6, 6), first nv_joint[k] columns used
+    q_start: np.ndarray
+    v_start: np.ndarray
+    nq_joint: np.ndarray
+    nv_joint: np.ndarray
+    inertia: np.ndarray  # M(k): (nb, 6, 6) spatial inertia about the body origin
+    dof_names: tuple[str, ...]
+    position_lower: np.ndarray
+    position_upper: np.ndarray
+    velocity_limit: np.ndarray
+    effort_limit: np.ndarray
+    damping: np.ndarray
+    friction: np.ndarray
+    frames: Mapping[str, Frame]
+    ros2_control: Mapping[str, Mapping[str, tuple[str, ...]]]
+    inertia_scale: float
+    passive_joint_mask: np.ndarray = field(repr=False)
+
+    # ---------------------------------------------------------------- construction
+    @classmethod
+    def from_urdf(
+        cls,
+        urdf: str | Path,
+        passive_joints: Iterable[str] = (),
+        root_link: str | None = None,
+        tip_link: str | None = None,
+        gravity: Sequence[float] = (0.0, 0.0, -9.81),
+        floating_base: bool = False,
+        allow_massless_links: bool = False,
+        mimic: str = "error",
+    ) -> "RobotModel":
+        """Parse a URDF (file path or XML string) into a model; see ``urdf.parse_urdf``."""
+        from .urdf import parse_urdf
+
+        return parse_urdf(
+            urdf,
+            passive_joints=passive_joints,
+            root_link=root_link,
+            tip_link=tip_link,
+            gravity=gravity,
+            floating_base=floating_base,
+            allow_massless_links=allow_massless_links,
+            mimic=mimic,
+        )
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, np.ndarray) and value.flags.writeable:
+                object.__setattr__(self, f.name, _frozen(value))
+        mask = self.passive_joint_mask
+        passive_dof = np.zeros(self.nv, dtype=bool)
+        for k in range(self.nb):
+            passive_dof[self.v_start[k] : self.v_start[k] + self.nv_joint[k]] = mask[k]
+        object.__setattr__(self, "passive_dof_mask", _frozen(passive_dof))
+        object.__setattr__(self, "active_dofs", _frozen(np.flatnonzero(~passive_dof)))
+        object.__setattr__(self, "passive_dofs", _frozen(np.flatnonzero(passive_dof)))
+        object.__setattr__(self, "_workspace_cache", {})
+
+    # ---------------------------------------------------------------- sizes and names
+    @property
+    def nb(self) -> int:
+        """Number of moving bodies (= number of moving joints)."""
+        return len(self.parent)
+
+    @property
+    def nq(self) -> int:
+        return int(self.nq_joint.sum())
+
+    @property
+    def nv(self) -> int:
+        return int(self.nv_joint.sum())
+
+    @property
+    def n_active(self) -> int:
+        return len(self.active_dofs)
+
+    @property
+    def n_passive(self) -> int:
+        return len(self.passive_dofs)
+
+    @property
+    def active_joints(self) -> tuple[str, ...]:
+        """Names of the actuated joints, in DOF order."""
+        return tuple(n for n, p in zip(self.joint_names, self.passive_joint_mask) if not p)
+
+    @property
+    def passive_joints(self) -> tuple[str, ...]:
+        """Names of the unactuated joints, in DOF order."""
+        return tuple(n for n, p in zip(self.joint_names, self.passive_joint_mask) if p)
+
+    @property
+    def link_names(self) -> tuple[str, ...]:
+        return tuple(self.frames)
+
+    def joint_index(self, name: str) -> int:
+        """Body/joint index of a moving joint; ``ValueError`` naming the joint if unknown."""
+        try:
+            return self.joint_names.index(name)
+        except ValueError:
+            raise ValueError(
+                f"unknown joint '{name}': the model's moving joints are {list(self.joint_names)}"
+            ) from None
+
+    def joint_dofs(self, name: str) -> np.ndarray:
+        """Velocity-DOF indices of a joint."""
+        k = self.joint_index(name)
+        return np.arange(self.v_start[k], self.v_start[k] + self.nv_joint[k])
+
+    def frame(self, link: str) -> Frame:
+        try:
+            return self.frames[link]
+        except KeyError:
+            raise ValueError(
+                f"unknown frame/link '{link}': known links are {sorted(self.frames)}"
+            ) from None
+
+    # ---------------------------------------------------------------- run-time status
+    def with_passive(self, names: Iterable[str]) -> "RobotModel":
+        """The same robot with exactly ``names`` passive (an actuator fails or recovers).
+
+        Shares every array with ``self``: no URDF re-parse, only new index sets.
+        """
+        names = [names] if isinstance(names, str) else list(names)
+        mask = np.zeros(self.nb, dtype=bool)
+        for n in names:
+            mask[self.joint_index(n)] = True
+        return dataclasses.replace(self, passive_joint_mask=mask)
+
+    def replace(self, **changes) -> "RobotModel":
+        """A copy with some fields changed (e.g. ``gravity``)."""
+        return dataclasses.replace(self, **changes)
+
+    # ---------------------------------------------------------------- configurations
+    def neutral_configuration(self) -> np.ndarray:
+        """Zero joint positions; identity orientation for floating joints."""
+        q = np.zeros(self.nq)
+        for k in range(self.nb):
+            if self.hinge_type[k] == FLOATING:
+                q[self.q_start[k] + 6] = 1.0
+        return q
+
+    def random_configuration(self, rng: np.random.Generator, scale: float = np.pi) -> np.ndarray:
+        """A random configuration inside finite joint limits (uniform in ±scale otherwise)."""
+        q = np.zeros(self.nq)
+        for k in range(self.nb):
+            i, j = self.q_start[k], self.v_start[k]
+            if self.hinge_type[k] == FLOATING:
+                q[i : i + 3] = rng.uniform(-1.0, 1.0, 3)
+                quat = rng.normal(size=4)
+                q[i + 3 : i + 7] = quat / np.linalg.norm(quat)
+            else:
+                lo, hi = self.position_lower[j], self.position_upper[j]
+                lo = lo if np.isfinite(lo) else -scale
+                hi = hi if np.isfinite(hi) else scale
+                q[i] = rng.uniform(lo, hi)
+        return q
+
+    def integrate(self, q: np.ndarray, v: np.ndarray, dt: float) -> np.ndarray:
+        """q (+) v dt on the configuration manifold (quaternions of floating joints renormalised).
+
+        A floating joint's velocity is [linear; angular] in body axes (Pinocchio's convention).
+        """
+        out = np.array(q, dtype=float)
+        R = np.empty((3, 3))
+        for k in range(self.nb):
+            i, j = self.q_start[k], self.v_start[k]
+            if self.hinge_type[k] == FLOATING:
+                quat = out[i + 3 : i + 7].copy()
+                quaternion_to_matrix(quat, R)
+                out[i : i + 3] += R @ (v[j : j + 3] * dt)
+                out[i + 3 : i + 7] = _quat_multiply(quat, _quat_exp(v[j + 3 : j + 6] * dt))
+                out[i + 3 : i + 7] /= np.linalg.norm(out[i + 3 : i + 7])
+            else:
+                out[i] += v[j] * dt
+        return out
+
+    def check_state(self, **vectors: np.ndarray) -> None:
+        """Validate sizes and finiteness of named state vectors; ``ValueError`` names the entry."""
+        expected = {"q": self.nq, "v": self.nv, "qdd": self.nv, "tau": self.nv,
+                    "qdd_active": self.n_active, "tau_passive": self.n_passive,
+                    "tau_active": self.n_active}
+        for name, vec in vectors.items():
+            arr = np.asarray(vec, dtype=float)
+            n = expected[name]
+            if arr.shape != (n,):
+                raise ValueError(f"{name} must have shape ({n},), got {arr.shape}")
+            bad = np.flatnonzero(~np.isfinite(arr))
+            if bad.size:
+                labels = self._labels(name)
+                raise ValueError(
+                    f"{name} has non-finite entries: "
+                    + ", ".join(f"{labels[b]}={arr[b]}" for b in bad[:6])
+                )
+
+    def _labels(self, name: str) -> list[str]:
+        if name == "q":
+            out: list[str] = []
+            for k, jn in enumerate(self.joint_names):
+                if self.hinge_type[k] == FLOATING:
+                    out += [f"{jn}/{c}" for c in ("x", "y", "z", "qx", "qy", "qz", "qw")]
+                else:
+                    out.append(jn)
+            return out
+        if name in ("qdd_active", "tau_active"):
+            return [self.dof_names[i] for i in self.active_dofs]
+        if name == "tau_passive":
+            return [self.dof_names[i] for i in self.passive_dofs]
+        return list(self.dof_names)
+
+    def describe(self) -> str:
+        """Human-readable summary: joints, types, passive status, masses."""
+        lines = [f"robot '{self.name}': {self.nb} moving bodies, nq={self.nq}, nv={self.nv}, "
+                 f"root '{self.root_link}', gravity {tuple(float(g) for g in self.gravity)}"]
+        lines.append(f"  {'joint':<28}{'type':<11}{'parent':<24}{'status':<9}{'mass [kg]':>10}")
+        for k in range(self.nb):
+            par = self.body_names[self.parent[k]] if self.parent[k] >= 0 else self.root_link
+            status = "PASSIVE" if self.passive_joint_mask[k] else "active"
+            lines.append(f"  {self.joint_names[k]:<28}{self.joint_types[k]:<11}{par:<24}"
+                         f"{status:<9}{self.inertia[k, 5, 5]:>10.4f}")
+        lines.append(f"  active ({self.n_active} DOF): {list(self.active_joints)}")
+        lines.append(f"  passive ({self.n_passive} DOF): {list(self.passive_joints)}")
+        return "\n".join(lines)
+
+
+def _quat_exp(w: np.ndarray) -> np.ndarray:
+    angle = float(np.linalg.norm(w))
+    if angle < 1e-12:
+        return np.array([0.5 * w[0], 0.5 * w[1], 0.5 * w[2], 1.0])
+    axis = w / angle
+    s = np.sin(0.5 * angle)
+    return np.array([axis[0] * s, axis[1] * s, axis[2] * s, np.cos(0.5 * angle)])
+
+
+def _quat_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    ax, ay, az, aw = a
+    bx, by, bz, bw = b
+    return np.array([
+        aw * bx + ax * bw + ay * bz - az * by,
+        aw * by - ax * bz + ay * bw + az * bx,
+        aw * bz + ax * by - ay * bx + az * bw,
+        aw * bw - ax * bx - ay * by - az * bz,
+    ])

@@ -1,0 +1,95 @@
+"""Passive joint force models T_p(q, v) (paper §4: friction, stiffness, ... at unactuated hinges).
+
+For each passive DOF:  T_p = -d v - f_c tanh(v / v_s) - k (q - q_rest)
+(viscous damping d [N·m·s/rad or N·s/m], smooth Coulomb friction f_c [N·m or N] with velocity
+scale v_s [rad/s or m/s], linear spring k [N·m/rad or N/m] about q_rest [rad or m]).
+Damping and friction default to the URDF ``<dynamics damping friction>``; everything can be
+overridden per joint. A free-flying base (floating joint) has no passive force unless set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+from .model import FLOATING, RobotModel
+
+__all__ = ["JointForceParameters", "PassiveForceModel"]
+
+
+@dataclass(frozen=True)
+class JointForceParameters:
+    """Passive force parameters of one joint (SI units)."""
+
+    damping: float = 0.0  # N·m·s/rad (revolute) or N·s/m (prismatic)
+    coulomb: float = 0.0  # N·m or N
+    stiffness: float = 0.0  # N·m/rad or N/m
+    rest_position: float = 0.0  # rad or m
+    coulomb_velocity_scale: float = 1e-2  # rad/s or m/s: width of the smooth sign tanh(v/v_s)
+
+    def __post_init__(self) -> None:
+        for name in ("damping", "coulomb", "stiffness"):
+            value = getattr(self, name)
+            if not np.isfinite(value) or value < 0.0:
+                raise ValueError(f"{name} must be finite and >= 0, got {value}")
+        if not np.isfinite(self.rest_position):
+            raise ValueError(f"rest_position must be finite, got {self.rest_position}")
+        if not (np.isfinite(self.coulomb_velocity_scale) and self.coulomb_velocity_scale > 0.0):
+            raise ValueError("coulomb_velocity_scale must be > 0")
+
+
+@dataclass
+class PassiveForceModel:
+    """T_p(q, v) for the passive joints of a model (vector in ``model.passive_dofs`` order)."""
+
+    model: RobotModel
+    overrides: Mapping[str, JointForceParameters] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        m = self.model
+        for name in self.overrides:
+            k = m.joint_index(name)  # ValueError naming an unknown joint
+            if m.hinge_type[k] == FLOATING and self.overrides[name].stiffness:
+                raise ValueError(f"joint '{name}' is floating: a spring about it is not defined")
+        nv = m.nv
+        self._damping = np.zeros(nv)
+        self._coulomb = np.zeros(nv)
+        self._stiffness = np.zeros(nv)
+        self._rest = np.zeros(nv)
+        self._scale = np.full(nv, 1e-2)
+        self._q_index = np.zeros(nv, dtype=np.int64)  # configuration index of each 1-DOF joint
+        for k, name in enumerate(m.joint_names):
+            dofs = m.joint_dofs(name)
+            if m.hinge_type[k] != FLOATING:
+                self._q_index[dofs] = m.q_start[k]
+            params = self.overrides.get(name)
+            if params is None:
+                if m.hinge_type[k] == FLOATING:
+                    continue
+                params = JointForceParameters(damping=float(m.damping[dofs[0]]),
+                                              coulomb=float(m.friction[dofs[0]]))
+            self._damping[dofs] = params.damping
+            self._coulomb[dofs] = params.coulomb
+            self._stiffness[dofs] = params.stiffness
+            self._rest[dofs] = params.rest_position
+            self._scale[dofs] = params.coulomb_velocity_scale
+        self._out = np.zeros(nv)
+
+    def with_model(self, model: RobotModel) -> "PassiveForceModel":
+        """The same parameters for another passive set of the same robot."""
+        return PassiveForceModel(model, self.overrides)
+
+    def all_joints(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """The passive-element force of every DOF (what each joint's damper/spring would apply)."""
+        qq = np.where(self._stiffness > 0.0, np.asarray(q)[self._q_index], 0.0)
+        v = np.asarray(v, dtype=float)
+        np.multiply(self._damping, v, out=self._out)
+        self._out += self._coulomb * np.tanh(v / self._scale)
+        self._out += self._stiffness * (qq - self._rest)
+        return -self._out
+
+    def __call__(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """T_p for the model's passive DOF, ready for ``hybrid_dynamics(..., tau_passive)``."""
+        return self.all_joints(q, v)[self.model.passive_dofs]
