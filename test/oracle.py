@@ -19,10 +19,10 @@ EXAMPLE_URDFS = {
     "ur5": ROBOTS / "ur_description/urdf/ur5_robot.urdf",
     "ur10": ROBOTS / "ur_description/urdf/ur10_robot.urdf",
     "double_pendulum": ROBOTS / "double_pendulum_description/urdf/double_pendulum.urdf",
-    "double_pendulum_continuous":
-        ROBOTS / "double_pendulum_description/urdf/double_pendulum_continuous.urdf",
-    "double_pendulum_simple":
-        ROBOTS / "double_pendulum_description/urdf/double_pendulum_simple.urdf",
+    "double_pendulum_continuous": ROBOTS
+    / "double_pendulum_description/urdf/double_pendulum_continuous.urdf",
+    "double_pendulum_simple": ROBOTS
+    / "double_pendulum_description/urdf/double_pendulum_simple.urdf",
     "solo12": ROBOTS / "solo_description/robots/solo12.urdf",
     "kinova": ROBOTS / "kinova_description/robots/kinova.urdf",
     "z1": ROBOTS / "z1_description/urdf/z1.urdf",
@@ -48,18 +48,20 @@ class PinRef:
             jid = names.index(pin_name)
             jm = self.pm.joints[jid]
             nv = int(model.nv_joint[k])
-            self.v_perm[model.v_start[k]:model.v_start[k] + nv] = np.arange(jm.idx_v, jm.idx_v + nv)
+            self.v_perm[model.v_start[k] : model.v_start[k] + nv] = np.arange(
+                jm.idx_v, jm.idx_v + nv
+            )
             kind = "cont" if jm.nq == 2 and jm.nv == 1 else "plain"
             self.q_map.append((int(model.q_start[k]), jm.idx_q, kind if nv == 1 else "free"))
         assert self.pm.nv == model.nv, (self.pm.nv, model.nv)
 
     def q(self, q_ours: np.ndarray) -> np.ndarray:
         out = np.zeros(self.pm.nq)
-        for (i, j, kind) in self.q_map:
+        for i, j, kind in self.q_map:
             if kind == "cont":
                 out[j], out[j + 1] = np.cos(q_ours[i]), np.sin(q_ours[i])
             elif kind == "free":
-                out[j:j + 7] = q_ours[i:i + 7]
+                out[j : j + 7] = q_ours[i : i + 7]
             else:
                 out[j] = q_ours[i]
         return out
@@ -92,12 +94,20 @@ class PinRef:
         h = self.nle(q, v)
         rhs = tau_passive - h[passive] - M[np.ix_(passive, active)] @ qdd_active
         qdd_p = np.linalg.solve(M[np.ix_(passive, passive)], rhs) if len(passive) else np.zeros(0)
-        tau_a = M[np.ix_(active, active)] @ qdd_active + M[np.ix_(active, passive)] @ qdd_p + h[active]
+        tau_a = (
+            M[np.ix_(active, active)] @ qdd_active + M[np.ix_(active, passive)] @ qdd_p + h[active]
+        )
         return tau_a, qdd_p
 
 
-def random_tree_urdf(rng: np.random.Generator, n_bodies: int, chain: bool = False,
-                     prismatic: bool = True, fixed_links: bool = True, name: str = "random") -> str:
+def random_tree_urdf(
+    rng: np.random.Generator,
+    n_bodies: int,
+    chain: bool = False,
+    prismatic: bool = True,
+    fixed_links: bool = True,
+    name: str = "random",
+) -> str:
     """A random URDF tree: random axes, offsets with rotations, inertial frames with rpy,
     some prismatic joints and some fixed (merged) links."""
     lines = [f'<robot name="{name}">']
@@ -109,9 +119,11 @@ def random_tree_urdf(rng: np.random.Generator, n_bodies: int, chain: bool = Fals
         c = rng.uniform(abs(a - b) + 1e-3, a + b)
         xyz = rng.uniform(-0.2, 0.2, 3)
         rpy = rng.uniform(-np.pi, np.pi, 3)
-        return (f'<inertial><origin xyz="{xyz[0]} {xyz[1]} {xyz[2]}" rpy="{rpy[0]} {rpy[1]} '
-                f'{rpy[2]}"/><mass value="{m}"/><inertia ixx="{a}" ixy="0" ixz="0" iyy="{b}" '
-                f'iyz="0" izz="{c}"/></inertial>')
+        return (
+            f'<inertial><origin xyz="{xyz[0]} {xyz[1]} {xyz[2]}" rpy="{rpy[0]} {rpy[1]} '
+            f'{rpy[2]}"/><mass value="{m}"/><inertia ixx="{a}" ixy="0" ixz="0" iyy="{b}" '
+            f'iyz="0" izz="{c}"/></inertial>'
+        )
 
     lines.append(f'<link name="base">{inertial(rng)}</link>')
     link_names = ["base"]
@@ -122,15 +134,19 @@ def random_tree_urdf(rng: np.random.Generator, n_bodies: int, chain: bool = Fals
         rpy = rng.uniform(-np.pi, np.pi, 3)
         axis = rng.normal(size=3)
         axis /= np.linalg.norm(axis)
-        jtype = "prismatic" if (prismatic and rng.uniform() < 0.2) else (
-            "continuous" if rng.uniform() < 0.2 else "revolute")
+        jtype = (
+            "prismatic"
+            if (prismatic and rng.uniform() < 0.2)
+            else ("continuous" if rng.uniform() < 0.2 else "revolute")
+        )
         limit = '<limit lower="-2.5" upper="2.5" effort="100" velocity="3"/>'
         lines.append(
             f'<joint name="joint{i + 1}" type="{jtype}"><parent link="{parent}"/>'
             f'<child link="{child}"/><origin xyz="{xyz[0]} {xyz[1]} {xyz[2]}" '
             f'rpy="{rpy[0]} {rpy[1]} {rpy[2]}"/><axis xyz="{axis[0]} {axis[1]} {axis[2]}"/>'
             f'{limit if jtype != "continuous" else ""}<dynamics damping="{rng.uniform(0, 0.5)}" '
-            f'friction="{rng.uniform(0, 0.3)}"/></joint>')
+            f'friction="{rng.uniform(0, 0.3)}"/></joint>'
+        )
         lines.append(f'<link name="{child}">{inertial(rng)}</link>')
         link_names.append(child)
         if fixed_links and rng.uniform() < 0.25:
@@ -138,8 +154,10 @@ def random_tree_urdf(rng: np.random.Generator, n_bodies: int, chain: bool = Fals
             xyz = rng.uniform(-0.3, 0.3, 3)
             rpy = rng.uniform(-np.pi, np.pi, 3)
             lines.append(
-                f'<joint name="{fx}_joint" type="fixed"><parent link="{child}"/><child link="{fx}"/>'
-                f'<origin xyz="{xyz[0]} {xyz[1]} {xyz[2]}" rpy="{rpy[0]} {rpy[1]} {rpy[2]}"/></joint>')
+                f'<joint name="{fx}_joint" type="fixed"><parent link="{child}"/>'
+                f'<child link="{fx}"/><origin xyz="{xyz[0]} {xyz[1]} {xyz[2]}" '
+                f'rpy="{rpy[0]} {rpy[1]} {rpy[2]}"/></joint>'
+            )
             lines.append(f'<link name="{fx}">{inertial(rng)}</link>')
             link_names.append(fx)
     lines.append("</robot>")

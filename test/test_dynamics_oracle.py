@@ -45,8 +45,9 @@ def check_model(model, ref, rng, n_states=4, floating=False):
                 mask[0] = True
             m = model.with_passive([n for n, b in zip(model.joint_names, mask) if b])
             res = hybrid_dynamics(m, q, v, qdd[m.active_dofs], tau[m.passive_dofs])
-            ta, qp = ref.dense_hybrid(q, v, qdd[m.active_dofs], tau[m.passive_dofs],
-                                      m.active_dofs, m.passive_dofs)
+            ta, qp = ref.dense_hybrid(
+                q, v, qdd[m.active_dofs], tau[m.passive_dofs], m.active_dofs, m.passive_dofs
+            )
             scale = max(1.0, cond / 1e3)
             ok, err = close(res.tau_active, ta, scale)
             assert ok, f"T_a mismatch {err} (passive {m.passive_joints})"
@@ -57,9 +58,19 @@ def check_model(model, ref, rng, n_states=4, floating=False):
             assert np.array_equal(res.tau[m.passive_dofs], tau[m.passive_dofs])
 
 
-@pytest.mark.parametrize("name", ["panda", "ur5", "ur10", "double_pendulum",
-                                  "double_pendulum_continuous", "double_pendulum_simple",
-                                  "kinova", "z1"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "panda",
+        "ur5",
+        "ur10",
+        "double_pendulum",
+        "double_pendulum_continuous",
+        "double_pendulum_simple",
+        "kinova",
+        "z1",
+    ],
+)
 def test_example_robots_fixed_base(name):
     text = EXAMPLE_URDFS[name].read_text()
     model = RobotModel.from_urdf(text, mimic="independent")
@@ -85,16 +96,19 @@ def test_panda_arm_sub_chain():
     import xml.etree.ElementTree as ET
 
     root = ET.fromstring(text)
-    hand = {el.get("name") for el in root.findall("link")
-            if el.get("name").startswith("panda_hand") or "finger" in el.get("name")}
+    hand = {
+        el.get("name")
+        for el in root.findall("link")
+        if el.get("name").startswith("panda_hand") or "finger" in el.get("name")
+    }
     for el in list(root):
         if el.tag == "link" and el.get("name") in hand:
             root.remove(el)
-        if el.tag == "joint" and (el.find("child").get("link") in hand
-                                  or el.find("parent").get("link") in hand):
+        if el.tag == "joint" and (
+            el.find("child").get("link") in hand or el.find("parent").get("link") in hand
+        ):
             root.remove(el)
-    check_model(arm, PinRef(arm, ET.tostring(root, encoding="unicode")),
-                np.random.default_rng(3))
+    check_model(arm, PinRef(arm, ET.tostring(root, encoding="unicode")), np.random.default_rng(3))
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -129,7 +143,11 @@ def test_gravity_is_a_base_acceleration():
     g = (1.5, -2.0, -7.0)
     model = RobotModel.from_urdf(text, gravity=g)
     ref = PinRef(model, text)
-    q, v, qdd = model.random_configuration(rng), rng.normal(size=model.nv), rng.normal(size=model.nv)
+    q, v, qdd = (
+        model.random_configuration(rng),
+        rng.normal(size=model.nv),
+        rng.normal(size=model.nv),
+    )
     assert close(inverse_dynamics(model, q, v, qdd), ref.rnea(q, v, qdd))[0]
 
 

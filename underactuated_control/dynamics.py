@@ -66,14 +66,17 @@ def joint_transforms(hinge_type, axis, tree_E, tree_r, q_start, q, E_up, r_up, R
                 for b in range(3):
                     E_up[i, a, b] = Et[a, b]
                 d = q[qi]
-                r_up[i, a] = rt[a] + (Et[0, a] * axis[i, 0] + Et[1, a] * axis[i, 1]
-                                      + Et[2, a] * axis[i, 2]) * d
+                r_up[i, a] = (
+                    rt[a]
+                    + (Et[0, a] * axis[i, 0] + Et[1, a] * axis[i, 1] + Et[2, a] * axis[i, 2]) * d
+                )
             continue
         if hinge_type[i] == FLOATING:
-            quaternion_to_matrix(q[qi + 3:qi + 7], R_tmp)
+            quaternion_to_matrix(q[qi + 3 : qi + 7], R_tmp)
             for a in range(3):
-                r_up[i, a] = rt[a] + (Et[0, a] * q[qi] + Et[1, a] * q[qi + 1]
-                                      + Et[2, a] * q[qi + 2])
+                r_up[i, a] = rt[a] + (
+                    Et[0, a] * q[qi] + Et[1, a] * q[qi + 1] + Et[2, a] * q[qi + 2]
+                )
         else:  # revolute: child axes rotated by R(axis, q) in the joint frame
             axis_angle_matrix(axis[i], q[qi], R_tmp)
             for a in range(3):
@@ -81,7 +84,9 @@ def joint_transforms(hinge_type, axis, tree_E, tree_r, q_start, q, E_up, r_up, R
         # E_up = R^T Et
         for a in range(3):
             for b in range(3):
-                E_up[i, a, b] = R_tmp[0, a] * Et[0, b] + R_tmp[1, a] * Et[1, b] + R_tmp[2, a] * Et[2, b]
+                E_up[i, a, b] = (
+                    R_tmp[0, a] * Et[0, b] + R_tmp[1, a] * Et[1, b] + R_tmp[2, a] * Et[2, b]
+                )
 
 
 @njit(cache=True)
@@ -150,8 +155,9 @@ def _spd_inverse(D, n, tol, out):
 
 
 @njit(cache=True)
-def articulated_sweep(parent, S, nv_joint, passive, inertia, E_up, r_up, tol,
-                      P, U, Dinv, G, P_plus, tmp66):
+def articulated_sweep(
+    parent, S, nv_joint, passive, inertia, E_up, r_up, tol, P, U, Dinv, G, P_plus, tmp66
+):
     """(4.6) tip-to-base articulated quantities of the passive arm.
 
     P(k) = phi(k,k-1) P+(k-1) phi*(k,k-1) + M(k); for a passive hinge D_p = H P H*,
@@ -207,8 +213,26 @@ def articulated_sweep(parent, S, nv_joint, passive, inertia, E_up, r_up, tol,
 
 
 @njit(cache=True)
-def residual_force_sweep(parent, S, nv_joint, v_start, passive, E_up, r_up, P, G, Dinv,
-                         coriolis, gyro, qdd, tau, z, nu, tmp, eps):
+def residual_force_sweep(
+    parent,
+    S,
+    nv_joint,
+    v_start,
+    passive,
+    E_up,
+    r_up,
+    P,
+    G,
+    Dinv,
+    coriolis,
+    gyro,
+    qdd,
+    tau,
+    z,
+    nu,
+    tmp,
+    eps,
+):
     """(5.4a) tip-to-base residual forces.
 
     active:  z(k) = phi z+(k-1) + b(k) + P(k)[H* qdd(k) + a(k)],   z+(k) = z(k)
@@ -254,8 +278,26 @@ def residual_force_sweep(parent, S, nv_joint, v_start, passive, E_up, r_up, P, G
 
 
 @njit(cache=True)
-def outward_sweep(parent, S, nv_joint, v_start, passive, E_up, r_up, P, G, coriolis, z, nu,
-                  alpha_base, qdd, tau, alpha, force, alpha_plus):
+def outward_sweep(
+    parent,
+    S,
+    nv_joint,
+    v_start,
+    passive,
+    E_up,
+    r_up,
+    P,
+    G,
+    coriolis,
+    z,
+    nu,
+    alpha_base,
+    qdd,
+    tau,
+    alpha,
+    force,
+    alpha_plus,
+):
     """(5.4b) base-to-tip: alpha+(k) = phi*(k+1,k) alpha(k+1);
     active:  f(k) = P(k) alpha+(k) + z(k),  T_a(k) = H(k) f(k)
     passive: qdd_p(k) = nu_p(k) - G_p*(k) alpha+(k)
@@ -363,11 +405,33 @@ class HybridDynamics:
         q = np.asarray(q, dtype=float)
         if q.shape != (m.nq,) or not math.isfinite(float(np.sum(q))):
             m.check_state(q=q)
-        joint_transforms(m.hinge_type, m.axis, m.tree_rotation, m.tree_translation, m.q_start,
-                         q, self.E_up, self.r_up, self._R)
-        bad = articulated_sweep(m.parent, m.motion_subspace, m.nv_joint, self.passive, m.inertia,
-                                self.E_up, self.r_up, self.singular_tolerance, self.P, self.U,
-                                self.Dinv, self.G, self._P_plus, self._tmp66)
+        joint_transforms(
+            m.hinge_type,
+            m.axis,
+            m.tree_rotation,
+            m.tree_translation,
+            m.q_start,
+            q,
+            self.E_up,
+            self.r_up,
+            self._R,
+        )
+        bad = articulated_sweep(
+            m.parent,
+            m.motion_subspace,
+            m.nv_joint,
+            self.passive,
+            m.inertia,
+            self.E_up,
+            self.r_up,
+            self.singular_tolerance,
+            self.P,
+            self.U,
+            self.Dinv,
+            self.G,
+            self._P_plus,
+            self._tmp66,
+        )
         if bad >= 0:
             raise SingularPassiveInertiaError(
                 f"passive joint '{m.joint_names[bad]}' moves a subtree with (near) zero inertia "
@@ -385,17 +449,33 @@ class HybridDynamics:
         v = np.asarray(v, dtype=float)
         if v.shape != (m.nv,) or not math.isfinite(float(np.sum(v))):
             m.check_state(v=v)
-        velocity_sweep(m.parent, m.motion_subspace, m.nv_joint, m.v_start, m.inertia, self.E_up,
-                       self.r_up, v, self.vel, self.coriolis, self.gyro, self._tmp6)
+        velocity_sweep(
+            m.parent,
+            m.motion_subspace,
+            m.nv_joint,
+            m.v_start,
+            m.inertia,
+            self.E_up,
+            self.r_up,
+            v,
+            self.vel,
+            self.coriolis,
+            self.gyro,
+            self._tmp6,
+        )
 
     # -- step 3: (5.4a) + (5.4b) --------------------------------------------------------------
-    def solve(self, qdd_active: np.ndarray, tau_passive: np.ndarray, gravity: bool = True
-              ) -> HybridResult:
+    def solve(
+        self, qdd_active: np.ndarray, tau_passive: np.ndarray, gravity: bool = True
+    ) -> HybridResult:
         m = self.model
         qdd_active = np.asarray(qdd_active, dtype=float)
         tau_passive = np.asarray(tau_passive, dtype=float)
-        if (qdd_active.shape != self.active_dofs.shape or tau_passive.shape != self.passive_dofs.shape
-                or not math.isfinite(float(np.sum(qdd_active)) + float(np.sum(tau_passive)))):
+        if (
+            qdd_active.shape != self.active_dofs.shape
+            or tau_passive.shape != self.passive_dofs.shape
+            or not math.isfinite(float(np.sum(qdd_active)) + float(np.sum(tau_passive)))
+        ):
             self._check_inputs(qdd_active, tau_passive)
         self.qdd[self.active_dofs] = qdd_active
         self.tau[self.passive_dofs] = tau_passive
@@ -403,19 +483,53 @@ class HybridDynamics:
             self.alpha_base[3:] = -m.gravity
         else:
             self.alpha_base[:] = 0.0
-        residual_force_sweep(m.parent, m.motion_subspace, m.nv_joint, m.v_start, self.passive,
-                             self.E_up, self.r_up, self.P, self.G, self.Dinv, self.coriolis,
-                             self.gyro, self.qdd, self.tau, self.z, self.nu, self._tmp6,
-                             self._tmp6b)
-        outward_sweep(m.parent, m.motion_subspace, m.nv_joint, m.v_start, self.passive, self.E_up,
-                      self.r_up, self.P, self.G, self.coriolis, self.z, self.nu, self.alpha_base,
-                      self.qdd, self.tau, self.alpha, self.force, self._tmp6)
+        residual_force_sweep(
+            m.parent,
+            m.motion_subspace,
+            m.nv_joint,
+            m.v_start,
+            self.passive,
+            self.E_up,
+            self.r_up,
+            self.P,
+            self.G,
+            self.Dinv,
+            self.coriolis,
+            self.gyro,
+            self.qdd,
+            self.tau,
+            self.z,
+            self.nu,
+            self._tmp6,
+            self._tmp6b,
+        )
+        outward_sweep(
+            m.parent,
+            m.motion_subspace,
+            m.nv_joint,
+            m.v_start,
+            self.passive,
+            self.E_up,
+            self.r_up,
+            self.P,
+            self.G,
+            self.coriolis,
+            self.z,
+            self.nu,
+            self.alpha_base,
+            self.qdd,
+            self.tau,
+            self.alpha,
+            self.force,
+            self._tmp6,
+        )
         np.take(self.tau, self.active_dofs, out=self.result.tau_active)
         np.take(self.qdd, self.passive_dofs, out=self.result.qdd_passive)
         return self.result
 
-    def compute(self, q: np.ndarray, v: np.ndarray, qdd_active: np.ndarray,
-                tau_passive: np.ndarray) -> HybridResult:
+    def compute(
+        self, q: np.ndarray, v: np.ndarray, qdd_active: np.ndarray, tau_passive: np.ndarray
+    ) -> HybridResult:
         """The whole hybrid recursion; results in ``self.result`` (preallocated, reused)."""
         self.set_configuration(q)
         self.set_velocity(v)
@@ -423,8 +537,10 @@ class HybridDynamics:
 
     def _check_inputs(self, qdd_active: np.ndarray, tau_passive: np.ndarray) -> None:
         m = self.model
-        for name, arr, idx in (("qdd_active", qdd_active, self.active_dofs),
-                               ("tau_passive", tau_passive, self.passive_dofs)):
+        for name, arr, idx in (
+            ("qdd_active", qdd_active, self.active_dofs),
+            ("tau_passive", tau_passive, self.passive_dofs),
+        ):
             if arr.shape != idx.shape:
                 raise ValueError(
                     f"{name} must have shape {idx.shape} (joints {[m.dof_names[i] for i in idx]}), "
@@ -432,8 +548,10 @@ class HybridDynamics:
                 )
             bad = np.flatnonzero(~np.isfinite(arr))
             if bad.size:
-                raise ValueError(f"{name} has non-finite entries: " + ", ".join(
-                    f"{m.dof_names[idx[b]]}={arr[b]}" for b in bad[:6]))
+                raise ValueError(
+                    f"{name} has non-finite entries: "
+                    + ", ".join(f"{m.dof_names[idx[b]]}={arr[b]}" for b in bad[:6])
+                )
 
 
 def _workspace(model: RobotModel, kind: str = "model") -> HybridDynamics:
@@ -441,29 +559,40 @@ def _workspace(model: RobotModel, kind: str = "model") -> HybridDynamics:
     cache = model._workspace_cache
     ws = cache.get(kind)
     if ws is None:
-        mask = {"model": None, "active": np.zeros(model.nb, bool),
-                "passive": np.ones(model.nb, bool)}[kind]
+        mask = {
+            "model": None,
+            "active": np.zeros(model.nb, bool),
+            "passive": np.ones(model.nb, bool),
+        }[kind]
         ws = cache[kind] = HybridDynamics(model, mask)
     return ws
 
 
 # ================================================================ public functions
-def hybrid_dynamics(model: RobotModel, q: np.ndarray, v: np.ndarray, qdd_active: np.ndarray,
-                    tau_passive: np.ndarray) -> HybridResult:
+def hybrid_dynamics(
+    model: RobotModel, q: np.ndarray, v: np.ndarray, qdd_active: np.ndarray, tau_passive: np.ndarray
+) -> HybridResult:
     """T_a and qdd_p from qdd_a and T_p (section 5); results are fresh copies."""
     res = _workspace(model).compute(q, v, qdd_active, tau_passive)
-    return HybridResult(res.tau_active.copy(), res.qdd_passive.copy(), res.qdd.copy(),
-                        res.tau.copy(), res.alpha.copy())
+    return HybridResult(
+        res.tau_active.copy(),
+        res.qdd_passive.copy(),
+        res.qdd.copy(),
+        res.tau.copy(),
+        res.alpha.copy(),
+    )
 
 
-def inverse_dynamics(model: RobotModel, q: np.ndarray, v: np.ndarray, qdd: np.ndarray
-                     ) -> np.ndarray:
+def inverse_dynamics(
+    model: RobotModel, q: np.ndarray, v: np.ndarray, qdd: np.ndarray
+) -> np.ndarray:
     """tau = M(q) qdd + C(q, v) + gravity: the hybrid recursion with every joint active."""
     return _workspace(model, "active").compute(q, v, qdd, np.zeros(0)).tau.copy()
 
 
-def forward_dynamics(model: RobotModel, q: np.ndarray, v: np.ndarray, tau: np.ndarray
-                     ) -> np.ndarray:
+def forward_dynamics(
+    model: RobotModel, q: np.ndarray, v: np.ndarray, tau: np.ndarray
+) -> np.ndarray:
     """qdd = M^-1 (tau - C - gravity): the hybrid recursion with every joint passive (ABA)."""
     return _workspace(model, "passive").compute(q, v, np.zeros(0), tau).qdd.copy()
 

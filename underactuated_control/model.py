@@ -11,9 +11,9 @@ models that ``with_passive`` derives from it (an actuator failure costs only new
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -93,7 +93,7 @@ class RobotModel:
         floating_base: bool = False,
         allow_massless_links: bool = False,
         mimic: str = "error",
-    ) -> "RobotModel":
+    ) -> RobotModel:
         """Parse a URDF (file path or XML string) into a model; see ``urdf.parse_urdf``."""
         from .urdf import parse_urdf
 
@@ -155,6 +155,18 @@ class RobotModel:
         return tuple(n for n, p in zip(self.joint_names, self.passive_joint_mask) if p)
 
     @property
+    def dof_is_linear(self) -> np.ndarray:
+        """True for translational DOF (prismatic joints, floating x/y/z): units m, N."""
+        out = np.zeros(self.nv, dtype=bool)
+        for k in range(self.nb):
+            j = self.v_start[k]
+            if self.hinge_type[k] == PRISMATIC:
+                out[j] = True
+            elif self.hinge_type[k] == FLOATING:
+                out[j : j + 3] = True
+        return out
+
+    @property
     def link_names(self) -> tuple[str, ...]:
         return tuple(self.frames)
 
@@ -181,7 +193,7 @@ class RobotModel:
             ) from None
 
     # ---------------------------------------------------------------- run-time status
-    def with_passive(self, names: Iterable[str]) -> "RobotModel":
+    def with_passive(self, names: Iterable[str]) -> RobotModel:
         """The same robot with exactly ``names`` passive (an actuator fails or recovers).
 
         Shares every array with ``self``: no URDF re-parse, only new index sets.
@@ -192,7 +204,7 @@ class RobotModel:
             mask[self.joint_index(n)] = True
         return dataclasses.replace(self, passive_joint_mask=mask)
 
-    def replace(self, **changes) -> "RobotModel":
+    def replace(self, **changes) -> RobotModel:
         """A copy with some fields changed (e.g. ``gravity``)."""
         return dataclasses.replace(self, **changes)
 
@@ -222,10 +234,8 @@ class RobotModel:
         return q
 
     def integrate(self, q: np.ndarray, v: np.ndarray, dt: float) -> np.ndarray:
-        """q (+) v dt on the configuration manifold (quaternions of floating joints renormalised).
-
-        A floating joint's velocity is [linear; angular] in body axes (Pinocchio's convention).
-        """
+        """q (+) v dt on the configuration manifold: a floating joint moves along the SE(3)
+        exponential of its body twist [linear; angular] dt (Pinocchio's convention)."""
         out = np.array(q, dtype=float)
         R = np.empty((3, 3))
         for k in range(self.nb):
@@ -233,7 +243,9 @@ class RobotModel:
             if self.hinge_type[k] == FLOATING:
                 quat = out[i + 3 : i + 7].copy()
                 quaternion_to_matrix(quat, R)
-                out[i : i + 3] += R @ (v[j : j + 3] * dt)
+                out[i : i + 3] += R @ (
+                    _so3_left_jacobian(v[j + 3 : j + 6] * dt) @ (v[j : j + 3] * dt)
+                )
                 out[i + 3 : i + 7] = _quat_multiply(quat, _quat_exp(v[j + 3 : j + 6] * dt))
                 out[i + 3 : i + 7] /= np.linalg.norm(out[i + 3 : i + 7])
             else:
@@ -242,9 +254,15 @@ class RobotModel:
 
     def check_state(self, **vectors: np.ndarray) -> None:
         """Validate sizes and finiteness of named state vectors; ``ValueError`` names the entry."""
-        expected = {"q": self.nq, "v": self.nv, "qdd": self.nv, "tau": self.nv,
-                    "qdd_active": self.n_active, "tau_passive": self.n_passive,
-                    "tau_active": self.n_active}
+        expected = {
+            "q": self.nq,
+            "v": self.nv,
+            "qdd": self.nv,
+            "tau": self.nv,
+            "qdd_active": self.n_active,
+            "tau_passive": self.n_passive,
+            "tau_active": self.n_active,
+        }
         for name, vec in vectors.items():
             arr = np.asarray(vec, dtype=float)
             n = expected[name]
@@ -275,17 +293,30 @@ class RobotModel:
 
     def describe(self) -> str:
         """Human-readable summary: joints, types, passive status, masses."""
-        lines = [f"robot '{self.name}': {self.nb} moving bodies, nq={self.nq}, nv={self.nv}, "
-                 f"root '{self.root_link}', gravity {tuple(float(g) for g in self.gravity)}"]
+        lines = [
+            f"robot '{self.name}': {self.nb} moving bodies, nq={self.nq}, nv={self.nv}, "
+            f"root '{self.root_link}', gravity {tuple(float(g) for g in self.gravity)}"
+        ]
         lines.append(f"  {'joint':<28}{'type':<11}{'parent':<24}{'status':<9}{'mass [kg]':>10}")
         for k in range(self.nb):
             par = self.body_names[self.parent[k]] if self.parent[k] >= 0 else self.root_link
             status = "PASSIVE" if self.passive_joint_mask[k] else "active"
-            lines.append(f"  {self.joint_names[k]:<28}{self.joint_types[k]:<11}{par:<24}"
-                         f"{status:<9}{self.inertia[k, 5, 5]:>10.4f}")
+            lines.append(
+                f"  {self.joint_names[k]:<28}{self.joint_types[k]:<11}{par:<24}"
+                f"{status:<9}{self.inertia[k, 5, 5]:>10.4f}"
+            )
         lines.append(f"  active ({self.n_active} DOF): {list(self.active_joints)}")
         lines.append(f"  passive ({self.n_passive} DOF): {list(self.passive_joints)}")
         return "\n".join(lines)
+
+
+def _so3_left_jacobian(w: np.ndarray) -> np.ndarray:
+    """V(w) = I + (1 - cos t)/t^2 w~ + (t - sin t)/t^3 w~^2: translation part of exp(se(3))."""
+    t = float(np.linalg.norm(w))
+    W = np.array([[0.0, -w[2], w[1]], [w[2], 0.0, -w[0]], [-w[1], w[0], 0.0]])
+    if t < 1e-8:
+        return np.eye(3) + 0.5 * W + W @ W / 6.0
+    return np.eye(3) + (1.0 - np.cos(t)) / t**2 * W + (t - np.sin(t)) / t**3 * W @ W
 
 
 def _quat_exp(w: np.ndarray) -> np.ndarray:
@@ -300,9 +331,11 @@ def _quat_exp(w: np.ndarray) -> np.ndarray:
 def _quat_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     ax, ay, az, aw = a
     bx, by, bz, bw = b
-    return np.array([
-        aw * bx + ax * bw + ay * bz - az * by,
-        aw * by - ax * bz + ay * bw + az * bx,
-        aw * bz + ax * by - ay * bx + az * bw,
-        aw * bw - ax * bx - ay * by - az * bz,
-    ])
+    return np.array(
+        [
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+            aw * bw - ax * bx - ay * by - az * bz,
+        ]
+    )

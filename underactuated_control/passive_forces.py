@@ -9,8 +9,8 @@ overridden per joint. A free-flying base (floating joint) has no passive force u
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import numpy as np
 
@@ -68,8 +68,9 @@ class PassiveForceModel:
             if params is None:
                 if m.hinge_type[k] == FLOATING:
                     continue
-                params = JointForceParameters(damping=float(m.damping[dofs[0]]),
-                                              coulomb=float(m.friction[dofs[0]]))
+                params = JointForceParameters(
+                    damping=float(m.damping[dofs[0]]), coulomb=float(m.friction[dofs[0]])
+                )
             self._damping[dofs] = params.damping
             self._coulomb[dofs] = params.coulomb
             self._stiffness[dofs] = params.stiffness
@@ -77,7 +78,7 @@ class PassiveForceModel:
             self._scale[dofs] = params.coulomb_velocity_scale
         self._out = np.zeros(nv)
 
-    def with_model(self, model: RobotModel) -> "PassiveForceModel":
+    def with_model(self, model: RobotModel) -> PassiveForceModel:
         """The same parameters for another passive set of the same robot."""
         return PassiveForceModel(model, self.overrides)
 

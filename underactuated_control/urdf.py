@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -154,7 +154,7 @@ def parse_urdf(
     try:
         with _quiet_urdf_parser(messages):
             robot = URDF.from_xml_string(text)
-    except Exception as exc:  # urdf_parser_py raises bare AssertionError/KeyError/...
+    except Exception as exc:  # noqa: BLE001 - urdf_parser_py raises bare Assertion/KeyError
         raise ValueError(f"malformed URDF: {type(exc).__name__}: {exc}") from None
 
     links = {link.name: link for link in robot.links}
@@ -249,8 +249,18 @@ def parse_urdf(
     inf = float("inf")
     stack: list[tuple[str, int, np.ndarray, np.ndarray]] = []
     if floating_base:
-        b = add_body(root_link, "root_joint", "floating", -1, np.eye(3), np.zeros(3),
-                     np.zeros(3), (-inf, inf, inf, inf), 0.0, 0.0)
+        b = add_body(
+            root_link,
+            "root_joint",
+            "floating",
+            -1,
+            np.eye(3),
+            np.zeros(3),
+            np.zeros(3),
+            (-inf, inf, inf, inf),
+            0.0,
+            0.0,
+        )
         attach_link(root_link, b, np.eye(3), np.zeros(3))
         stack.append((root_link, b, np.eye(3), np.zeros(3)))
     else:
@@ -283,7 +293,9 @@ def parse_urdf(
                 axis = np.array(joint.axis if joint.axis is not None else (1.0, 0.0, 0.0), float)
                 norm = np.linalg.norm(axis)
                 if not np.isfinite(norm) or norm < 1e-12:
-                    raise ValueError(f"joint '{joint.name}': axis {axis.tolist()} is not a direction")
+                    raise ValueError(
+                        f"joint '{joint.name}': axis {axis.tolist()} is not a direction"
+                    )
                 axis = axis / norm
             lim = joint.limit
             lower, upper = -inf, inf
@@ -300,8 +312,18 @@ def parse_urdf(
                 friction = float(joint.dynamics.friction or 0.0)
                 if damping < 0 or friction < 0:
                     raise ValueError(f"joint '{joint.name}': negative <dynamics> damping/friction")
-            b = add_body(joint.child, joint.name, jtype, body, E, r, axis,
-                         (lower, upper, velocity, effort), damping, friction)
+            b = add_body(
+                joint.child,
+                joint.name,
+                jtype,
+                body,
+                E,
+                r,
+                axis,
+                (lower, upper, velocity, effort),
+                damping,
+                friction,
+            )
             attach_link(joint.child, b, np.eye(3), np.zeros(3))
             visit(joint.child, b, np.eye(3), np.zeros(3))
 
@@ -319,8 +341,13 @@ def parse_urdf(
             )
 
     # ---- DOF layout and hinge maps H*(k) --------------------------------------------------
-    hinge_type = np.array([FLOATING if t == "floating" else PRISMATIC if t == "prismatic"
-                           else REVOLUTE for t in joint_types], dtype=np.int64)
+    hinge_type = np.array(
+        [
+            FLOATING if t == "floating" else PRISMATIC if t == "prismatic" else REVOLUTE
+            for t in joint_types
+        ],
+        dtype=np.int64,
+    )
     nv_joint = np.where(hinge_type == FLOATING, 6, 1).astype(np.int64)
     nq_joint = np.where(hinge_type == FLOATING, 7, 1).astype(np.int64)
     v_start = np.concatenate([[0], np.cumsum(nv_joint)[:-1]]).astype(np.int64)
