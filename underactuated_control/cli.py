@@ -105,10 +105,75 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_model(args: argparse.Namespace) -> RobotModel:
+    return RobotModel.from_urdf(resolve_robot(args.urdf), passive_joints=args.passive,
+                                root_link=args.root_link, tip_link=args.tip_link,
+                                floating_base=args.floating_base, mimic=args.mimic,
+                                gravity=args.gravity)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Offline mode (§6.2, patent claim 10): T_a(t) and passive motion for a frame path."""
+    from .control import EndEffectorTracker
+    from .control.offline import plan_trajectory
+    from .control.trajectories import CircleTrajectory, LineTrajectory, _exp_so3
+    from .jacobians import frame_placement
+
+    model = _load_model(args)
+    q0 = model.neutral_configuration()
+    if args.q is not None:
+        q_user = np.asarray(args.q, dtype=float)
+        if args.floating_base and q_user.shape == (model.nq - 7,):
+            q0[7:] = q_user
+        else:
+            q0 = q_user
+    v0 = np.zeros(model.nv)
+    model.check_state(q=q0, v=v0)
+    p0, R0 = frame_placement(model, q0, args.frame)
+    if args.circle is not None:
+        normal = np.asarray(args.normal, dtype=float)
+        traj = CircleTrajectory(center=p0, radius=args.circle, normal=normal,
+                                period=args.duration, rotation=R0)
+        traj.center = p0 - args.circle * traj._u  # start on the circle, at the current point
+    else:
+        offset = np.zeros(3) if args.line is None else np.asarray(args.line, dtype=float)
+        rot = np.zeros(3) if args.rotate is None else np.asarray(args.rotate, dtype=float)
+        traj = LineTrajectory(p0, R0, p0 + offset, _exp_so3(rot) @ R0, args.duration)
+    tracker = EndEffectorTracker(model, args.frame, task=args.task, kp_position=args.kp,
+                                 kd_position=args.kd, kp_orientation=args.kp,
+                                 kd_orientation=args.kd, passive_weight=args.passive_weight,
+                                 passive_kp=args.passive_kp, passive_kd=args.passive_kd)
+    print(model.describe())
+    print(f"planning {args.duration} s at dt={args.dt} s for frame '{args.frame}' "
+          f"(task {args.task})", file=sys.stderr)
+    plan = plan_trajectory(tracker, traj, q0, v0, args.duration, args.dt, progress=True)
+    print("\nplan summary:")
+    for key, value in plan.summary().items():
+        print(f"  {key:<28}{value:.6g}")
+    if args.out:
+        print(f"wrote {plan.save(args.out)}")
+    if args.plot:
+        print(f"wrote {plan.plot(args.plot)}")
+    return 0
+
+
 def cmd_robots(_: argparse.Namespace) -> int:
     for name, path in builtin_robots().items():
         print(f"{name:<16}{path}")
     return 0
+
+
+def _model_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("urdf", help="URDF path, URDF XML, or a bundled robot name (see 'robots')")
+    p.add_argument("--passive", nargs="*", default=[], metavar="JOINT",
+                   help="joints without actuator (added to those inferred from <ros2_control>)")
+    p.add_argument("--root-link")
+    p.add_argument("--tip-link")
+    p.add_argument("--floating-base", action="store_true",
+                   help="add a passive 6-DOF joint between the world and the root link")
+    p.add_argument("--gravity", nargs=3, type=float, default=(0.0, 0.0, -9.81),
+                   metavar=("GX", "GY", "GZ"), help="[m/s^2] in root axes")
+    p.add_argument("--mimic", choices=("error", "independent"), default="error")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -140,6 +205,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--q", nargs="+", type=float, help="configuration [rad|m] (default: neutral)")
     p.add_argument("--v", nargs="+", type=float, help="velocity [rad/s|m/s] (default: zero)")
     p.set_defaults(func=cmd_inspect)
+    pl = sub.add_parser("plan", help="offline mode: integrate an end-effector path into T_a(t) "
+                                     "and the passive joints' motion (paper 6.2)")
+    _model_arguments(pl)
+    pl.add_argument("--frame", required=True, help="tracked link frame")
+    pl.add_argument("--task", choices=("pose", "position", "orientation", "pointing"),
+                    default="pose")
+    pl.add_argument("--q", nargs="+", type=float,
+                    help="start configuration [rad|m] (with --floating-base: the arm joints)")
+    shape = pl.add_mutually_exclusive_group()
+    shape.add_argument("--line", nargs=3, type=float, metavar=("DX", "DY", "DZ"),
+                       help="straight line: frame displacement [m], cycloidal timing")
+    shape.add_argument("--circle", type=float, metavar="RADIUS", help="circle radius [m]")
+    pl.add_argument("--rotate", nargs=3, type=float, metavar=("RX", "RY", "RZ"),
+                    help="with --line: rotation vector [rad] of the frame, root axes")
+    pl.add_argument("--normal", nargs=3, type=float, default=(1.0, 0.0, 0.0),
+                    help="with --circle: plane normal")
+    pl.add_argument("--duration", type=float, default=2.0, help="[s]")
+    pl.add_argument("--dt", type=float, default=1e-3, help="integration step [s]")
+    pl.add_argument("--kp", type=float, default=100.0, help="task stiffness [1/s^2]")
+    pl.add_argument("--kd", type=float, default=20.0, help="task damping [1/s]")
+    pl.add_argument("--passive-weight", type=float, default=0.0,
+                    help="weight of 'passive joints keep still' rows (7.1)")
+    pl.add_argument("--passive-kp", type=float, default=0.0, help="[1/s^2]")
+    pl.add_argument("--passive-kd", type=float, default=0.0, help="[1/s]")
+    pl.add_argument("--out", help="profile file (.csv or .npz)")
+    pl.add_argument("--plot", help="PNG of errors, T_a and passive velocities")
+    pl.set_defaults(func=cmd_plan)
     r = sub.add_parser("robots", help="list bundled robots")
     r.set_defaults(func=cmd_robots)
     return parser

@@ -1,0 +1,212 @@
+"""Frame, generalized and disturbance Jacobians, drifts and projection operators (paper §6)
+against Pinocchio, finite differences and the lemmas."""
+
+import numpy as np
+import pinocchio as pin
+import pytest
+from oracle import EXAMPLE_URDFS, PinRef, random_tree_urdf
+
+from underactuated_control import RobotModel
+from underactuated_control.jacobians import (
+    disturbance_jacobian,
+    frame_jacobian,
+    frame_placement,
+    generalized_jacobian,
+    generalized_jacobian_product,
+    jacobian_drifts,
+    projection_operators,
+    spatial_momentum,
+    underactuated_mass_matrix,
+)
+
+CASES = [("ur5", False, ["shoulder_lift_joint", "wrist_2_joint"]),
+         ("panda", False, ["panda_joint2", "panda_joint5", "panda_joint6"]),
+         ("kinova", False, None), ("solo12", True, None), ("ur5", True, [])]
+
+
+def build(name, floating, passive, rng):
+    text = EXAMPLE_URDFS[name].read_text()
+    model = RobotModel.from_urdf(text, floating_base=floating, mimic="independent")
+    if passive is None:  # random passive set, at least one active and one passive joint
+        mask = rng.uniform(size=model.nb) < 0.4
+        mask[-1] = False
+        mask[0] = True
+        passive = [n for n, b in zip(model.joint_names, mask) if b]
+    if floating:
+        passive = ["root_joint", *passive]
+    model = model.with_passive(passive)
+    return model, PinRef(model, text, floating)
+
+
+def pin_frame_jacobian(ref, q, frame):
+    pin.computeJointJacobians(ref.pm, ref.pd, ref.q(q))
+    pin.framesForwardKinematics(ref.pm, ref.pd, ref.q(q))
+    fid = ref.pm.getFrameId(frame)
+    return pin.getFrameJacobian(ref.pm, ref.pd, fid, pin.LOCAL_WORLD_ALIGNED)[:, ref.v_perm], fid
+
+
+def dense_JG_JD(ref, model, q, frame):
+    M = ref.mass_matrix(q)
+    a, p = model.active_dofs, model.passive_dofs
+    J_D = -np.linalg.solve(M[np.ix_(p, p)], M[np.ix_(p, a)])
+    J, _ = pin_frame_jacobian(ref, q, frame)
+    return J[:, a] + J[:, p] @ J_D, J_D
+
+
+@pytest.mark.parametrize("name, floating, passive", CASES)
+def test_frame_jacobians_and_placements_of_every_link(name, floating, passive):
+    rng = np.random.default_rng(0)
+    model, ref = build(name, floating, passive, rng)
+    q = model.random_configuration(rng)
+    for link in model.link_names:
+        if not ref.pm.existFrame(link):
+            continue
+        J_ref, fid = pin_frame_jacobian(ref, q, link)
+        np.testing.assert_allclose(frame_jacobian(model, q, link), J_ref, atol=1e-12)
+        p, R = frame_placement(model, q, link)
+        np.testing.assert_allclose(p, ref.pd.oMf[fid].translation, atol=1e-12)
+        np.testing.assert_allclose(R, ref.pd.oMf[fid].rotation, atol=1e-12)
+
+
+@pytest.mark.parametrize("name, floating, passive", CASES)
+def test_generalized_and_disturbance_jacobians(name, floating, passive):
+    rng = np.random.default_rng(1)
+    model, ref = build(name, floating, passive, rng)
+    frame = model.body_names[-1]
+    for _ in range(3):
+        q = model.random_configuration(rng)
+        JG_ref, JD_ref = dense_JG_JD(ref, model, q, frame)
+        JG, JD = generalized_jacobian(model, q, frame), disturbance_jacobian(model, q)
+        assert JG.shape == (6, model.n_active) and JD.shape == (model.n_passive, model.n_active)
+        np.testing.assert_allclose(JG, JG_ref, atol=1e-10 * max(1, np.abs(JG_ref).max()))
+        np.testing.assert_allclose(JD, JD_ref, atol=1e-10 * max(1, np.abs(JD_ref).max()))
+        x = rng.normal(size=model.n_active)
+        np.testing.assert_allclose(generalized_jacobian_product(model, q, frame, x), JG @ x,
+                                   atol=1e-10 * max(1, np.abs(JG @ x).max()))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_trees_jacobians(seed):
+    rng = np.random.default_rng(seed)
+    text = random_tree_urdf(rng, int(rng.integers(3, 40)))
+    model = RobotModel.from_urdf(text)
+    model = model.with_passive([n for n in model.joint_names if rng.uniform() < 0.4]
+                               or [model.joint_names[0]])
+    if model.n_active == 0:
+        model = model.with_passive(model.joint_names[:-1])
+    ref = PinRef(model, text)
+    q = model.random_configuration(rng)
+    for frame in rng.choice(model.link_names[1:], size=3):
+        JG_ref, JD_ref = dense_JG_JD(ref, model, q, frame)
+        np.testing.assert_allclose(generalized_jacobian(model, q, frame), JG_ref,
+                                   atol=1e-9 * max(1, np.abs(JG_ref).max()))
+        np.testing.assert_allclose(disturbance_jacobian(model, q), JD_ref,
+                                   atol=1e-9 * max(1, np.abs(JD_ref).max()))
+
+
+@pytest.mark.parametrize("name, floating, passive", CASES)
+def test_drift_terms_reproduce_the_true_accelerations(name, floating, passive):
+    """a_frame = J_G qdd_a + drift_G and qdd_p = J_D qdd_a + drift_D, with the true motion from
+    Pinocchio's dense (4.4) solution and its classical frame acceleration."""
+    rng = np.random.default_rng(2)
+    model, ref = build(name, floating, passive, rng)
+    frame = model.body_names[-1]
+    fid = ref.pm.getFrameId(frame)
+    for _ in range(3):
+        q, v = model.random_configuration(rng), rng.normal(size=model.nv)
+        qa, tp = rng.normal(size=model.n_active), rng.normal(size=model.n_passive)
+        _, qp = ref.dense_hybrid(q, v, qa, tp, model.active_dofs, model.passive_dofs)
+        qdd = np.zeros(model.nv)
+        qdd[model.active_dofs], qdd[model.passive_dofs] = qa, qp
+        pin.forwardKinematics(ref.pm, ref.pd, ref.q(q), ref.v(v), ref.v(qdd))
+        pin.updateFramePlacements(ref.pm, ref.pd)
+        acc = pin.getFrameClassicalAcceleration(ref.pm, ref.pd, fid,
+                                                pin.LOCAL_WORLD_ALIGNED).vector
+        dG, dD = jacobian_drifts(model, q, v, frame, tp)
+        JG, JD = generalized_jacobian(model, q, frame), disturbance_jacobian(model, q)
+        np.testing.assert_allclose(JG @ qa + dG, acc, atol=1e-9 * max(1, np.abs(acc).max()))
+        np.testing.assert_allclose(JD @ qa + dD, qp, atol=1e-9 * max(1, np.abs(qp).max()))
+
+
+def test_frame_acceleration_by_finite_differences():
+    """d/dt (J(q(t)) v(t)) along q(t) = q + v t + qdd t²/2 equals J_G qdd_a + drift_G."""
+    rng = np.random.default_rng(3)
+    text = random_tree_urdf(rng, 9, chain=True)
+    model = RobotModel.from_urdf(text, passive_joints=["joint3", "joint6"])
+    frame = "link9"
+    q, v = model.random_configuration(rng), rng.normal(size=model.nv)
+    qa, tp = rng.normal(size=model.n_active), rng.normal(size=model.n_passive)
+    dG, dD = jacobian_drifts(model, q, v, frame, tp)
+    JG, JD = generalized_jacobian(model, q, frame), disturbance_jacobian(model, q)
+    qdd = np.zeros(model.nv)
+    qdd[model.active_dofs], qdd[model.passive_dofs] = qa, JD @ qa + dD
+    h = 1e-5
+
+    def twist(t):
+        return frame_jacobian(model, q + v * t + 0.5 * qdd * t * t, frame) @ (v + qdd * t)
+
+    fd = (twist(h) - twist(-h)) / (2 * h)
+    np.testing.assert_allclose(JG @ qa + dG, fd, atol=1e-6 * max(1, np.abs(fd).max()))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_projection_operator_lemmas(seed):
+    rng = np.random.default_rng(10 + seed)
+    text = random_tree_urdf(rng, 8)
+    model = RobotModel.from_urdf(text)
+    model = model.with_passive(["joint1", "joint4", "joint6"])
+    ref = PinRef(model, text)
+    q = model.random_configuration(rng)
+    ops = projection_operators(model, q)
+    T, Tb = ops.T, ops.T_bar
+    n6 = 6 * model.nb
+    tol = 1e-9 * max(1.0, np.abs(T).max())
+    np.testing.assert_allclose(T @ T, T, atol=tol)  # (6.5)
+    np.testing.assert_allclose(Tb @ Tb, Tb, atol=tol)
+    assert np.linalg.matrix_rank(T, tol=1e-8) == model.n_passive
+    assert np.linalg.matrix_rank(Tb, tol=1e-8) == n6 - model.n_passive
+    Hp = ops.H_passive
+    np.testing.assert_allclose(Tb @ ops.phi.T @ Hp.T, 0.0, atol=tol)  # (6.7)
+    np.testing.assert_allclose(Tb @ ops.psi.T @ Hp.T, 0.0, atol=tol)
+    np.testing.assert_allclose(Tb @ ops.phi.T, ops.psi.T - ops.Omega @ ops.P, atol=tol)  # (6.6)
+    np.testing.assert_allclose(Tb @ ops.phi.T, Tb @ ops.psi.T, atol=tol)
+    # (4.8): M = P - E_psi P E_psi* is implied by the recursion; check the mass matrix (3.3a)
+    M_ref = ref.mass_matrix(q)
+    np.testing.assert_allclose(ops.H @ ops.phi @ ops.M @ ops.phi.T @ ops.H.T, M_ref, atol=1e-9)
+    a, p = model.active_dofs, model.passive_dofs
+    S_ref = M_ref[np.ix_(a, a)] - M_ref[np.ix_(a, p)] @ np.linalg.solve(
+        M_ref[np.ix_(p, p)], M_ref[np.ix_(p, a)])
+    np.testing.assert_allclose(ops.underactuated_mass_matrix(), S_ref, atol=1e-9)  # (6.8)
+    np.testing.assert_allclose(underactuated_mass_matrix(model, q), S_ref, atol=1e-9)
+    # (6.11) J_G = B* T_bar phi* H_a* with the pick-off operator B of the frame "link8"
+    frame = "link8"
+    f = model.frame(frame)
+    _, R = frame_placement(model, q, frame)
+    Rb = R @ f.rotation  # body rotation
+    r = f.translation
+    rx = np.array([[0, -r[2], r[1]], [r[2], 0, -r[0]], [-r[1], r[0], 0]])
+    B = np.zeros((n6, 6))
+    W = np.zeros((6, 6))
+    W[:3, :3], W[:3, 3:], W[3:, :3] = -Rb @ rx, Rb, Rb
+    B[6 * f.body:6 * f.body + 6, :] = W.T
+    np.testing.assert_allclose(ops.generalized_jacobian(B),
+                               generalized_jacobian(model, q, frame), atol=1e-9)
+
+
+def test_spatial_momentum_matches_pinocchio():
+    rng = np.random.default_rng(4)
+    text = EXAMPLE_URDFS["solo12"].read_text()
+    model = RobotModel.from_urdf(text, floating_base=True)
+    ref = PinRef(model, text, floating=True)
+    q, v = model.random_configuration(rng), rng.normal(size=model.nv)
+    hg = pin.computeCentroidalMomentum(ref.pm, ref.pd, ref.q(q), ref.v(v))
+    com = pin.centerOfMass(ref.pm, ref.pd, ref.q(q))
+    h = spatial_momentum(model, q, v)
+    np.testing.assert_allclose(h[:3], hg.linear, atol=1e-10)
+    np.testing.assert_allclose(h[3:], hg.angular + np.cross(com, hg.linear), atol=1e-10)
+
+
+def test_unknown_frame_is_named():
+    model = RobotModel.from_urdf(EXAMPLE_URDFS["ur5"].read_text(), passive_joints=["elbow_joint"])
+    with pytest.raises(ValueError, match="unknown frame/link 'hand'"):
+        generalized_jacobian(model, model.neutral_configuration(), "hand")

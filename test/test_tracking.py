@@ -1,0 +1,214 @@
+"""End-effector tracking through J_G (§6.2) and space-robot mode (§7), judged on the true
+dynamics: Pinocchio's forward dynamics (aba) of all joints, integrated with RK4 at 1 kHz,
+torques held over each step. The figures printed here are the ones reported."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+import pytest
+from oracle import EXAMPLE_URDFS, PinRef
+
+from underactuated_control import RobotModel
+from underactuated_control.control import EndEffectorTracker, TaskReference
+from underactuated_control.control.trajectories import CircleTrajectory
+from underactuated_control.jacobians import frame_placement
+from underactuated_control.passive_forces import PassiveForceModel
+
+ROOT = Path(__file__).resolve().parents[1]
+ARM7 = (ROOT / "urdf/arm7.urdf").read_text()
+SPACE_ARM = (ROOT / "urdf/space_arm.urdf").read_text()
+Q_ARM = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])
+
+
+def simulate(model, ref, tracker, trajectory, q, v, duration, dt=1e-3, floating=False):
+    """Closed loop on the true dynamics; returns max position / orientation error and traces."""
+    pf = PassiveForceModel(model)
+    fid = ref.pm.getFrameId(tracker.frame)
+    worst_p = worst_r = 0.0
+    qs, vs, taus = [q], [v], []
+    for k in range(int(round(duration / dt))):
+        res = tracker.step(q, v, trajectory(k * dt))
+        assert np.all(np.isfinite(res.tau_active))
+        tau = np.zeros(model.nv)
+        tau[model.active_dofs] = res.tau_active
+        taus.append(res.tau_active)
+
+        def f(q, v):
+            t = tau.copy()
+            t[model.passive_dofs] = pf(q, v)
+            return v, ref.aba(q, v, t)
+
+        def step(q, dq, h):
+            return model.integrate(q, dq, h) if floating else q + dq * h
+
+        k1 = f(q, v)
+        k2 = f(step(q, k1[0], dt / 2), v + dt / 2 * k1[1])
+        k3 = f(step(q, k2[0], dt / 2), v + dt / 2 * k2[1])
+        k4 = f(step(q, k3[0], dt), v + dt * k3[1])
+        q = step(q, (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0]) / 6, dt)
+        v = v + dt / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
+        pin.framesForwardKinematics(ref.pm, ref.pd, ref.q(q))
+        target = trajectory((k + 1) * dt)
+        worst_p = max(worst_p, np.linalg.norm(ref.pd.oMf[fid].translation - target.position))
+        worst_r = max(worst_r, np.linalg.norm(
+            pin.log3(target.rotation @ ref.pd.oMf[fid].rotation.T)))
+        qs.append(q)
+        vs.append(v)
+    return worst_p, worst_r, np.array(qs), np.array(vs), np.array(taus)
+
+
+def circle_from(model, q, frame, radius, normal, period, start):
+    p0, R0 = frame_placement(model, q, frame)
+    u = np.asarray(start, float)
+    return CircleTrajectory(center=p0 - radius * u, radius=radius, normal=normal, period=period,
+                            rotation=R0, start_direction=u)
+
+
+@pytest.mark.parametrize("passive, normal, start, radius, period, max_excursion", [
+    (["joint1"], [1, 1, 0], [0, 0, 1], 0.08, 3.0, 0.01),  # failed base yaw, tilted circle
+    (["joint3"], [0, 1, 0], [0, 0, 1], 0.05, 4.0, 0.02),  # failed upper-arm roll
+    (["joint1", "joint3"], [0, 1, 0], [0, 0, 1], 0.05, 4.0, 0.15),
+    (["joint1", "joint3"], [1, 0, 0], [0, 1, 0], 0.05, 4.0, 0.15),  # sideways: needs yaw
+])
+def test_seven_dof_arm_with_passive_joints_tracks_a_circle(passive, normal, start, radius,
+                                                             period, max_excursion):
+    """Position task (redundant), the failed joints kept near their start through J_D in the
+    task's null space; judged on the true dynamics."""
+    model = RobotModel.from_urdf(ARM7, passive_joints=passive)
+    ref = PinRef(model, ARM7)
+    tracker = EndEffectorTracker(model, "tool", task="position", kp_position=400,
+                                 kd_position=40, passive_weight=1.0, passive_kp=25,
+                                 passive_kd=10)
+    traj = circle_from(model, Q_ARM, "tool", radius, normal, period, start)
+    err, _, qs, _, taus = simulate(model, ref, tracker, traj, Q_ARM.copy(), np.zeros(7), period)
+    excursion = np.abs(qs[:, model.passive_dofs] - Q_ARM[model.passive_dofs]).max()
+    print(f"\n[tracking] arm7 passive={passive} circle r={radius} m normal={normal}: max "
+          f"position error {1e3 * err:.4f} mm, passive excursion {excursion:.4f} rad, peak "
+          f"|tau_a| {np.abs(taus).max():.1f} N·m")
+    assert err < 5e-4
+    assert excursion < max_excursion
+
+
+def test_seven_dof_arm_one_passive_full_pose_is_square_J_G():
+    """6 active joints, 6-D pose task: J_G square and regular; tracked on a short line."""
+    from underactuated_control.control.trajectories import LineTrajectory
+
+    model = RobotModel.from_urdf(ARM7, passive_joints=["joint1"])
+    ref = PinRef(model, ARM7)
+    tracker = EndEffectorTracker(model, "tool", task="pose", kp_position=400, kd_position=40,
+                                 kp_orientation=400, kd_orientation=40)
+    p0, R0 = frame_placement(model, Q_ARM, "tool")
+    traj = LineTrajectory(p0, R0, p0 + np.array([0.05, 0.0, -0.05]), R0, 1.5)
+    err_p, err_r, *_ = simulate(model, ref, tracker, traj, Q_ARM.copy(), np.zeros(7), 1.5)
+    print(f"\n[tracking] arm7 joint1 passive, pose task: max position error "
+          f"{1e3 * err_p:.3f} mm, orientation {np.degrees(err_r):.4f} deg")
+    assert err_p < 1e-3 and err_r < 1e-2
+
+
+def _bus_ur5():
+    text = EXAMPLE_URDFS["ur5"].read_text()
+    return text.replace('<link name="world"/>', (
+        '<link name="world"><inertial><origin xyz="0 0 -0.6"/><mass value="200"/>'
+        '<inertia ixx="40" ixy="0" ixz="0" iyy="45" iyz="0" izz="35"/></inertial></link>'))
+
+
+def test_free_flying_six_dof_arm_tracks_and_conserves_momentum():
+    """UR5 on a 200 kg spacecraft bus, base passive (T_p = 0), no gravity: the end effector
+    follows a circle while the system's momentum stays at its initial value."""
+    text = _bus_ur5()
+    model = RobotModel.from_urdf(text, floating_base=True, gravity=(0, 0, 0))
+    ref = PinRef(model, text, floating=True)
+    q = model.neutral_configuration()
+    q[7:] = [0.0, -1.2, 1.5, -1.9, -1.57, 0.0]
+    v = np.zeros(model.nv)
+    tracker = EndEffectorTracker(model, "tool0", task="pose", kp_position=400, kd_position=40,
+                                 kp_orientation=400, kd_orientation=40)
+    traj = circle_from(model, q, "tool0", 0.05, [1, 0, 0], 4.0, [0, 1, 0])
+    h0 = pin.computeCentroidalMomentum(ref.pm, ref.pd, ref.q(q), ref.v(v)).vector.copy()
+    err_p, err_r, qs, vs, _ = simulate(model, ref, tracker, traj, q, v, 4.0, floating=True)
+    drift = max(np.abs(pin.computeCentroidalMomentum(ref.pm, ref.pd, ref.q(qk), ref.v(vk)).vector
+                       - h0).max() for qk, vk in zip(qs[::50], vs[::50]))
+    base_angle = 2 * np.arccos(np.clip(np.abs(qs[:, 6]), 0, 1)).max()
+    print(f"\n[space] UR5 on a bus: max position error {1e3 * err_p:.3f} mm, orientation "
+          f"{np.degrees(err_r):.4f} deg, momentum drift {drift:.2e}, base rotation "
+          f"{np.degrees(base_angle):.3f} deg")
+    assert err_p < 1e-3 and err_r < 1e-2
+    assert drift < 1e-9
+
+
+def test_redundant_space_arm_keeps_its_base_stiller():
+    """7-DOF arm on a bus: the weighted [J_G; J_D] solve of (7.1) reduces base rotation."""
+    model = RobotModel.from_urdf(SPACE_ARM, floating_base=True, gravity=(0, 0, 0))
+    ref = PinRef(model, SPACE_ARM, floating=True)
+    q = model.neutral_configuration()
+    q[7:] = Q_ARM
+    traj = circle_from(model, q, "tool", 0.05, [1, 0, 0], 4.0, [0, 1, 0])
+    rotations = {}
+    for w in (0.0, 10.0):
+        tracker = EndEffectorTracker(model, "tool", task="position", kp_position=400,
+                                     kd_position=40, passive_weight=w, passive_kd=5.0)
+        err, _, qs, _, _ = simulate(model, ref, tracker, traj, q.copy(), np.zeros(model.nv), 4.0,
+                                    floating=True)
+        rotations[w] = 2 * np.arccos(np.clip(np.abs(qs[:, 6]), 0, 1)).max()
+        print(f"\n[space] arm7 on a bus, passive weight {w}: position error {1e3 * err:.3f} mm,"
+              f" max base rotation {np.degrees(rotations[w]):.4f} deg")
+        assert err < 3e-3
+    assert rotations[10.0] < 0.8 * rotations[0.0]
+
+
+def test_singular_generalized_jacobian_is_damped_and_flagged():
+    rng = np.random.default_rng(0)
+    text = EXAMPLE_URDFS["ur5"].read_text()
+    # all joints but one passive: J_G is 6x1, the pose task is singular
+    model = RobotModel.from_urdf(text).with_passive(
+        ["shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint", "wrist_1_joint",
+         "wrist_2_joint"])
+    tracker = EndEffectorTracker(model, "tool0")
+    q = model.random_configuration(rng)
+    p, R = frame_placement(model, q, "tool0")
+    res = tracker.step(q, np.zeros(6), TaskReference(position=p + 0.1, rotation=R))
+    assert res.singular and np.all(np.isfinite(res.tau_active)) and np.all(
+        np.isfinite(res.qdd))
+    # a stretched arm: every joint active, q = 0 is a kinematic singularity of the UR5
+    full = RobotModel.from_urdf(text)
+    tracker = EndEffectorTracker(full, "tool0")
+    q = np.zeros(6)
+    p, R = frame_placement(full, q, "tool0")
+    res = tracker.step(q, np.zeros(6), TaskReference(position=p + [0.5, 0.0, 0.0], rotation=R))
+    assert res.singular and res.damping > 0 and np.all(np.isfinite(res.tau_active))
+    assert np.abs(res.qdd_active).max() < 1e4
+
+
+def test_offline_plan_cli_replays_on_the_true_dynamics(tmp_path):
+    """`underactuated-control plan` writes T_a(t) and the passive motion; replaying those
+    torques through Pinocchio's aba with the same integrator reproduces the joint profile."""
+    out = tmp_path / "plan.npz"
+    env = {k: v for k, v in os.environ.items() if k != "_ROS_WHEELS_BOOTSTRAP_COMPLETE"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "underactuated_control.cli", "plan", "arm7", "--passive",
+         "joint1", "--frame", "tool", "--task", "position", "--q", *map(str, Q_ARM), "--line",
+         "0.05", "0.05", "-0.05", "--duration", "1.0", "--dt", "0.002", "--kp", "400", "--kd",
+         "40", "--passive-weight", "1", "--passive-kp", "25", "--passive-kd", "10", "--out",
+         str(out), "--plot", str(tmp_path / "plan.png")],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "max_position_error_m" in proc.stdout and (tmp_path / "plan.png").stat().st_size > 0
+    plan = np.load(out)
+    assert list(plan["passive_names"]) == ["joint1"]
+    model = RobotModel.from_urdf(ARM7, passive_joints=["joint1"])
+    ref = PinRef(model, ARM7)
+    pf = PassiveForceModel(model)
+    q, v = plan["q"][0].copy(), plan["v"][0].copy()
+    dt = 0.002
+    for k in range(len(plan["t"]) - 1):
+        tau = np.zeros(7)
+        tau[model.active_dofs] = plan["tau_active"][k]
+        tau[model.passive_dofs] = pf(q, v)
+        v = v + ref.aba(q, v, tau) * dt
+        q = q + v * dt
+        np.testing.assert_allclose(q, plan["q"][k + 1], atol=1e-9)
+    assert plan["position_error"].max() < 0.01

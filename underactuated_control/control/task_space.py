@@ -1,0 +1,239 @@
+"""End-effector tracking through the generalized Jacobian (paper §6.2) and space-robot mode (§7).
+
+Each cycle:
+1. J_G, J_D and their drifts from the hybrid recursion (``JacobianWorkspace``);
+2. a desired frame acceleration from the reference and PD feedback on pose and twist;
+3. qdd_a solving  S J_G qdd_a = S (a_des - drift_G)  (6.10) by damped least squares (damping
+   only near a singularity, flagged) and, with w_p > 0, the passive rows
+   sqrt(w_p) J_D qdd_a = sqrt(w_p) (qdd_p,des - drift_D)  (6.12) either stacked with the task in
+   one weighted solve as in (7.1) (``redundancy="stacked"``) or in the task's null space with
+   their own damping (``"prioritized"``, the default: the frame task is never traded for
+   passive stillness); then null-space damping of the active joints' self-motion;
+4. T_a and qdd_p from the hybrid recursion (section 5) with that qdd_a.
+S selects the task rows (pose 6, position 3, orientation 3, pointing 2); w_p > 0 asks the
+passive joints (a free-flying base) to keep still (qdd_p,des = -kd_p v_p - kp_p (q_p - q_p,ref)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..jacobians import JacobianWorkspace
+from ..model import FLOATING, RobotModel
+from ..passive_forces import PassiveForceModel
+
+__all__ = ["TaskReference", "TrackingResult", "EndEffectorTracker", "rotation_error",
+           "TASKS"]
+
+TASKS = ("pose", "position", "orientation", "pointing")
+
+
+def rotation_error(R_desired: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """Rotation vector (axis * angle, root axes) taking R to R_desired: log(R_d R^T)."""
+    Re = R_desired @ R.T
+    cos = np.clip((np.trace(Re) - 1.0) / 2.0, -1.0, 1.0)
+    angle = np.arccos(cos)
+    w = np.array([Re[2, 1] - Re[1, 2], Re[0, 2] - Re[2, 0], Re[1, 0] - Re[0, 1]])
+    if angle < 1e-9:
+        return 0.5 * w
+    if np.pi - angle < 1e-6:  # near pi: axis from the symmetric part
+        axis = np.sqrt(np.maximum((np.diag(Re) + 1.0) / 2.0, 0.0))
+        k = int(np.argmax(axis))
+        axis[:] = (Re[k] + Re[:, k]) / 2.0
+        axis[k] = np.sqrt(max((Re[k, k] + 1.0) / 2.0, 0.0))
+        axis /= np.linalg.norm(axis)
+        return angle * axis
+    return angle / (2.0 * np.sin(angle)) * w
+
+
+@dataclass
+class TaskReference:
+    """Desired frame motion in root axes (SI units); unset derivatives are zero."""
+
+    position: np.ndarray
+    rotation: np.ndarray = field(default_factory=lambda: np.eye(3))
+    linear_velocity: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    angular_velocity: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    linear_acceleration: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    angular_acceleration: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    pointing_direction: np.ndarray | None = None  # for task="pointing" (unit vector)
+
+
+@dataclass
+class TrackingResult:
+    qdd_active: np.ndarray
+    tau_active: np.ndarray
+    qdd_passive: np.ndarray
+    qdd: np.ndarray
+    frame_acceleration_desired: np.ndarray  # (6,) [linear; angular]
+    position_error: np.ndarray  # (3,) m
+    orientation_error: np.ndarray  # (3,) rad, rotation vector
+    singular: bool  # the task cannot be met exactly: S J_G lost row rank (σ_m < threshold)
+    sigma_min: float  # σ_m of S J_G (m task rows; 0 when there are fewer actuators than rows)
+    damping: float  # lambda used by the damped least squares
+
+
+class EndEffectorTracker:
+    """Tracks a frame's pose/position/orientation/pointing through J_G (section 6.2).
+
+    Gains are per unit: ``kp_position`` [1/s²], ``kd_position`` [1/s], likewise for orientation.
+    ``singular_threshold`` ε on the smallest singular value of the task matrix S J_G and
+    ``max_damping`` λ_max: λ² = λ_max² (1 - (σ_min/ε)²) below ε, 0 above (exact solution away
+    from singularities). ``passive_weight`` w_p ≥ 0 weights the rows (7.1) that ask the passive
+    joints to keep still, ``redundancy`` says how they combine with the task and
+    ``secondary_damping`` is their constant damping in the prioritized scheme;
+    ``null_space_damping`` [1/s] damps self-motion of redundant arms.
+    """
+
+    def __init__(self, model: RobotModel, frame: str, task: str = "pose",
+                 kp_position: float = 100.0, kd_position: float = 20.0,
+                 kp_orientation: float = 100.0, kd_orientation: float = 20.0,
+                 singular_threshold: float = 1e-2, max_damping: float = 5e-2,
+                 passive_weight: float = 0.0, passive_kp: float = 0.0, passive_kd: float = 0.0,
+                 null_space_damping: float = 5.0, pointing_axis=(0.0, 0.0, 1.0),
+                 passive_forces: PassiveForceModel | None = None,
+                 passive_reference: np.ndarray | None = None,
+                 redundancy: str = "prioritized", secondary_damping: float = 0.1) -> None:
+        if task not in TASKS:
+            raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+        if redundancy not in ("prioritized", "stacked"):
+            raise ValueError(f"redundancy must be 'prioritized' or 'stacked', got {redundancy!r}")
+        model.frame(frame)  # ValueError naming an unknown frame
+        if model.n_active == 0:
+            raise ValueError("every joint is passive: no actuator to track a frame with")
+        for name, value in (("kp_position", kp_position), ("kd_position", kd_position),
+                            ("kp_orientation", kp_orientation),
+                            ("kd_orientation", kd_orientation),
+                            ("singular_threshold", singular_threshold),
+                            ("max_damping", max_damping), ("passive_weight", passive_weight),
+                            ("passive_kp", passive_kp), ("passive_kd", passive_kd),
+                            ("null_space_damping", null_space_damping),
+                            ("secondary_damping", secondary_damping)):
+            if not np.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be finite and >= 0, got {value}")
+        self.model = model
+        self.frame = frame
+        self.task = task
+        self.kp_position, self.kd_position = kp_position, kd_position
+        self.kp_orientation, self.kd_orientation = kp_orientation, kd_orientation
+        self.singular_threshold = singular_threshold
+        self.max_damping = max_damping
+        self.passive_weight = passive_weight
+        self.passive_kp, self.passive_kd = passive_kp, passive_kd
+        self.null_space_damping = null_space_damping
+        self.redundancy = redundancy
+        self.secondary_damping = secondary_damping
+        axis = np.asarray(pointing_axis, dtype=float)
+        self.pointing_axis = axis / np.linalg.norm(axis)
+        self.passive_forces = passive_forces if passive_forces is not None else \
+            PassiveForceModel(model)
+        self.passive_reference = passive_reference
+        self.workspace = JacobianWorkspace(model)
+        # 1-DOF passive joints can have a position reference; floating joints only damping
+        self._passive_q_index = np.array(
+            [model.q_start[k] for k in range(model.nb) if model.passive_joint_mask[k]
+             and model.hinge_type[k] != FLOATING], dtype=np.int64)
+        self._passive_1dof = np.concatenate(
+            [np.zeros(model.nv_joint[k], bool) if model.hinge_type[k] == FLOATING else [True]
+             for k in range(model.nb) if model.passive_joint_mask[k]] or [np.zeros(0, bool)])
+
+    # ---------------------------------------------------------------------------------------
+    def _task_rows(self, R: np.ndarray) -> np.ndarray:
+        if self.task == "pose":
+            return np.eye(6)
+        if self.task == "position":
+            return np.eye(6)[:3]
+        if self.task == "orientation":
+            return np.eye(6)[3:]
+        u = R @ self.pointing_axis  # pointing: angular accelerations perpendicular to the axis
+        e1 = np.cross(u, [1.0, 0.0, 0.0])
+        if np.linalg.norm(e1) < 0.1:
+            e1 = np.cross(u, [0.0, 1.0, 0.0])
+        e1 /= np.linalg.norm(e1)
+        e2 = np.cross(u, e1)
+        rows = np.zeros((2, 6))
+        rows[0, 3:], rows[1, 3:] = e1, e2
+        return rows
+
+    def step(self, q: np.ndarray, v: np.ndarray, ref: TaskReference) -> TrackingResult:
+        """One control cycle: qdd_a, T_a and qdd_p for the state (q, v) and a reference."""
+        m, ws = self.model, self.workspace
+        q = np.asarray(q, dtype=float)
+        v = np.asarray(v, dtype=float)
+        ws.set_configuration(q)
+        p, R = ws.frame_placement(self.frame)
+        twist = ws.frame_jacobian(self.frame) @ v
+        J_G, J_D = ws.generalized(self.frame)
+        tau_p = self.passive_forces(q, v)
+        drift_G, drift_D = ws.drifts(v, tau_p, self.frame)
+
+        e_pos = np.asarray(ref.position, float) - p
+        e_rot = rotation_error(np.asarray(ref.rotation, float), R)
+        a_des = np.empty(6)
+        a_des[:3] = (ref.linear_acceleration + self.kd_position * (ref.linear_velocity - twist[:3])
+                     + self.kp_position * e_pos)
+        if self.task == "pointing":
+            u = R @ self.pointing_axis
+            d = self.pointing_axis if ref.pointing_direction is None else ref.pointing_direction
+            d = np.asarray(d, float) / np.linalg.norm(d)
+            e_rot = np.cross(u, d)
+        a_des[3:] = (ref.angular_acceleration
+                     + self.kd_orientation * (ref.angular_velocity - twist[3:])
+                     + self.kp_orientation * e_rot)
+
+        S = self._task_rows(R)
+        A = S @ J_G
+        b = S @ (a_des - drift_G)
+        eps = self.singular_threshold
+        x_task, N_task, task_sigma_min, lam = _damped_solve(A, b, eps, self.max_damping)
+        if A.shape[0] > A.shape[1]:  # more task rows than actuators: the task's rank falls short
+            task_sigma_min = 0.0
+        qdd_a = x_task
+        N = N_task
+        if self.passive_weight > 0.0 and m.n_passive:
+            v_p = v[m.passive_dofs]
+            qdd_p_des = -self.passive_kd * v_p
+            if self.passive_kp > 0.0 and self._passive_q_index.size:
+                q_ref = (q[self._passive_q_index] if self.passive_reference is None
+                         else np.asarray(self.passive_reference, float))
+                qdd_p_des[self._passive_1dof] -= self.passive_kp * (
+                    q[self._passive_q_index] - q_ref)
+            w = np.sqrt(self.passive_weight)
+            if self.redundancy == "stacked":  # (7.1): one weighted least-squares solve
+                qdd_a, N, _, lam = _damped_solve(np.vstack([A, w * J_D]),
+                                                 np.concatenate([b, w * (qdd_p_des - drift_D)]),
+                                                 eps, self.max_damping)
+            else:  # passive rows in the null space of the task, always damped
+                A2 = w * J_D @ N_task
+                x2, N2, _, _ = _damped_solve(A2, w * (qdd_p_des - drift_D - J_D @ x_task),
+                                             eps, self.max_damping, self.secondary_damping)
+                qdd_a = x_task + N_task @ x2
+                N = N_task @ N2
+        if self.null_space_damping > 0.0:
+            qdd_a = qdd_a + N @ (-self.null_space_damping * v[m.active_dofs])
+        res = ws.dynamics.solve(qdd_a, tau_p)
+        return TrackingResult(
+            qdd_active=qdd_a, tau_active=res.tau_active.copy(),
+            qdd_passive=res.qdd_passive.copy(), qdd=res.qdd.copy(),
+            frame_acceleration_desired=a_des, position_error=e_pos, orientation_error=e_rot,
+            singular=bool(task_sigma_min < eps), sigma_min=task_sigma_min, damping=lam)
+
+
+def _damped_solve(A: np.ndarray, b: np.ndarray, eps: float, max_damping: float,
+                  min_damping: float = 0.0) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """Damped least squares x = A^T (A A^T + λ² I)^-1 b through the SVD, with
+    λ² = λ_min² + λ_max² (1 - (σ_min/ε)²) below ε (Nakamura; exact above ε when λ_min = 0).
+    Returns x, the matching smooth null-space projector I - A^+ A, σ_min and λ."""
+    U, sigma, Vt = np.linalg.svd(A, full_matrices=False)
+    sigma_min = float(sigma[-1]) if sigma.size else 0.0
+    lam2 = min_damping**2
+    if sigma_min < eps:
+        lam2 += max_damping**2 * (1.0 - (sigma_min / eps) ** 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gain = np.where(sigma > 1e-12 * max(1.0, sigma.max(initial=0.0)),
+                        sigma / (sigma**2 + lam2), 0.0)
+    x = Vt.T @ (gain * (U.T @ b))
+    N = np.eye(A.shape[1]) - Vt.T @ ((gain * sigma)[:, None] * Vt)
+    return x, N, sigma_min, float(np.sqrt(lam2))

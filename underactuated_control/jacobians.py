@@ -1,0 +1,315 @@
+"""Frame, generalized and disturbance Jacobians; projection operators (paper §6, patent FIG. 7-9).
+
+* ``frame_jacobian``: J of a link frame, (6, nv), rows [linear; angular] of the frame origin in
+  root axes (ARCHITECTURE.md §2; Pinocchio LOCAL_WORLD_ALIGNED).
+* ``generalized_jacobian`` J_G (6, n_active) and ``disturbance_jacobian`` J_D (n_passive,
+  n_active) by the procedure of §6.1: velocities, T_p and gravity set to zero, (4.6) once, then
+  one pass of (5.4) per active DOF with a unit acceleration; column k of J_G is the frame's
+  acceleration, column k of J_D the passive accelerations of that pass (6.13).
+* Drift terms: the same recursion with qdd_a = 0 and the true velocities, gravity and T_p gives
+  ``drift_G`` and ``drift_D``, so that exactly
+      a_frame = J_G qdd_a + drift_G      (6.10)      qdd_p = J_D qdd_a + drift_D      (6.12)
+  where a_frame = [classical linear acceleration of the frame origin; angular acceleration] in
+  root axes (= d/dt of J v).
+* ``projection_operators``: dense T = Omega M and T_bar = I - T (6.5-6.7), for tests and analysis;
+  ``underactuated_mass_matrix``: S_aa of (4.5)/(6.8) by the recursion (columns of T_a).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .dynamics import HybridDynamics
+from .kinematics import body_placements, classical_acceleration, frame_jacobian_kernel
+from .model import RobotModel
+from .spatial import motion_transform_matrix
+
+__all__ = [
+    "JacobianWorkspace",
+    "ProjectionOperators",
+    "frame_placement",
+    "frame_jacobian",
+    "frame_velocity",
+    "generalized_jacobian",
+    "generalized_jacobian_product",
+    "disturbance_jacobian",
+    "jacobian_drifts",
+    "underactuated_mass_matrix",
+    "projection_operators",
+    "spatial_momentum",
+]
+
+
+class JacobianWorkspace:
+    """Preallocated J, J_G, J_D and drifts for one model (and its passive set).
+
+    Call order per control cycle: ``set_configuration(q)``, then any of ``frame_jacobian``,
+    ``generalized`` (J_G, J_D), then ``drifts(v, tau_passive)``; ``dynamics`` is the hybrid
+    workspace they share (its (4.6) quantities are computed once per configuration).
+    """
+
+    def __init__(self, model: RobotModel) -> None:
+        self.model = model
+        self.dynamics = HybridDynamics(model)
+        nb, nv = model.nb, model.nv
+        na, npas = model.n_active, model.n_passive
+        self.E_world = np.zeros((nb, 3, 3))
+        self.p_world = np.zeros((nb, 3))
+        self.J = np.zeros((6, nv))
+        self.J_G = np.zeros((6, na))
+        self.J_D = np.zeros((npas, na))
+        self.drift_G = np.zeros(6)
+        self.drift_D = np.zeros(npas)
+        self._unit = np.zeros(na)
+        self._zero_tau_p = np.zeros(npas)
+        self._zero_vel = np.zeros(6)
+        self._alpha = np.zeros(6)
+        self._point = np.zeros(3)
+
+    # -------------------------------------------------------------- configuration
+    def set_configuration(self, q: np.ndarray) -> None:
+        self.dynamics.set_configuration(q)
+        body_placements(self.model.parent, self.dynamics.E_up, self.dynamics.r_up, self.E_world,
+                        self.p_world)
+
+    def frame_placement(self, frame: str) -> tuple[np.ndarray, np.ndarray]:
+        """(position, rotation matrix) of a link frame in root coordinates."""
+        f = self.model.frame(frame)
+        if f.body < 0:
+            return f.translation.copy(), f.rotation.T.copy()
+        Eb = self.E_world[f.body]
+        return self.p_world[f.body] + Eb.T @ f.translation, (f.rotation @ Eb).T
+
+    def frame_jacobian(self, frame: str) -> np.ndarray:
+        f = self.model.frame(frame)
+        m = self.model
+        if f.body < 0:
+            self.J[:] = 0.0
+            return self.J
+        self._point[:] = self.p_world[f.body] + self.E_world[f.body].T @ f.translation
+        frame_jacobian_kernel(m.parent, m.motion_subspace, m.nv_joint, m.v_start, self.E_world,
+                              self.p_world, f.body, self._point, self.J)
+        return self.J
+
+    # -------------------------------------------------------------- section 6.1 / 6.3
+    def _frame_acceleration(self, frame, vel_body: np.ndarray, out: np.ndarray) -> None:
+        """Classical acceleration of a frame from the workspace's body accelerations."""
+        f = self.model.frame(frame)
+        if f.body < 0:
+            out[:] = 0.0
+            return
+        b = f.body
+        self._alpha[:] = self.dynamics.alpha[b]
+        if self.dynamics.alpha_base[5] != 0.0 or self.dynamics.alpha_base[3:].any():
+            # remove the fictitious base acceleration [0; -g] that carried gravity
+            self._alpha[3:] -= self.E_world[b] @ self.dynamics.alpha_base[3:]
+        classical_acceleration(self.E_world[b], self._alpha, vel_body, f.translation, out)
+
+    def generalized(self, frame: str | None) -> tuple[np.ndarray, np.ndarray]:
+        """J_G of ``frame`` (zeros if None) and J_D: one (5.4) pass per active DOF."""
+        dyn = self.dynamics
+        dyn.set_velocity(None)
+        col = np.zeros(6)
+        for k in range(self.model.n_active):
+            self._unit[k] = 1.0
+            res = dyn.solve(self._unit, self._zero_tau_p, gravity=False)
+            self._unit[k] = 0.0
+            self.J_D[:, k] = res.qdd_passive
+            if frame is not None:
+                self._frame_acceleration(frame, self._zero_vel, col)
+                self.J_G[:, k] = col
+        return self.J_G, self.J_D
+
+    def product(self, frame: str, x: np.ndarray) -> np.ndarray:
+        """J_G x in O(N) without forming J_G (one pass of (5.4) with qdd_a = x)."""
+        self.dynamics.set_velocity(None)
+        self.dynamics.solve(x, self._zero_tau_p, gravity=False)
+        out = np.zeros(6)
+        self._frame_acceleration(frame, self._zero_vel, out)
+        return out
+
+    def drifts(self, v: np.ndarray, tau_passive: np.ndarray, frame: str | None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """drift_G, drift_D: the frame's and passive joints' accelerations when qdd_a = 0."""
+        dyn = self.dynamics
+        dyn.set_velocity(v)
+        res = dyn.solve(np.zeros(self.model.n_active), tau_passive, gravity=True)
+        self.drift_D[:] = res.qdd_passive
+        if frame is not None:
+            f = self.model.frame(frame)
+            vel = dyn.vel[f.body] if f.body >= 0 else self._zero_vel
+            self._frame_acceleration(frame, vel, self.drift_G)
+        return self.drift_G, self.drift_D
+
+    def frame_velocity(self, frame: str, v: np.ndarray) -> np.ndarray:
+        """[linear; angular] velocity of the frame origin in root axes (= J v)."""
+        return self.frame_jacobian(frame) @ v
+
+
+def _ws(model: RobotModel) -> JacobianWorkspace:
+    cache = model._workspace_cache
+    if "jacobians" not in cache:
+        cache["jacobians"] = JacobianWorkspace(model)
+    return cache["jacobians"]
+
+
+# ------------------------------------------------------------------ public functions
+def frame_placement(model: RobotModel, q: np.ndarray, frame: str
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(position (3,), rotation (3, 3)) of a link frame in root coordinates."""
+    ws = _ws(model)
+    ws.set_configuration(q)
+    p, R = ws.frame_placement(frame)
+    return p.copy(), R.copy()
+
+
+def frame_jacobian(model: RobotModel, q: np.ndarray, frame: str) -> np.ndarray:
+    """(6, nv) Jacobian of a link frame: [linear; angular], origin of the frame, root axes."""
+    ws = _ws(model)
+    ws.set_configuration(q)
+    return ws.frame_jacobian(frame).copy()
+
+
+def frame_velocity(model: RobotModel, q: np.ndarray, v: np.ndarray, frame: str) -> np.ndarray:
+    """[linear; angular] velocity of a link frame's origin in root axes."""
+    return frame_jacobian(model, q, frame) @ np.asarray(v, dtype=float)
+
+
+def generalized_jacobian(model: RobotModel, q: np.ndarray, frame: str) -> np.ndarray:
+    """J_G (6, n_active): a_frame = J_G qdd_active + drift (6.10, 6.11)."""
+    ws = _ws(model)
+    ws.set_configuration(q)
+    return ws.generalized(frame)[0].copy()
+
+
+def disturbance_jacobian(model: RobotModel, q: np.ndarray) -> np.ndarray:
+    """J_D (n_passive, n_active): qdd_passive = J_D qdd_active + drift (6.12, 6.13)."""
+    ws = _ws(model)
+    ws.set_configuration(q)
+    return ws.generalized(None)[1].copy()
+
+
+def generalized_jacobian_product(model: RobotModel, q: np.ndarray, frame: str, x: np.ndarray
+                                 ) -> np.ndarray:
+    """J_G x in O(N) (§6.1, last paragraph)."""
+    ws = _ws(model)
+    ws.set_configuration(q)
+    return ws.product(frame, np.asarray(x, dtype=float))
+
+
+def jacobian_drifts(model: RobotModel, q: np.ndarray, v: np.ndarray, frame: str | None,
+                    tau_passive: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(drift_G (6,), drift_D (n_passive,)): velocity-, gravity- and T_p-dependent terms."""
+    ws = _ws(model)
+    ws.set_configuration(q)
+    tp = np.zeros(model.n_passive) if tau_passive is None else tau_passive
+    g, d = ws.drifts(v, tp, frame)
+    return g.copy(), d.copy()
+
+
+def underactuated_mass_matrix(model: RobotModel, q: np.ndarray) -> np.ndarray:
+    """S_aa (n_active, n_active), the mass matrix seen by the actuators (4.5, 6.8): column k is
+    T_a for a unit qdd_a(k) with zero velocity, gravity and T_p."""
+    dyn = _ws(model).dynamics
+    dyn.set_configuration(q)
+    dyn.set_velocity(None)
+    na = model.n_active
+    S = np.empty((na, na))
+    unit = np.zeros(na)
+    zero = np.zeros(model.n_passive)
+    for k in range(na):
+        unit[k] = 1.0
+        S[:, k] = dyn.solve(unit, zero, gravity=False).tau_active
+        unit[k] = 0.0
+    return 0.5 * (S + S.T)
+
+
+def spatial_momentum(model: RobotModel, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Total momentum [linear (3); angular about the root origin (3)] in root axes (§7)."""
+    ws = _ws(model)
+    ws.set_configuration(q)
+    dyn = ws.dynamics
+    dyn.set_velocity(v)
+    h = np.zeros(6)
+    for i in range(model.nb):
+        hb = model.inertia[i] @ dyn.vel[i]  # [angular about body origin; linear], body axes
+        R = ws.E_world[i].T
+        lin = R @ hb[3:]
+        h[:3] += lin
+        h[3:] += R @ hb[:3] + np.cross(ws.p_world[i], lin)
+    return h
+
+
+# ------------------------------------------------------------------ dense operators
+@dataclass
+class ProjectionOperators:
+    """Dense spatial operators of §3-6 in this library's body order (base-to-tip).
+
+    phi, psi (6nb x 6nb): force propagation operators, phi[i, j] = X_{j->i}^T for j in the
+    subtree of i (the paper's lower-triangular phi, re-indexed); H (nv x 6nb); M, P block
+    diagonal; Omega = psi* H_p* D_p^-1 H_p psi (5.2); T = Omega M and T_bar = I - T (6.5).
+    """
+
+    phi: np.ndarray
+    psi: np.ndarray
+    H: np.ndarray
+    M: np.ndarray
+    P: np.ndarray
+    Omega: np.ndarray
+    T: np.ndarray
+    T_bar: np.ndarray
+    H_active: np.ndarray
+    H_passive: np.ndarray
+
+    def generalized_jacobian(self, B: np.ndarray) -> np.ndarray:
+        """J_G = B* T_bar phi* H_a* (6.11) for a (6nb x 6) pick-off operator B."""
+        return B.T @ self.T_bar @ self.phi.T @ self.H_active.T
+
+    def underactuated_mass_matrix(self) -> np.ndarray:
+        """S_aa = H_a phi (T_bar* M T_bar) phi* H_a* (6.8)."""
+        Ha = self.H_active
+        return Ha @ self.phi @ self.T_bar.T @ self.M @ self.T_bar @ self.phi.T @ Ha.T
+
+
+def projection_operators(model: RobotModel, q: np.ndarray) -> ProjectionOperators:
+    """Build the operators of §4-6 densely (O(N^3): for tests and analysis only)."""
+    dyn = HybridDynamics(model)
+    dyn.set_configuration(q)
+    nb, nv = model.nb, model.nv
+    n6 = 6 * nb
+    E_phi = np.zeros((n6, n6))
+    E_psi = np.zeros((n6, n6))
+    H = np.zeros((nv, n6))
+    M = np.zeros((n6, n6))
+    P = np.zeros((n6, n6))
+    Hp_rows = model.passive_dofs
+    Dinv = np.zeros((len(Hp_rows), len(Hp_rows)))
+    for i in range(nb):
+        blk = slice(6 * i, 6 * i + 6)
+        r = model.nv_joint[i]
+        dofs = slice(model.v_start[i], model.v_start[i] + r)
+        S = model.motion_subspace[i, :, :r]
+        H[dofs, blk] = S.T
+        M[blk, blk] = model.inertia[i]
+        P[blk, blk] = dyn.P[i]
+        tau_bar = np.eye(6)
+        if dyn.passive[i]:
+            G = dyn.G[i, :, :r]
+            tau_bar = np.eye(6) - G @ S.T
+            idx = np.searchsorted(Hp_rows, np.arange(model.v_start[i], model.v_start[i] + r))
+            Dinv[np.ix_(idx, idx)] = dyn.Dinv[i, :r, :r]
+        p = model.parent[i]
+        if p >= 0:
+            X = motion_transform_matrix(dyn.E_up[i], dyn.r_up[i])
+            E_phi[6 * p:6 * p + 6, blk] = X.T
+            E_psi[6 * p:6 * p + 6, blk] = X.T @ tau_bar
+    eye = np.eye(n6)
+    phi = np.linalg.inv(eye - E_phi)
+    psi = np.linalg.inv(eye - E_psi)
+    Hp = H[model.passive_dofs]
+    Omega = psi.T @ Hp.T @ Dinv @ Hp @ psi
+    T = Omega @ M
+    return ProjectionOperators(phi=phi, psi=psi, H=H, M=M, P=P, Omega=Omega, T=T,
+                               T_bar=eye - T, H_active=H[model.active_dofs], H_passive=Hp)

@@ -1,0 +1,86 @@
+"""Forward kinematics on the transforms of the hybrid-dynamics workspace.
+
+World placement of body i: ``E_world[i]`` rotates world coordinates into body coordinates (the
+body's rotation matrix is its transpose) and ``p_world[i]`` is the body origin in world (root)
+coordinates. Computed base-to-tip from the parent-to-body transforms (E_up, r_up).
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+__all__ = ["body_placements", "frame_jacobian_kernel", "classical_acceleration"]
+
+
+@njit(cache=True)
+def body_placements(parent, E_up, r_up, E_world, p_world):
+    """Base-to-tip: E_world[i] = E_up[i] E_world[parent], p_world[i] = p_par + E_par^T r_up."""
+    nb = parent.shape[0]
+    for i in range(nb):
+        p = parent[i]
+        if p < 0:
+            for a in range(3):
+                p_world[i, a] = r_up[i, a]
+                for b in range(3):
+                    E_world[i, a, b] = E_up[i, a, b]
+            continue
+        for a in range(3):
+            s = p_world[p, a]
+            for b in range(3):
+                s += E_world[p, b, a] * r_up[i, b]
+            p_world[i, a] = s
+            for b in range(3):
+                t = 0.0
+                for c in range(3):
+                    t += E_up[i, a, c] * E_world[p, c, b]
+                E_world[i, a, b] = t
+
+
+@njit(cache=True)
+def frame_jacobian_kernel(parent, S, nv_joint, v_start, E_world, p_world, body, point, J):
+    """Columns of the joints on the root->body path: [linear velocity of ``point``; angular],
+    world axes (Pinocchio LOCAL_WORLD_ALIGNED). ``J`` (6, nv) is zeroed first."""
+    for a in range(6):
+        for c in range(J.shape[1]):
+            J[a, c] = 0.0
+    j = body
+    while j >= 0:
+        E = E_world[j]
+        dx = point[0] - p_world[j, 0]
+        dy = point[1] - p_world[j, 1]
+        dz = point[2] - p_world[j, 2]
+        for c in range(nv_joint[j]):
+            col = v_start[j] + c
+            w0 = E[0, 0] * S[j, 0, c] + E[1, 0] * S[j, 1, c] + E[2, 0] * S[j, 2, c]
+            w1 = E[0, 1] * S[j, 0, c] + E[1, 1] * S[j, 1, c] + E[2, 1] * S[j, 2, c]
+            w2 = E[0, 2] * S[j, 0, c] + E[1, 2] * S[j, 1, c] + E[2, 2] * S[j, 2, c]
+            u0 = E[0, 0] * S[j, 3, c] + E[1, 0] * S[j, 4, c] + E[2, 0] * S[j, 5, c]
+            u1 = E[0, 1] * S[j, 3, c] + E[1, 1] * S[j, 4, c] + E[2, 1] * S[j, 5, c]
+            u2 = E[0, 2] * S[j, 3, c] + E[1, 2] * S[j, 4, c] + E[2, 2] * S[j, 5, c]
+            J[0, col] = u0 + w1 * dz - w2 * dy
+            J[1, col] = u1 + w2 * dx - w0 * dz
+            J[2, col] = u2 + w0 * dy - w1 * dx
+            J[3, col] = w0
+            J[4, col] = w1
+            J[5, col] = w2
+        j = parent[j]
+
+
+@njit(cache=True)
+def classical_acceleration(E_world_b, alpha_b, vel_b, offset, out):
+    """[classical linear acceleration of the point ``offset`` (body axes); angular acceleration]
+    of body b in world axes, from its spatial acceleration and velocity in body axes:
+    a_p = a_O + w_dot x r + w x (v_O + w x r)."""
+    w0, w1, w2 = vel_b[0], vel_b[1], vel_b[2]
+    r0, r1, r2 = offset[0], offset[1], offset[2]
+    # velocity of the point in body axes
+    vp0 = vel_b[3] + w1 * r2 - w2 * r1
+    vp1 = vel_b[4] + w2 * r0 - w0 * r2
+    vp2 = vel_b[5] + w0 * r1 - w1 * r0
+    d0, d1, d2 = alpha_b[0], alpha_b[1], alpha_b[2]
+    a0 = alpha_b[3] + d1 * r2 - d2 * r1 + w1 * vp2 - w2 * vp1
+    a1 = alpha_b[4] + d2 * r0 - d0 * r2 + w2 * vp0 - w0 * vp2
+    a2 = alpha_b[5] + d0 * r1 - d1 * r0 + w0 * vp1 - w1 * vp0
+    for k in range(3):
+        out[k] = E_world_b[0, k] * a0 + E_world_b[1, k] * a1 + E_world_b[2, k] * a2
+        out[3 + k] = E_world_b[0, k] * d0 + E_world_b[1, k] * d1 + E_world_b[2, k] * d2
