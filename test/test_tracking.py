@@ -37,7 +37,7 @@ def simulate(model, ref, tracker, trajectory, q, v, duration, dt=1e-3, floating=
         tau[model.active_dofs] = res.tau_active
         taus.append(res.tau_active)
 
-        def f(q, v):
+        def f(q, v, tau=tau):
             t = tau.copy()
             t[model.passive_dofs] = pf(q, v)
             return v, ref.aba(q, v, t)
