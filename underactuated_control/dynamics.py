@@ -28,6 +28,7 @@ from numba import njit
 
 from .model import FLOATING, PRISMATIC, RobotModel
 from .spatial import (
+    FAST,
     axis_angle_matrix,
     cross_force,
     cross_motion,
@@ -53,7 +54,7 @@ class SingularPassiveInertiaError(ValueError):
 
 
 # ================================================================ compiled kernels
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", fastmath=FAST)
 def joint_transforms(hinge_type, axis, tree_E, tree_r, q_start, q, E_up, r_up, R_tmp):
     """Parent-to-body transforms (E_up[i], r_up[i]) = X_J(q_i) X_tree[i] for every body."""
     nb = hinge_type.shape[0]
@@ -89,7 +90,7 @@ def joint_transforms(hinge_type, axis, tree_E, tree_r, q_start, q, E_up, r_up, R
                 )
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", fastmath=FAST)
 def velocity_sweep(parent, S, nv_joint, v_start, inertia, E_up, r_up, v, vel, coriolis, gyro, tmp):
     """(3.1) base-to-tip: V(k) = phi*(k+1,k) V(k+1) + H*(k) beta(k); a(k) = V(k) x H*(k) beta(k);
     b(k) = V(k) x* M(k) V(k)."""
@@ -120,10 +121,10 @@ def velocity_sweep(parent, S, nv_joint, v_start, inertia, E_up, r_up, v, vel, co
         cross_force(vel[i], tmp, gyro[i])
 
 
-@njit(cache=True)
-def _spd_inverse(D, n, tol, out):
-    """Inverse of the n x n symmetric positive definite D (Cholesky); False if a pivot <= tol."""
-    L = np.zeros((6, 6))
+@njit(cache=True, error_model="numpy", fastmath=FAST)
+def _spd_inverse(D, n, tol, out, L, Li):
+    """Inverse of the n x n symmetric positive definite D (Cholesky); False if a pivot <= tol.
+    ``L`` and ``Li`` are 6x6 scratch arrays."""
     for j in range(n):
         s = D[j, j]
         for k in range(j):
@@ -137,7 +138,6 @@ def _spd_inverse(D, n, tol, out):
                 s -= L[i, k] * L[j, k]
             L[i, j] = s / L[j, j]
     # inverse of L (lower triangular), then out = L^-T L^-1
-    Li = np.zeros((6, 6))
     for j in range(n):
         Li[j, j] = 1.0 / L[j, j]
         for i in range(j + 1, n):
@@ -154,9 +154,10 @@ def _spd_inverse(D, n, tol, out):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", fastmath=FAST)
 def articulated_sweep(
-    parent, S, nv_joint, passive, inertia, E_up, r_up, tol, P, U, Dinv, G, P_plus, tmp66
+    parent, S, nv_joint, passive, inertia, E_up, r_up, tol, P, U, Dinv, G, P_plus, tmp66, D, L,
+    Li
 ):
     """(4.6) tip-to-base articulated quantities of the passive arm.
 
@@ -180,14 +181,13 @@ def articulated_sweep(
                     for b in range(6):
                         s += P[i, a, b] * S[i, b, c]
                     U[i, a, c] = s
-            D = np.zeros((6, 6))
             for c in range(r):
                 for d in range(r):
                     s = 0.0
                     for a in range(6):
                         s += S[i, a, c] * U[i, a, d]
                     D[c, d] = s
-            if not _spd_inverse(D, r, tol, Dinv[i]):
+            if not _spd_inverse(D, r, tol, Dinv[i], L, Li):
                 return i
             # G = U D^-1 ; P+ = P - G U^T
             for a in range(6):
@@ -202,17 +202,14 @@ def articulated_sweep(
                     for c in range(r):
                         s -= G[i, a, c] * U[i, b, c]
                     P_plus[a, b] = s
-        else:
-            for a in range(6):
-                for b in range(6):
-                    P_plus[a, b] = P[i, a, b]
         p = parent[i]
-        if p >= 0:
-            xform_inertia_transpose(E_up[i], r_up[i], P_plus, tmp66, P[p])
+        if p >= 0:  # P+(k) = tau_bar P(k): P itself for an active hinge
+            xform_inertia_transpose(E_up[i], r_up[i], P_plus if passive[i] else P[i], tmp66,
+                                    P[p])
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", fastmath=FAST)
 def residual_force_sweep(
     parent,
     S,
@@ -277,7 +274,7 @@ def residual_force_sweep(
             xform_force_transpose(E_up[i], r_up[i], tmp, z[p])
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", fastmath=FAST)
 def outward_sweep(
     parent,
     S,
@@ -337,6 +334,193 @@ def outward_sweep(
             alpha[i, a] = s
 
 
+# ================================================================ flat buffers
+# The model's constants and the per-cycle workspace live in three flat arrays so that a whole
+# step is one compiled call with a handful of arguments (numba's dispatch costs ~0.15 µs per
+# argument). ``*_views`` define the layouts once; Python keeps named numpy views of the same
+# memory.
+
+
+@njit(cache=True, error_model="numpy", fastmath=FAST)
+def int_views(ints):
+    """ints = [nb, nv, na, np, parent, hinge_type, q_start, v_start, nv_joint, passive,
+    active_dofs, passive_dofs]"""
+    nb, nv, na, npas = ints[0], ints[1], ints[2], ints[3]
+    o = 4
+    parent = ints[o:o + nb]
+    o += nb
+    hinge_type = ints[o:o + nb]
+    o += nb
+    q_start = ints[o:o + nb]
+    o += nb
+    v_start = ints[o:o + nb]
+    o += nb
+    nv_joint = ints[o:o + nb]
+    o += nb
+    passive = ints[o:o + nb]
+    o += nb
+    active_dofs = ints[o:o + na]
+    o += na
+    passive_dofs = ints[o:o + npas]
+    o += npas
+    return (nb, nv, na, npas, parent, hinge_type, q_start, v_start, nv_joint, passive,
+            active_dofs, passive_dofs, o)
+
+
+@njit(cache=True, error_model="numpy", fastmath=FAST)
+def const_views(consts, nb):
+    """consts = [tree_E, tree_r, axis, H* (S), M (inertia), base acceleration, tolerance]"""
+    o = 0
+    tree_E = consts[o:o + 9 * nb].reshape((nb, 3, 3))
+    o += 9 * nb
+    tree_r = consts[o:o + 3 * nb].reshape((nb, 3))
+    o += 3 * nb
+    axis = consts[o:o + 3 * nb].reshape((nb, 3))
+    o += 3 * nb
+    S = consts[o:o + 36 * nb].reshape((nb, 6, 6))
+    o += 36 * nb
+    inertia = consts[o:o + 36 * nb].reshape((nb, 6, 6))
+    o += 36 * nb
+    gravity_base = consts[o:o + 6]
+    o += 6
+    tol = consts[o:o + 1]
+    o += 1
+    return tree_E, tree_r, axis, S, inertia, gravity_base, tol, o
+
+
+@njit(cache=True, error_model="numpy", fastmath=FAST)
+def work_views(work, nb, nv, na, npas):
+    """The per-cycle workspace: every quantity of (3.1), (4.6), (5.4) plus scratch."""
+    o = 0
+    E_up = work[o:o + 9 * nb].reshape((nb, 3, 3))
+    o += 9 * nb
+    r_up = work[o:o + 3 * nb].reshape((nb, 3))
+    o += 3 * nb
+    vel = work[o:o + 6 * nb].reshape((nb, 6))
+    o += 6 * nb
+    coriolis = work[o:o + 6 * nb].reshape((nb, 6))
+    o += 6 * nb
+    gyro = work[o:o + 6 * nb].reshape((nb, 6))
+    o += 6 * nb
+    P = work[o:o + 36 * nb].reshape((nb, 6, 6))
+    o += 36 * nb
+    U = work[o:o + 36 * nb].reshape((nb, 6, 6))
+    o += 36 * nb
+    Dinv = work[o:o + 36 * nb].reshape((nb, 6, 6))
+    o += 36 * nb
+    G = work[o:o + 36 * nb].reshape((nb, 6, 6))
+    o += 36 * nb
+    z = work[o:o + 6 * nb].reshape((nb, 6))
+    o += 6 * nb
+    alpha = work[o:o + 6 * nb].reshape((nb, 6))
+    o += 6 * nb
+    force = work[o:o + 6 * nb].reshape((nb, 6))
+    o += 6 * nb
+    nu = work[o:o + nv]
+    o += nv
+    qdd = work[o:o + nv]
+    o += nv
+    tau = work[o:o + nv]
+    o += nv
+    tau_active = work[o:o + na]
+    o += na
+    qdd_passive = work[o:o + npas]
+    o += npas
+    alpha_base = work[o:o + 6]
+    o += 6
+    scratch = work[o:o + 201]
+    R = scratch[0:9].reshape((3, 3))
+    P_plus = scratch[9:45].reshape((6, 6))
+    tmp66 = scratch[45:81].reshape((6, 6))
+    D = scratch[81:117].reshape((6, 6))
+    L = scratch[117:153].reshape((6, 6))
+    Li = scratch[153:189].reshape((6, 6))
+    tmp6 = scratch[189:195]
+    tmp6b = scratch[195:201]
+    o += 201
+    return (E_up, r_up, vel, coriolis, gyro, P, U, Dinv, G, z, alpha, force, nu, qdd, tau,
+            tau_active, qdd_passive, alpha_base, R, P_plus, tmp66, D, L, Li, tmp6, tmp6b, o)
+
+
+def _work_size(nb: int, nv: int, na: int, npas: int) -> int:
+    return nb * (9 + 3 + 6 * 3 + 36 * 4 + 6 * 3) + 3 * nv + na + npas + 6 + 201
+
+
+# ================================================================ compiled steps
+@njit(cache=True, error_model="numpy", fastmath=FAST)
+def _all_finite(x):
+    for i in range(x.shape[0]):
+        if not np.isfinite(x[i]):
+            return False
+    return True
+
+
+# run_steps flags
+CONFIGURATION = 1  # transforms + (4.6)
+VELOCITY = 2  # (3.1)
+ZERO_VELOCITY = 4  # V = a = b = 0 (Jacobians, mass matrices)
+SOLVE = 8  # (5.4a) + (5.4b)
+GRAVITY = 16  # with SOLVE: base acceleration [0; -g]
+
+
+@njit(cache=True, error_model="numpy", fastmath=FAST)
+def run_steps(ints, consts, work, q, v, qdd_active, tau_passive, flags):
+    """The section-5 algorithm, any subset of its steps, in one compiled call.
+
+    Returns -1 (ok), -2 (non-finite q), -3 (non-finite v), -4 (non-finite qdd_a or T_p),
+    -5 (wrong vector length), or the index of a body whose D_p(k) is singular.
+    """
+    (nb, nv, na, npas, parent, hinge_type, q_start, v_start, nv_joint, passive, active_dofs,
+     passive_dofs, _) = int_views(ints)
+    tree_E, tree_r, axis, S, inertia, gravity_base, tol, _ = const_views(consts, nb)
+    (E_up, r_up, vel, coriolis, gyro, P, U, Dinv, G, z, alpha, force, nu, qdd, tau, tau_active,
+     qdd_passive, alpha_base, R, P_plus, tmp66, D, L, Li, tmp6, tmp6b, _) = work_views(
+        work, nb, nv, na, npas)
+    if ((flags & CONFIGURATION and q.shape[0] != q_start[nb - 1] + (7 if hinge_type[nb - 1] == 2
+                                                                   else 1))
+            or (flags & VELOCITY and not flags & ZERO_VELOCITY and v.shape[0] != nv)
+            or (flags & SOLVE and (qdd_active.shape[0] != na or tau_passive.shape[0] != npas))):
+        return -5
+    # step 0 + 2: transforms and articulated quantities (4.6), functions of q only
+    if flags & CONFIGURATION:
+        if not _all_finite(q):
+            return -2
+        joint_transforms(hinge_type, axis, tree_E, tree_r, q_start, q, E_up, r_up, R)
+        bad = articulated_sweep(parent, S, nv_joint, passive, inertia, E_up, r_up, tol[0], P,
+                                U, Dinv, G, P_plus, tmp66, D, L, Li)
+        if bad >= 0:
+            return bad
+    # step 1: velocities, Coriolis and gyroscopic terms (3.1)
+    if flags & ZERO_VELOCITY:
+        vel[:] = 0.0
+        coriolis[:] = 0.0
+        gyro[:] = 0.0
+    elif flags & VELOCITY:
+        if not _all_finite(v):
+            return -3
+        velocity_sweep(parent, S, nv_joint, v_start, inertia, E_up, r_up, v, vel, coriolis,
+                       gyro, tmp6)
+    # step 3: residual forces (5.4a), then accelerations and forces (5.4b)
+    if flags & SOLVE:
+        if not (_all_finite(qdd_active) and _all_finite(tau_passive)):
+            return -4
+        for k in range(na):
+            qdd[active_dofs[k]] = qdd_active[k]
+        for k in range(npas):
+            tau[passive_dofs[k]] = tau_passive[k]
+        for a in range(6):
+            alpha_base[a] = gravity_base[a] if flags & GRAVITY else 0.0
+        residual_force_sweep(parent, S, nv_joint, v_start, passive, E_up, r_up, P, G, Dinv,
+                             coriolis, gyro, qdd, tau, z, nu, tmp6, tmp6b)
+        outward_sweep(parent, S, nv_joint, v_start, passive, E_up, r_up, P, G, coriolis, z, nu,
+                      alpha_base, qdd, tau, alpha, force, tmp6)
+        for k in range(na):
+            tau_active[k] = tau[active_dofs[k]]
+        for k in range(npas):
+            qdd_passive[k] = qdd[passive_dofs[k]]
+    return -1
+
+
 # ================================================================ workspace
 @dataclass
 class HybridResult:
@@ -349,13 +533,19 @@ class HybridResult:
     alpha: np.ndarray  # (nb, 6) body spatial accelerations, body axes, [angular; linear]
 
 
+_WORK_NAMES = ("E_up", "r_up", "vel", "coriolis", "gyro", "P", "U", "Dinv", "G", "z", "alpha",
+               "force", "nu", "qdd", "tau", "tau_active", "qdd_passive", "alpha_base")
+
+
 class HybridDynamics:
     """Allocation-free workspace for one model and one passive set (the control-loop path).
 
-    ``compute(q, v, qdd_active, tau_passive)`` runs the three steps of section 5 and writes into
-    the preallocated ``self.result`` (overwritten on the next call: copy what you keep).
-    The steps are also callable one by one (``set_configuration``, ``set_velocity``, ``solve``)
-    so that Jacobians and the mass matrix reuse the configuration-dependent sweep (4.6).
+    ``compute(q, v, qdd_active, tau_passive)`` runs the three steps of section 5 in one compiled
+    call and writes into the preallocated ``self.result`` (overwritten by the next call: copy
+    what you keep). The steps are also callable one by one (``set_configuration``,
+    ``set_velocity``, ``solve``) so that Jacobians and the mass matrix reuse (4.6).
+    Named views of every intermediate quantity (``P``, ``G``, ``Dinv``, ``z``, ``alpha``, ...)
+    are attributes, sharing memory with the compiled code.
     """
 
     def __init__(self, model: RobotModel, passive_mask: np.ndarray | None = None) -> None:
@@ -368,233 +558,151 @@ class HybridDynamics:
         dof_passive = np.repeat(mask, model.nv_joint)
         self.active_dofs = np.flatnonzero(~dof_passive)
         self.passive_dofs = np.flatnonzero(dof_passive)
+        na, npas = len(self.active_dofs), len(self.passive_dofs)
         self.singular_tolerance = 1e-12 * model.inertia_scale
-        self.E_up = np.zeros((nb, 3, 3))
-        self.r_up = np.zeros((nb, 3))
-        self.vel = np.zeros((nb, 6))
-        self.coriolis = np.zeros((nb, 6))
-        self.gyro = np.zeros((nb, 6))
-        self.P = np.zeros((nb, 6, 6))
-        self.U = np.zeros((nb, 6, 6))
-        self.Dinv = np.zeros((nb, 6, 6))
-        self.G = np.zeros((nb, 6, 6))
-        self.z = np.zeros((nb, 6))
-        self.nu = np.zeros(nv)
-        self.alpha = np.zeros((nb, 6))
-        self.force = np.zeros((nb, 6))
-        self.alpha_base = np.zeros(6)
-        self.alpha_base[3:] = -model.gravity
-        self.qdd = np.zeros(nv)
-        self.tau = np.zeros(nv)
-        self._R = np.zeros((3, 3))
-        self._P_plus = np.zeros((6, 6))
-        self._tmp66 = np.zeros((6, 6))
-        self._tmp6 = np.zeros(6)
-        self._tmp6b = np.zeros(6)
-        self.result = HybridResult(
-            tau_active=np.zeros(len(self.active_dofs)),
-            qdd_passive=np.zeros(len(self.passive_dofs)),
-            qdd=self.qdd,
-            tau=self.tau,
-            alpha=self.alpha,
-        )
+        self._ints = np.concatenate([
+            [nb, nv, na, npas], model.parent, model.hinge_type, model.q_start, model.v_start,
+            model.nv_joint, mask.astype(np.int64), self.active_dofs, self.passive_dofs,
+        ]).astype(np.int64)
+        gravity_base = np.zeros(6)
+        gravity_base[3:] = -model.gravity
+        self._consts = np.concatenate([
+            model.tree_rotation.ravel(), model.tree_translation.ravel(), model.axis.ravel(),
+            model.motion_subspace.ravel(), model.inertia.ravel(), gravity_base,
+            [self.singular_tolerance]])
+        self._work = np.zeros(_work_size(nb, nv, na, npas))
+        views = work_views(self._work, nb, nv, na, npas)
+        if views[-1] != self._work.size or const_views(self._consts, nb)[-1] != self._consts.size \
+                or int_views(self._ints)[-1] != self._ints.size:
+            raise AssertionError("workspace layout mismatch")  # pragma: no cover
+        for name, view in zip(_WORK_NAMES, views):
+            setattr(self, name, view)
+        self.alpha_base[:] = gravity_base
+        self._zero = np.zeros(0)
+        self.result = HybridResult(tau_active=self.tau_active, qdd_passive=self.qdd_passive,
+                                   qdd=self.qdd, tau=self.tau, alpha=self.alpha)
 
     # -- step 0 + 2: configuration-dependent quantities (transforms, (4.6)) -----------------
     def set_configuration(self, q: np.ndarray) -> None:
-        m = self.model
-        q = np.asarray(q, dtype=float)
-        if q.shape != (m.nq,) or not math.isfinite(float(np.sum(q))):
-            m.check_state(q=q)
-        joint_transforms(
-            m.hinge_type,
-            m.axis,
-            m.tree_rotation,
-            m.tree_translation,
-            m.q_start,
-            q,
-            self.E_up,
-            self.r_up,
-            self._R,
-        )
-        bad = articulated_sweep(
-            m.parent,
-            m.motion_subspace,
-            m.nv_joint,
-            self.passive,
-            m.inertia,
-            self.E_up,
-            self.r_up,
-            self.singular_tolerance,
-            self.P,
-            self.U,
-            self.Dinv,
-            self.G,
-            self._P_plus,
-            self._tmp66,
-        )
-        if bad >= 0:
-            raise SingularPassiveInertiaError(
-                f"passive joint '{m.joint_names[bad]}' moves a subtree with (near) zero inertia "
-                f"about its axis: D_p(k) is singular, its acceleration is undetermined"
-            )
+        q = self._vector(q, self.model.nq, "q")
+        status = run_steps(self._ints, self._consts, self._work, q, self._zero, self._zero,
+                           self._zero, CONFIGURATION)
+        if status != -1:
+            self._raise(status, q=q)
 
     # -- step 1: velocity-dependent quantities (3.1) ----------------------------------------
     def set_velocity(self, v: np.ndarray | None) -> None:
-        m = self.model
         if v is None:
-            self.vel[:] = 0.0
-            self.coriolis[:] = 0.0
-            self.gyro[:] = 0.0
+            run_steps(self._ints, self._consts, self._work, self._zero, self._zero, self._zero,
+                      self._zero, ZERO_VELOCITY)
             return
-        v = np.asarray(v, dtype=float)
-        if v.shape != (m.nv,) or not math.isfinite(float(np.sum(v))):
-            m.check_state(v=v)
-        velocity_sweep(
-            m.parent,
-            m.motion_subspace,
-            m.nv_joint,
-            m.v_start,
-            m.inertia,
-            self.E_up,
-            self.r_up,
-            v,
-            self.vel,
-            self.coriolis,
-            self.gyro,
-            self._tmp6,
-        )
+        v = self._vector(v, self.model.nv, "v")
+        if run_steps(self._ints, self._consts, self._work, self._zero, v, self._zero,
+                     self._zero, VELOCITY) != -1:
+            self.model.check_state(v=v)
 
     # -- step 3: (5.4a) + (5.4b) --------------------------------------------------------------
-    def solve(
-        self, qdd_active: np.ndarray, tau_passive: np.ndarray, gravity: bool = True
-    ) -> HybridResult:
-        m = self.model
-        qdd_active = np.asarray(qdd_active, dtype=float)
-        tau_passive = np.asarray(tau_passive, dtype=float)
-        if (
-            qdd_active.shape != self.active_dofs.shape
-            or tau_passive.shape != self.passive_dofs.shape
-            or not math.isfinite(float(np.sum(qdd_active)) + float(np.sum(tau_passive)))
-        ):
-            self._check_inputs(qdd_active, tau_passive)
-        self.qdd[self.active_dofs] = qdd_active
-        self.tau[self.passive_dofs] = tau_passive
-        if gravity:
-            self.alpha_base[3:] = -m.gravity
-        else:
-            self.alpha_base[:] = 0.0
-        residual_force_sweep(
-            m.parent,
-            m.motion_subspace,
-            m.nv_joint,
-            m.v_start,
-            self.passive,
-            self.E_up,
-            self.r_up,
-            self.P,
-            self.G,
-            self.Dinv,
-            self.coriolis,
-            self.gyro,
-            self.qdd,
-            self.tau,
-            self.z,
-            self.nu,
-            self._tmp6,
-            self._tmp6b,
-        )
-        outward_sweep(
-            m.parent,
-            m.motion_subspace,
-            m.nv_joint,
-            m.v_start,
-            self.passive,
-            self.E_up,
-            self.r_up,
-            self.P,
-            self.G,
-            self.coriolis,
-            self.z,
-            self.nu,
-            self.alpha_base,
-            self.qdd,
-            self.tau,
-            self.alpha,
-            self.force,
-            self._tmp6,
-        )
-        np.take(self.tau, self.active_dofs, out=self.result.tau_active)
-        np.take(self.qdd, self.passive_dofs, out=self.result.qdd_passive)
+    def solve(self, qdd_active: np.ndarray, tau_passive: np.ndarray, gravity: bool = True
+              ) -> HybridResult:
+        qa = self._vector(qdd_active, len(self.active_dofs), "qdd_active")
+        tp = self._vector(tau_passive, len(self.passive_dofs), "tau_passive")
+        flags = SOLVE | GRAVITY if gravity else SOLVE
+        if run_steps(self._ints, self._consts, self._work, self._zero, self._zero, qa, tp,
+                     flags) != -1:
+            self._check_inputs(qa, tp)
         return self.result
 
-    def compute(
-        self, q: np.ndarray, v: np.ndarray, qdd_active: np.ndarray, tau_passive: np.ndarray
-    ) -> HybridResult:
-        """The whole hybrid recursion; results in ``self.result`` (preallocated, reused)."""
-        self.set_configuration(q)
-        self.set_velocity(v)
-        return self.solve(qdd_active, tau_passive)
+    def compute(self, q: np.ndarray, v: np.ndarray, qdd_active: np.ndarray,
+                tau_passive: np.ndarray) -> HybridResult:
+        """The whole hybrid recursion in one compiled call; results in ``self.result``."""
+        if not (q.__class__ is v.__class__ is qdd_active.__class__ is tau_passive.__class__
+                is np.ndarray and q.dtype == v.dtype == qdd_active.dtype == tau_passive.dtype
+                == np.float64):
+            return self._compute_converted(q, v, qdd_active, tau_passive)
+        status = run_steps(self._ints, self._consts, self._work, q, v, qdd_active, tau_passive,
+                           CONFIGURATION | VELOCITY | SOLVE | GRAVITY)
+        if status != -1:
+            self._raise(status, q=q, v=v, qa=qdd_active, tp=tau_passive)
+        return self.result
+
+    def _compute_converted(self, q, v, qdd_active, tau_passive) -> HybridResult:
+        m = self.model
+        return self.compute(self._vector(q, m.nq, "q"), self._vector(v, m.nv, "v"),
+                            self._vector(qdd_active, len(self.active_dofs), "qdd_active"),
+                            self._vector(tau_passive, len(self.passive_dofs), "tau_passive"))
+
+    # -- input checks (only on the error path) ------------------------------------------------
+    def _vector(self, x, n: int, name: str) -> np.ndarray:
+        if type(x) is not np.ndarray or x.dtype != np.float64 or not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x, dtype=np.float64)
+        if x.shape != (n,):
+            if name in ("qdd_active", "tau_passive"):
+                idx = self.active_dofs if name == "qdd_active" else self.passive_dofs
+                raise ValueError(f"{name} must have shape ({n},) (joints "
+                                 f"{[self.model.dof_names[i] for i in idx]}), got {x.shape}")
+            raise ValueError(f"{name} must have shape ({n},), got {x.shape}")
+        return x
+
+    def _raise(self, status: int, q=None, v=None, qa=None, tp=None) -> None:
+        m = self.model
+        if status == -5:  # wrong length: the named check raises
+            self._vector(q, m.nq, "q")
+            self._vector(v, m.nv, "v")
+            self._vector(qa, len(self.active_dofs), "qdd_active")
+            self._vector(tp, len(self.passive_dofs), "tau_passive")
+        if status == -2:
+            m.check_state(q=q)
+        elif status == -3:
+            m.check_state(v=v)
+        elif status == -4:
+            self._check_inputs(qa, tp)
+        elif status >= 0:
+            raise SingularPassiveInertiaError(
+                f"passive joint '{m.joint_names[status]}' moves a subtree with (near) zero "
+                "inertia about its axis: D_p(k) is singular, its acceleration is undetermined")
+        raise AssertionError(f"unexpected status {status}")  # pragma: no cover
 
     def _check_inputs(self, qdd_active: np.ndarray, tau_passive: np.ndarray) -> None:
         m = self.model
-        for name, arr, idx in (
-            ("qdd_active", qdd_active, self.active_dofs),
-            ("tau_passive", tau_passive, self.passive_dofs),
-        ):
-            if arr.shape != idx.shape:
-                raise ValueError(
-                    f"{name} must have shape {idx.shape} (joints {[m.dof_names[i] for i in idx]}), "
-                    f"got {arr.shape}"
-                )
+        for name, arr, idx in (("qdd_active", qdd_active, self.active_dofs),
+                               ("tau_passive", tau_passive, self.passive_dofs)):
             bad = np.flatnonzero(~np.isfinite(arr))
             if bad.size:
-                raise ValueError(
-                    f"{name} has non-finite entries: "
-                    + ", ".join(f"{m.dof_names[idx[b]]}={arr[b]}" for b in bad[:6])
-                )
+                raise ValueError(f"{name} has non-finite entries: " + ", ".join(
+                    f"{m.dof_names[idx[b]]}={arr[b]}" for b in bad[:6]))
 
 
 def _workspace(model: RobotModel, kind: str = "model") -> HybridDynamics:
     """Cached workspace of ``model`` for its own passive set, all-active or all-passive."""
-    cache = model._workspace_cache
-    ws = cache.get(kind)
+    ws = model._workspace_cache.get(kind)
     if ws is None:
-        mask = {
-            "model": None,
-            "active": np.zeros(model.nb, bool),
-            "passive": np.ones(model.nb, bool),
-        }[kind]
-        ws = cache[kind] = HybridDynamics(model, mask)
+        mask = {"model": None, "active": np.zeros(model.nb, bool),
+                "passive": np.ones(model.nb, bool)}[kind]
+        ws = model._workspace_cache[kind] = HybridDynamics(model, mask)
     return ws
 
 
 # ================================================================ public functions
-def hybrid_dynamics(
-    model: RobotModel, q: np.ndarray, v: np.ndarray, qdd_active: np.ndarray, tau_passive: np.ndarray
-) -> HybridResult:
+def hybrid_dynamics(model: RobotModel, q: np.ndarray, v: np.ndarray, qdd_active: np.ndarray,
+                    tau_passive: np.ndarray) -> HybridResult:
     """T_a and qdd_p from qdd_a and T_p (section 5); results are fresh copies."""
     res = _workspace(model).compute(q, v, qdd_active, tau_passive)
-    return HybridResult(
-        res.tau_active.copy(),
-        res.qdd_passive.copy(),
-        res.qdd.copy(),
-        res.tau.copy(),
-        res.alpha.copy(),
-    )
+    return HybridResult(res.tau_active.copy(), res.qdd_passive.copy(), res.qdd.copy(),
+                        res.tau.copy(), res.alpha.copy())
 
 
-def inverse_dynamics(
-    model: RobotModel, q: np.ndarray, v: np.ndarray, qdd: np.ndarray
-) -> np.ndarray:
+def inverse_dynamics(model: RobotModel, q: np.ndarray, v: np.ndarray, qdd: np.ndarray
+                     ) -> np.ndarray:
     """tau = M(q) qdd + C(q, v) + gravity: the hybrid recursion with every joint active."""
-    return _workspace(model, "active").compute(q, v, qdd, np.zeros(0)).tau.copy()
+    ws = _workspace(model, "active")
+    return ws.compute(q, v, qdd, ws._zero).tau.copy()
 
 
-def forward_dynamics(
-    model: RobotModel, q: np.ndarray, v: np.ndarray, tau: np.ndarray
-) -> np.ndarray:
+def forward_dynamics(model: RobotModel, q: np.ndarray, v: np.ndarray, tau: np.ndarray
+                     ) -> np.ndarray:
     """qdd = M^-1 (tau - C - gravity): the hybrid recursion with every joint passive (ABA)."""
-    return _workspace(model, "passive").compute(q, v, np.zeros(0), tau).qdd.copy()
+    ws = _workspace(model, "passive")
+    return ws.compute(q, v, ws._zero, tau).qdd.copy()
 
 
 def mass_matrix(model: RobotModel, q: np.ndarray) -> np.ndarray:
@@ -611,6 +719,6 @@ def mass_matrix(model: RobotModel, q: np.ndarray) -> np.ndarray:
     unit = np.zeros(nv)
     for j in range(nv):
         unit[j] = 1.0
-        M[:, j] = ws.solve(unit, np.zeros(0), gravity=False).tau
+        M[:, j] = ws.solve(unit, ws._zero, gravity=False).tau
         unit[j] = 0.0
     return 0.5 * (M + M.T)

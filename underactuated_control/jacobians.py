@@ -20,11 +20,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
-from .dynamics import HybridDynamics
+from .dynamics import (
+    HybridDynamics,
+    const_views,
+    int_views,
+    outward_sweep,
+    residual_force_sweep,
+    work_views,
+)
 from .kinematics import body_placements, classical_acceleration, frame_jacobian_kernel
 from .model import RobotModel
-from .spatial import motion_transform_matrix
+from .spatial import FAST, motion_transform_matrix
 
 __all__ = [
     "JacobianWorkspace",
@@ -40,6 +48,41 @@ __all__ = [
     "projection_operators",
     "spatial_momentum",
 ]
+
+
+@njit(cache=True, error_model="numpy", fastmath=FAST)
+def generalized_jacobian_sweeps(ints, consts, work, body, offset, E_world_body, with_frame,
+                                J_G, J_D, column):
+    """§6.1 in one compiled call: with V = a = b = 0, T_p = 0 and no gravity, and the (4.6)
+    quantities already in the workspace, one (5.4a)/(5.4b) pass per active DOF with a unit
+    acceleration; column k of J_D is qdd_p (6.13), column k of J_G the frame's acceleration."""
+    (nb, nv, na, npas, parent, hinge_type, q_start, v_start, nv_joint, passive, active_dofs,
+     passive_dofs, _) = int_views(ints)
+    tree_E, tree_r, axis, S, inertia, gravity_base, tol, _ = const_views(consts, nb)
+    (E_up, r_up, vel, coriolis, gyro, P, U, Dinv, G, z, alpha, force, nu, qdd, tau, tau_active,
+     qdd_passive, alpha_base, R, P_plus, tmp66, D, L, Li, tmp6, tmp6b, _) = work_views(
+        work, nb, nv, na, npas)
+    vel[:] = 0.0
+    coriolis[:] = 0.0
+    gyro[:] = 0.0
+    alpha_base[:] = 0.0
+    for k in range(npas):
+        tau[passive_dofs[k]] = 0.0
+    for k in range(na):
+        qdd[active_dofs[k]] = 0.0
+    for k in range(na):
+        qdd[active_dofs[k]] = 1.0
+        residual_force_sweep(parent, S, nv_joint, v_start, passive, E_up, r_up, P, G, Dinv,
+                             coriolis, gyro, qdd, tau, z, nu, tmp6, tmp6b)
+        outward_sweep(parent, S, nv_joint, v_start, passive, E_up, r_up, P, G, coriolis, z, nu,
+                      alpha_base, qdd, tau, alpha, force, tmp6)
+        qdd[active_dofs[k]] = 0.0
+        for j in range(npas):
+            J_D[j, k] = qdd[passive_dofs[j]]
+        if with_frame:
+            classical_acceleration(E_world_body, alpha[body], vel[body], offset, column)
+            for a in range(6):
+                J_G[a, k] = column[a]
 
 
 class JacobianWorkspace:
@@ -67,6 +110,7 @@ class JacobianWorkspace:
         self._zero_vel = np.zeros(6)
         self._alpha = np.zeros(6)
         self._point = np.zeros(3)
+        self._column = np.zeros(6)
 
     # -------------------------------------------------------------- configuration
     def set_configuration(self, q: np.ndarray) -> None:
@@ -108,18 +152,15 @@ class JacobianWorkspace:
         classical_acceleration(self.E_world[b], self._alpha, vel_body, f.translation, out)
 
     def generalized(self, frame: str | None) -> tuple[np.ndarray, np.ndarray]:
-        """J_G of ``frame`` (zeros if None) and J_D: one (5.4) pass per active DOF."""
+        """J_G of ``frame`` (zeros if None or on the fixed root) and J_D (§6.1, 6.13)."""
         dyn = self.dynamics
-        dyn.set_velocity(None)
-        col = np.zeros(6)
-        for k in range(self.model.n_active):
-            self._unit[k] = 1.0
-            res = dyn.solve(self._unit, self._zero_tau_p, gravity=False)
-            self._unit[k] = 0.0
-            self.J_D[:, k] = res.qdd_passive
-            if frame is not None:
-                self._frame_acceleration(frame, self._zero_vel, col)
-                self.J_G[:, k] = col
+        body = -1 if frame is None else self.model.frame(frame).body
+        if body < 0:
+            self.J_G[:] = 0.0
+        offset = self._point if body < 0 else self.model.frame(frame).translation
+        E_body = self.E_world[max(body, 0)]
+        generalized_jacobian_sweeps(dyn._ints, dyn._consts, dyn._work, max(body, 0), offset,
+                                    E_body, body >= 0, self.J_G, self.J_D, self._column)
         return self.J_G, self.J_D
 
     def product(self, frame: str, x: np.ndarray) -> np.ndarray:

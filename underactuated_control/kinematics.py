@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from numba import njit
 
+from .spatial import FAST
+
 __all__ = ["body_placements", "frame_jacobian_kernel", "classical_acceleration"]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", fastmath=FAST)
 def body_placements(parent, E_up, r_up, E_world, p_world):
     """Base-to-tip: E_world[i] = E_up[i] E_world[parent], p_world[i] = p_par + E_par^T r_up."""
     nb = parent.shape[0]
@@ -36,7 +38,7 @@ def body_placements(parent, E_up, r_up, E_world, p_world):
                 E_world[i, a, b] = t
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", fastmath=FAST)
 def frame_jacobian_kernel(parent, S, nv_joint, v_start, E_world, p_world, body, point, J):
     """Columns of the joints on the root->body path: [linear velocity of ``point``; angular],
     world axes (Pinocchio LOCAL_WORLD_ALIGNED). ``J`` (6, nv) is zeroed first."""
@@ -66,7 +68,7 @@ def frame_jacobian_kernel(parent, S, nv_joint, v_start, E_world, p_world, body, 
         j = parent[j]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", fastmath=FAST)
 def classical_acceleration(E_world_b, alpha_b, vel_b, offset, out):
     """[classical linear acceleration of the point ``offset`` (body axes); angular acceleration]
     of body b in world axes, from its spatial acceleration and velocity in body axes:

@@ -19,7 +19,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+# Safe fast-math: contraction and reassociation only (never nnan/ninf: finiteness checks
+# must survive).
+FAST = {"contract", "reassoc", "arcp"}
+
 __all__ = [
+    "FAST",
     "skew",
     "rpy_to_matrix",
     "axis_angle_matrix",
@@ -52,7 +57,7 @@ def rpy_to_matrix(rpy: np.ndarray) -> np.ndarray:
     )
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", fastmath=FAST)
 def axis_angle_matrix(axis: np.ndarray, angle: float, out: np.ndarray) -> None:
     """Rotation matrix of ``angle`` about the unit vector ``axis`` (Rodrigues), into ``out``."""
     c = np.cos(angle)
@@ -70,7 +75,7 @@ def axis_angle_matrix(axis: np.ndarray, angle: float, out: np.ndarray) -> None:
     out[2, 2] = t * z * z + c
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", fastmath=FAST)
 def quaternion_to_matrix(quat_xyzw: np.ndarray, out: np.ndarray) -> None:
     """Rotation matrix of a quaternion (x, y, z, w), normalised on the fly, into ``out``."""
     x, y, z, w = quat_xyzw[0], quat_xyzw[1], quat_xyzw[2], quat_xyzw[3]
@@ -111,7 +116,7 @@ def motion_transform_matrix(E: np.ndarray, r: np.ndarray) -> np.ndarray:
     return X
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
 def xform_motion(E: np.ndarray, r: np.ndarray, m: np.ndarray, out: np.ndarray) -> None:
     """out = X m: a motion vector from frame A to frame B (paper: phi*(k+1, k) m)."""
     w0, w1, w2 = m[0], m[1], m[2]
@@ -124,7 +129,7 @@ def xform_motion(E: np.ndarray, r: np.ndarray, m: np.ndarray, out: np.ndarray) -
         out[3 + a] = E[a, 0] * l0 + E[a, 1] * l1 + E[a, 2] * l2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
 def xform_force_transpose(E: np.ndarray, r: np.ndarray, f: np.ndarray, out: np.ndarray) -> None:
     """out += X^T f: a force from frame B back to frame A (paper: phi(k+1, k) f). Accumulates."""
     n0 = E[0, 0] * f[0] + E[1, 0] * f[1] + E[2, 0] * f[2]
@@ -141,7 +146,7 @@ def xform_force_transpose(E: np.ndarray, r: np.ndarray, f: np.ndarray, out: np.n
     out[5] += f2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
 def xform_inertia_transpose(
     E: np.ndarray, r: np.ndarray, inertia: np.ndarray, tmp: np.ndarray, out: np.ndarray
 ) -> None:
@@ -176,7 +181,7 @@ def xform_inertia_transpose(
         out[row, 5] += f2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
 def cross_motion(v: np.ndarray, m: np.ndarray, out: np.ndarray) -> None:
     """out = v x m (spatial motion cross product)."""
     w0, w1, w2, u0, u1, u2 = v[0], v[1], v[2], v[3], v[4], v[5]
@@ -188,7 +193,7 @@ def cross_motion(v: np.ndarray, m: np.ndarray, out: np.ndarray) -> None:
     out[5] = w0 * m[4] - w1 * m[3] + u0 * m[1] - u1 * m[0]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
 def cross_force(v: np.ndarray, f: np.ndarray, out: np.ndarray) -> None:
     """out = v x* f (spatial force cross product)."""
     w0, w1, w2, u0, u1, u2 = v[0], v[1], v[2], v[3], v[4], v[5]
