@@ -24,8 +24,10 @@ from numba import njit
 
 from .dynamics import (
     HybridDynamics,
+    articulated_sweep,
     const_views,
     int_views,
+    joint_transforms,
     outward_sweep,
     residual_force_sweep,
     work_views,
@@ -51,17 +53,29 @@ __all__ = [
 
 
 @njit(cache=True, error_model="numpy", fastmath=FAST)
-def generalized_jacobian_sweeps(ints, consts, work, body, offset, E_world_body, with_frame,
-                                J_G, J_D, column):
-    """§6.1 in one compiled call: with V = a = b = 0, T_p = 0 and no gravity, and the (4.6)
-    quantities already in the workspace, one (5.4a)/(5.4b) pass per active DOF with a unit
-    acceleration; column k of J_D is qdd_p (6.13), column k of J_G the frame's acceleration."""
+def generalized_jacobian_sweeps(ints, consts, work, q, configure, E_world, p_world, body,
+                                offset, with_frame, J_G, J_D, column):
+    """§6.1 in one compiled call. With ``configure``: transforms, (4.6) and body placements
+    for q first (else they must be in the workspace). Then, with V = a = b = 0, T_p = 0 and no
+    gravity, one (5.4a)/(5.4b) pass per active DOF with a unit acceleration: column k of J_D
+    is qdd_p (6.13), column k of J_G the frame's acceleration (6.11).
+    Returns -1, -2 (non-finite q) or the body whose D_p(k) is singular."""
     (nb, nv, na, npas, parent, hinge_type, q_start, v_start, nv_joint, passive, active_dofs,
      passive_dofs, _) = int_views(ints)
     tree_E, tree_r, axis, S, inertia, gravity_base, tol, _ = const_views(consts, nb)
     (E_up, r_up, vel, coriolis, gyro, P, U, Dinv, G, z, alpha, force, nu, qdd, tau, tau_active,
      qdd_passive, alpha_base, R, P_plus, tmp66, D, L, Li, tmp6, tmp6b, _) = work_views(
         work, nb, nv, na, npas)
+    if configure:
+        for i in range(q.shape[0]):
+            if not np.isfinite(q[i]):
+                return -2
+        joint_transforms(hinge_type, axis, tree_E, tree_r, q_start, q, E_up, r_up, R)
+        bad = articulated_sweep(parent, S, nv_joint, passive, inertia, E_up, r_up, tol[0], P,
+                                U, Dinv, G, P_plus, tmp66, D, L, Li)
+        if bad >= 0:
+            return bad
+        body_placements(parent, E_up, r_up, E_world, p_world)
     vel[:] = 0.0
     coriolis[:] = 0.0
     gyro[:] = 0.0
@@ -80,9 +94,10 @@ def generalized_jacobian_sweeps(ints, consts, work, body, offset, E_world_body, 
         for j in range(npas):
             J_D[j, k] = qdd[passive_dofs[j]]
         if with_frame:
-            classical_acceleration(E_world_body, alpha[body], vel[body], offset, column)
+            classical_acceleration(E_world[body], alpha[body], vel[body], offset, column)
             for a in range(6):
                 J_G[a, k] = column[a]
+    return -1
 
 
 class JacobianWorkspace:
@@ -151,16 +166,29 @@ class JacobianWorkspace:
             self._alpha[3:] -= self.E_world[b] @ self.dynamics.alpha_base[3:]
         classical_acceleration(self.E_world[b], self._alpha, vel_body, f.translation, out)
 
-    def generalized(self, frame: str | None) -> tuple[np.ndarray, np.ndarray]:
-        """J_G of ``frame`` (zeros if None or on the fixed root) and J_D (§6.1, 6.13)."""
+    def generalized(self, frame: str | None, q: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """J_G of ``frame`` (zeros if None or on the fixed root) and J_D (§6.1, 6.13).
+
+        With ``q``, the configuration is set in the same compiled call (the fast path: one
+        call for transforms, (4.6), placements and all columns); without it, the workspace's
+        current configuration is used.
+        """
         dyn = self.dynamics
-        body = -1 if frame is None else self.model.frame(frame).body
+        f = None if frame is None else self.model.frame(frame)
+        body = -1 if f is None else f.body
         if body < 0:
             self.J_G[:] = 0.0
-        offset = self._point if body < 0 else self.model.frame(frame).translation
-        E_body = self.E_world[max(body, 0)]
-        generalized_jacobian_sweeps(dyn._ints, dyn._consts, dyn._work, max(body, 0), offset,
-                                    E_body, body >= 0, self.J_G, self.J_D, self._column)
+        configure = q is not None
+        if configure and (q.__class__ is not np.ndarray or q.dtype != np.float64
+                          or q.shape != (self.model.nq,)):
+            q = dyn._vector(q, self.model.nq, "q")
+        status = generalized_jacobian_sweeps(
+            dyn._ints, dyn._consts, dyn._work, q if configure else dyn._zero, configure,
+            self.E_world, self.p_world, max(body, 0), self._point if body < 0 else f.translation,
+            body >= 0, self.J_G, self.J_D, self._column)
+        if status != -1:
+            dyn._raise(status, q=q)
         return self.J_G, self.J_D
 
     def product(self, frame: str, x: np.ndarray) -> np.ndarray:
@@ -220,16 +248,12 @@ def frame_velocity(model: RobotModel, q: np.ndarray, v: np.ndarray, frame: str) 
 
 def generalized_jacobian(model: RobotModel, q: np.ndarray, frame: str) -> np.ndarray:
     """J_G (6, n_active): a_frame = J_G qdd_active + drift (6.10, 6.11)."""
-    ws = _ws(model)
-    ws.set_configuration(q)
-    return ws.generalized(frame)[0].copy()
+    return _ws(model).generalized(frame, q)[0].copy()
 
 
 def disturbance_jacobian(model: RobotModel, q: np.ndarray) -> np.ndarray:
     """J_D (n_passive, n_active): qdd_passive = J_D qdd_active + drift (6.12, 6.13)."""
-    ws = _ws(model)
-    ws.set_configuration(q)
-    return ws.generalized(None)[1].copy()
+    return _ws(model).generalized(None, q)[1].copy()
 
 
 def generalized_jacobian_product(model: RobotModel, q: np.ndarray, frame: str, x: np.ndarray

@@ -162,10 +162,9 @@ class EndEffectorTracker:
         m, ws = self.model, self.workspace
         q = np.asarray(q, dtype=float)
         v = np.asarray(v, dtype=float)
-        ws.set_configuration(q)
+        J_G, J_D = ws.generalized(self.frame, q)  # transforms, (4.6), placements, §6.1
         p, R = ws.frame_placement(self.frame)
         twist = ws.frame_jacobian(self.frame) @ v
-        J_G, J_D = ws.generalized(self.frame)
         tau_p = self.passive_forces(q, v)
         drift_G, drift_D = ws.drifts(v, tau_p, self.frame)
 
