@@ -60,6 +60,8 @@ setup(
     entry_points={
         "console_scripts": [
             "underactuated-control = underactuated_control.cli:main",
+            "hybrid_dynamics_controller = "
+            "underactuated_control.nodes.hybrid_dynamics_controller:main",
         ],
     },
 )

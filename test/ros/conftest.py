@@ -1,0 +1,36 @@
+"""Fixtures for node tests over real DDS (see harness.py)."""
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import NodeProcess, Ros, new_domain  # noqa: E402
+
+
+@pytest.fixture
+def domain():
+    return new_domain()
+
+
+@pytest.fixture
+def ros(domain):
+    r = Ros(domain)
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def launch(domain, tmp_path):
+    os.environ["PYTEST_TMP"] = str(tmp_path)
+    procs = []
+
+    def start(executable, params=None, args=None):
+        p = NodeProcess(executable, domain, params, args)
+        procs.append(p)
+        return p
+
+    yield start
+    for p in procs:
+        p.stop()

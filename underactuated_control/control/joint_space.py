@@ -1,0 +1,209 @@
+"""Joint-space control through the hybrid recursion, and the plumbing a controller node needs
+(name matching of measured states, command ordering and clamping, trajectory sampling).
+
+Joint mode:  qdd_a = qdd_ref + kd (v_ref - v) + kp (q_ref - q)  on the active joints, then
+T_a and qdd_p from the hybrid recursion (section 5) with T_p from the passive-force model.
+A reference equal to the measured state gives exactly the feed-forward hybrid torque.
+Hold mode is joint mode with the reference latched at the configuration where it started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dynamics import HybridDynamics, HybridResult
+from ..model import FLOATING, RobotModel
+from ..passive_forces import PassiveForceModel
+
+__all__ = ["JointSpaceController", "JointStateMatcher", "EffortMapper", "JointReference",
+           "sample_trajectory", "MissingJointsError"]
+
+
+class MissingJointsError(ValueError):
+    """A measured state does not contain every joint of the model."""
+
+    def __init__(self, missing: Sequence[str]) -> None:
+        self.missing = list(missing)
+        super().__init__(f"joint state lacks joints {self.missing}")
+
+
+class JointStateMatcher:
+    """Maps (names, positions, velocities) in any order, with extra joints, to model q and v.
+
+    The name->index map is cached per name tuple, so a steady stream costs one dict lookup.
+    Floating joints are not carried by sensor_msgs/JointState and are rejected at creation.
+    """
+
+    def __init__(self, model: RobotModel) -> None:
+        floating = [model.joint_names[k] for k in range(model.nb)
+                    if model.hinge_type[k] == FLOATING]
+        if floating:
+            raise ValueError(f"floating joints {floating} are not in sensor_msgs/JointState: "
+                             "a state source for them (odometry) is not supported here")
+        self.model = model
+        self._cache: dict[tuple[str, ...], np.ndarray] = {}
+        self.q = np.zeros(model.nq)
+        self.v = np.zeros(model.nv)
+
+    def _indices(self, names: Sequence[str]) -> np.ndarray:
+        key = tuple(names)
+        idx = self._cache.get(key)
+        if idx is None:
+            position = {n: i for i, n in enumerate(key)}
+            missing = [n for n in self.model.joint_names if n not in position]
+            if missing:
+                raise MissingJointsError(missing)
+            idx = np.array([position[n] for n in self.model.joint_names], dtype=np.int64)
+            if len(self._cache) > 64:
+                self._cache.clear()
+            self._cache[key] = idx
+        return idx
+
+    def match(self, names: Sequence[str], position: Sequence[float], velocity: Sequence[float]
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """q, v in model order (views of preallocated arrays, overwritten by the next call)."""
+        if len(position) != len(names):
+            raise ValueError(f"joint state has {len(names)} names but {len(position)} positions")
+        if len(velocity) != len(names):
+            raise ValueError(f"joint state has {len(names)} names but {len(velocity)} "
+                             "velocities (velocities are required)")
+        idx = self._indices(names)
+        np.take(np.asarray(position, dtype=float), idx, out=self.q)
+        np.take(np.asarray(velocity, dtype=float), idx, out=self.v)
+        return self.q, self.v
+
+
+class EffortMapper:
+    """T_a (active DOF order) -> effort command in ``command_joints`` order, clamped.
+
+    Passive joints named in ``command_joints`` (an actuator that failed while its controller
+    still expects a slot) get 0. Limits: the URDF effort limits times ``limit_scale``.
+    """
+
+    def __init__(self, model: RobotModel, command_joints: Sequence[str] | None = None,
+                 limit_scale: float = 1.0) -> None:
+        names = list(model.active_joints) if not command_joints else list(command_joints)
+        unknown = [n for n in names if n not in model.joint_names]
+        if unknown:
+            raise ValueError(f"unknown joints in command_joints: {unknown}; the model's joints "
+                             f"are {list(model.joint_names)}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"command_joints has duplicates: {names}")
+        if not (np.isfinite(limit_scale) and limit_scale > 0):
+            raise ValueError(f"effort limit scale must be > 0, got {limit_scale}")
+        self.names = names
+        active_position = {int(d): i for i, d in enumerate(model.active_dofs)}
+        self._source = np.array([active_position.get(int(model.joint_dofs(n)[0]), -1)
+                                 for n in names], dtype=np.int64)
+        self.limits = np.array([model.effort_limit[model.joint_dofs(n)[0]] for n in names])
+        self.limits *= limit_scale
+        self.command = np.zeros(len(names))
+        self.saturated = np.zeros(len(names), dtype=bool)
+
+    def map(self, tau_active: np.ndarray) -> np.ndarray:
+        """The command (a preallocated array, overwritten by the next call)."""
+        src = self._source
+        self.command[:] = np.where(src >= 0, tau_active[np.maximum(src, 0)], 0.0)
+        np.greater(np.abs(self.command), self.limits, out=self.saturated)
+        np.clip(self.command, -self.limits, self.limits, out=self.command)
+        return self.command
+
+    def saturated_joints(self) -> list[str]:
+        return [n for n, s in zip(self.names, self.saturated) if s]
+
+
+@dataclass
+class JointReference:
+    """Reference of the active joints (model active-DOF order)."""
+
+    position: np.ndarray
+    velocity: np.ndarray
+    acceleration: np.ndarray
+
+
+def sample_trajectory(times: np.ndarray, positions: np.ndarray, velocities: np.ndarray | None,
+                      accelerations: np.ndarray | None, t: float
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sample a multi-point trajectory at time t (s from its start).
+
+    Positions are interpolated with cubic Hermite splines when velocities are given (linear
+    otherwise), velocities and accelerations linearly; before the first point the first point,
+    after the last the last point held (zero velocity and acceleration).
+    """
+    n = len(times)
+    zeros = np.zeros(positions.shape[1])
+    vel = velocities if velocities is not None else None
+    acc = accelerations if accelerations is not None else None
+    if n == 1 or t <= times[0]:
+        return (positions[0].copy(), vel[0].copy() if vel is not None else zeros.copy(),
+                acc[0].copy() if acc is not None else zeros.copy())
+    if t >= times[-1]:
+        return positions[-1].copy(), zeros.copy(), zeros.copy()
+    k = int(np.searchsorted(times, t, side="right") - 1)
+    h = times[k + 1] - times[k]
+    s = (t - times[k]) / h
+    if vel is not None:
+        h00, h10 = 2 * s**3 - 3 * s**2 + 1, s**3 - 2 * s**2 + s
+        h01, h11 = -2 * s**3 + 3 * s**2, s**3 - s**2
+        p = (h00 * positions[k] + h10 * h * vel[k] + h01 * positions[k + 1]
+             + h11 * h * vel[k + 1])
+        v = (1 - s) * vel[k] + s * vel[k + 1]
+    else:
+        p = (1 - s) * positions[k] + s * positions[k + 1]
+        v = (positions[k + 1] - positions[k]) / h
+    a = (1 - s) * acc[k] + s * acc[k + 1] if acc is not None else zeros.copy()
+    return p, v, a
+
+
+class JointSpaceController:
+    """qdd_a = qdd_ref + kd (v_ref - v) + kp (q_ref - q), then the hybrid recursion.
+
+    ``kp`` [1/s²] and ``kd`` [1/s] are per active DOF (arrays of n_active) or scalars.
+    """
+
+    def __init__(self, model: RobotModel, kp: float | np.ndarray = 100.0,
+                 kd: float | np.ndarray = 20.0,
+                 passive_forces: PassiveForceModel | None = None) -> None:
+        floating = [model.joint_names[k] for k in range(model.nb)
+                    if model.hinge_type[k] == FLOATING and not model.passive_joint_mask[k]]
+        if floating:
+            raise ValueError(f"joint-space control of active floating joints {floating} is not "
+                             "supported (make them passive or use the task-space controller)")
+        self.model = model
+        self.dynamics = HybridDynamics(model)
+        self.passive_forces = passive_forces if passive_forces is not None else \
+            PassiveForceModel(model)
+        self.set_gains(kp, kd)
+        self._active_q = np.array([model.q_start[model.joint_index(n)]
+                                   for n in model.active_joints], dtype=np.int64)
+        na = model.n_active
+        self._qdd = np.zeros(na)
+
+    def set_gains(self, kp: float | np.ndarray, kd: float | np.ndarray) -> None:
+        na = self.model.n_active
+        gains = []
+        for name, g in (("kp", kp), ("kd", kd)):
+            arr = np.broadcast_to(np.asarray(g, dtype=float), (na,)).copy() \
+                if np.ndim(g) == 0 or np.size(g) == 1 else np.asarray(g, dtype=float)
+            if arr.shape != (na,):
+                raise ValueError(f"{name} must be a scalar or have {na} entries (active joints "
+                                 f"{list(self.model.active_joints)}), got {np.shape(g)}")
+            if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+                raise ValueError(f"{name} must be finite and >= 0, got {arr.tolist()}")
+            gains.append(arr)
+        self.kp, self.kd = gains
+
+    def active_positions(self, q: np.ndarray) -> np.ndarray:
+        return q[self._active_q]
+
+    def compute(self, q: np.ndarray, v: np.ndarray, ref: JointReference) -> HybridResult:
+        """T_a, qdd_p for the state and reference (results in the preallocated workspace)."""
+        a = self.model.active_dofs
+        np.subtract(ref.position, q[self._active_q], out=self._qdd)
+        self._qdd *= self.kp
+        self._qdd += self.kd * (ref.velocity - v[a])
+        self._qdd += ref.acceleration
+        return self.dynamics.compute(q, v, self._qdd, self.passive_forces(q, v))
