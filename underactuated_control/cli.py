@@ -157,6 +157,57 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _share_file(sub: str, name: str) -> Path:
+    for d in _robot_dirs():
+        candidate = d.parent / sub / name
+        if candidate.is_file():
+            return candidate
+    raise ValueError(f"{sub}/{name} not found in the package's share directories")
+
+
+def cmd_bringup(args: argparse.Namespace) -> int:
+    """Start the nodes as processes (the launch files' job, without launch_ros)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    urdf = resolve_robot(args.urdf)
+    if urdf.lstrip().startswith("<"):
+        raise ValueError("bringup needs a URDF file or bundled robot name, not XML text")
+    config = Path(args.config) if args.config else _share_file("config", "arm7_controller.yaml")
+    if not config.is_file():
+        raise ValueError(f"config file '{config}' not found")
+    env = {k: v for k, v in os.environ.items() if k != "_ROS_WHEELS_BOOTSTRAP_COMPLETE"}
+    env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    bindir = Path(sys.executable).parent
+    commands = [[str(bindir / "hybrid_dynamics_controller"), "--ros-args", "--params-file",
+                 str(config), "-p", f"urdf_path:={urdf}"]]
+    for extra in args.node or []:
+        commands.append([str(bindir / extra), "--ros-args", "-p", f"urdf_path:={urdf}"])
+    procs_start = time.monotonic()
+    procs = [subprocess.Popen(c, env=env) for c in commands]
+    print(f"started {[Path(c[0]).name for c in commands]} (Ctrl-C stops them)", file=sys.stderr)
+    try:
+        while all(p.poll() is None for p in procs):
+            if args.duration and time.monotonic() - procs_start > args.duration:
+                break
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        for p in procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    codes = [p.returncode for p in procs]
+    return max((c for c in codes if c not in (0, -2, None)), default=0)
+
+
 def cmd_robots(_: argparse.Namespace) -> int:
     for name, path in builtin_robots().items():
         print(f"{name:<16}{path}")
@@ -232,6 +283,15 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--out", help="profile file (.csv or .npz)")
     pl.add_argument("--plot", help="PNG of errors, T_a and passive velocities")
     pl.set_defaults(func=cmd_plan)
+    b = sub.add_parser("bringup", help="start hybrid_dynamics_controller (and other nodes) "
+                                       "without launch_ros")
+    b.add_argument("--urdf", default="arm7", help="URDF file or bundled robot name")
+    b.add_argument("--config", help="controller parameters YAML (default: arm7_controller)")
+    b.add_argument("--node", action="append", help="another executable of this package to "
+                                                   "start with urdf_path set (repeatable)")
+    b.add_argument("--duration", type=float, default=0.0, help="stop after this many s (0: "
+                                                              "until Ctrl-C)")
+    b.set_defaults(func=cmd_bringup)
     r = sub.add_parser("robots", help="list bundled robots")
     r.set_defaults(func=cmd_robots)
     return parser
