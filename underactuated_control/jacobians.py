@@ -152,6 +152,18 @@ class JacobianWorkspace:
                               self.p_world, f.body, self._point, self.J)
         return self.J
 
+    def point_jacobian(self, body: int, point: np.ndarray, out: np.ndarray | None = None
+                       ) -> np.ndarray:
+        """(6, nv) Jacobian of a material point of ``body`` given in root coordinates."""
+        m = self.model
+        J = np.zeros((6, m.nv)) if out is None else out
+        if body < 0:
+            J[:] = 0.0
+            return J
+        frame_jacobian_kernel(m.parent, m.motion_subspace, m.nv_joint, m.v_start, self.E_world,
+                              self.p_world, body, np.ascontiguousarray(point, dtype=float), J)
+        return J
+
     # -------------------------------------------------------------- section 6.1 / 6.3
     def _frame_acceleration(self, frame, vel_body: np.ndarray, out: np.ndarray) -> None:
         """Classical acceleration of a frame from the workspace's body accelerations."""
