@@ -62,6 +62,8 @@ setup(
             "underactuated-control = underactuated_control.cli:main",
             "hybrid_dynamics_controller = "
             "underactuated_control.nodes.hybrid_dynamics_controller:main",
+            "elbow_redundancy_resolver = "
+            "underactuated_control.nodes.elbow_redundancy_resolver:main",
         ],
     },
 )
