@@ -5,8 +5,8 @@ Jacobian J = [J_e; J_c]:
     dX = X_d(N+1) - X(N)   (hand: position difference and rotation vector log(R_d Rᵀ);
                             functions: their own desired change, see ``functions.py``)
 
-solved as the least-squares problem [√W J; √W_v] dθ = [√W dX; 0] over the **active** joints
-only: a passive joint is locked out of direct command (its column is dropped; its motion is
+solved by Cholesky, or as the least-squares problem [√W J; √W_v] dθ = [√W dX; 0] when
+(JᵀWJ + W_v) is rank-deficient, over the **active** joints only: a passive joint is locked out of direct command (its column is dropped; its motion is
 left to the dynamics and the controller). With W_v = 0 and a square regular J this is the exact
 inverse (8). Weights may change between steps.
 """
@@ -101,10 +101,19 @@ class ConfigurationControl:
                 result.notes[f.name] = r.note
         J = np.vstack(rows_J)[:, self.columns]
         dX = np.concatenate(rows_dX)
-        sw = np.sqrt(np.concatenate(rows_W))
-        A = np.vstack([sw[:, None] * J, np.diag(np.sqrt(Wv[self.columns]))])
-        b = np.concatenate([sw * dX, np.zeros(len(self.columns))])
-        dq_active = np.linalg.lstsq(A, b, rcond=1e-12)[0]
+        W = np.concatenate(rows_W)
+        JtW = J.T * W
+        H = JtW @ J + np.diag(Wv[self.columns])  # (10): (Jᵀ W J + W_v) dθ = Jᵀ W dX
+        try:
+            L = np.linalg.cholesky(H)
+            if np.diag(L).min() < 1e-7 * np.sqrt(max(np.diag(H).max(), 1e-300)):
+                raise np.linalg.LinAlgError("ill-conditioned")
+            dq_active = np.linalg.solve(L.T, np.linalg.solve(L, JtW @ dX))
+        except np.linalg.LinAlgError:  # rank-deficient with W_v = 0: least squares
+            sw = np.sqrt(W)
+            A = np.vstack([sw[:, None] * J, np.diag(np.sqrt(Wv[self.columns]))])
+            b = np.concatenate([sw * dX, np.zeros(len(self.columns))])
+            dq_active = np.linalg.lstsq(A, b, rcond=1e-12)[0]
         dq = np.zeros(m.nv)
         dq[self.columns] = dq_active
         result.dq = dq
