@@ -6,8 +6,9 @@ Jacobian J = [J_e; J_c]:
                             functions: their own desired change, see ``functions.py``)
 
 solved by Cholesky, or as the least-squares problem [√W J; √W_v] dθ = [√W dX; 0] when
-(JᵀWJ + W_v) is rank-deficient, over the **active** joints only: a passive joint is locked out of direct command (its column is dropped; its motion is
-left to the dynamics and the controller). With W_v = 0 and a square regular J this is the exact
+(JᵀWJ + W_v) is rank-deficient, over the **active** joints only: a passive joint is locked out
+of direct command (its column is dropped; its motion is left to the dynamics and the
+controller). With W_v = 0 and a square regular J this is the exact
 inverse (8). Weights may change between steps.
 """
 
