@@ -41,6 +41,8 @@ setup(
             "ros-rosgraph-msgs",
             "rosbags",
         ],
+        # the simulated robot (mujoco_sim node)
+        "sim": ["mujoco"],
         # independent oracles and the simulated robot: never imported by the controller
         "test": [
             "pytest",
@@ -64,6 +66,7 @@ setup(
             "underactuated_control.nodes.hybrid_dynamics_controller:main",
             "elbow_redundancy_resolver = "
             "underactuated_control.nodes.elbow_redundancy_resolver:main",
+            "mujoco_sim = underactuated_control.nodes.mujoco_sim:main",
         ],
     },
 )

@@ -12,7 +12,7 @@ fi
 echo "[setup] creating .venv with $($PY --version 2>&1)"
 "$PY" -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
-echo "[setup] installing underactuated_control[ros,test] (ROS 2 wheels, Pinocchio, MuJoCo; a few minutes the first time)"
-.venv/bin/python -m pip install --quiet --progress-bar off -e '.[ros,test]'
+echo "[setup] installing underactuated_control[ros,sim,test] (ROS 2 wheels, Pinocchio, MuJoCo; a few minutes the first time)"
+.venv/bin/python -m pip install --quiet --progress-bar off -e '.[ros,sim,test]'
 touch "$stamp"
 echo "[setup] done"

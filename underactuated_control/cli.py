@@ -208,6 +208,14 @@ def cmd_bringup(args: argparse.Namespace) -> int:
     return max((c for c in codes if c not in (0, -2, None)), default=0)
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The closed-loop demo (MuJoCo + controller + resolver over DDS); see nodes/demo.py."""
+    from .nodes.demo import run_demo
+
+    run_demo(Path(resolve_robot("arm7")), Path(args.out), motion=args.motion)
+    return 0
+
+
 def cmd_robots(_: argparse.Namespace) -> int:
     for name, path in builtin_robots().items():
         print(f"{name:<16}{path}")
@@ -292,6 +300,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--duration", type=float, default=0.0, help="stop after this many s (0: "
                                                               "until Ctrl-C)")
     b.set_defaults(func=cmd_bringup)
+    d = sub.add_parser("demo", help="closed loop: simulated arm7 (MuJoCo), controller and "
+                                    "elbow resolver over DDS; an actuator fails half-way")
+    d.add_argument("--out", default="demo_output", help="directory for logs, JSON and PNG")
+    d.add_argument("--motion", type=float, default=2.5, help="goal motion duration [s]")
+    d.set_defaults(func=cmd_demo)
     r = sub.add_parser("robots", help="list bundled robots")
     r.set_defaults(func=cmd_robots)
     return parser

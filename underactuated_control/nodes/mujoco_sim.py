@@ -1,0 +1,218 @@
+"""mujoco_sim: the simulated robot standing in for Gazebo or hardware (ARCHITECTURE.md §4).
+
+Loads the same URDF into MuJoCo (visuals and collisions dropped: dynamics only), adds a motor
+to each **active** joint (passive joints feel only their own damping, dry friction and limits
+from the URDF), applies the effort commands of ``command_topic`` (std_msgs/Float64MultiArray in
+``command_joints`` order, held between commands, clamped to the effort limits, non-finite
+values ignored) and publishes ``/joint_states`` (stamped with this node's clock) and ``/clock``
+(simulated time) every ``publish_every`` physics steps. With ``hold_until_first_command``
+the robot stays still (brakes on) until a controller sends its first command. Paced to
+``real_time_factor`` × wall time (0: as fast as possible). MuJoCo is a simulation dependency:
+the controller never imports it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+from rcl_interfaces.msg import ParameterType
+from rclpy.node import Node
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+
+from ..model import FLOATING, RobotModel
+from .common import declare
+
+
+def _dynamics_only(urdf: str) -> str:
+    """Drop <visual> and <collision> (meshes are not needed for dynamics) and <ros2_control>."""
+    for tag in ("visual", "collision", "ros2_control", "gazebo", "transmission"):
+        urdf = re.sub(rf"<{tag}\b.*?</{tag}>", "", urdf, flags=re.S)
+        urdf = re.sub(rf"<{tag}\b[^>]*/>", "", urdf)
+    return urdf
+
+
+class MujocoSim(Node):
+    def __init__(self, **kwargs) -> None:
+        super().__init__("mujoco_sim", **kwargs)
+        import mujoco
+
+        self.mj = mujoco
+        S = ParameterType
+        description = declare(self, "robot_description", "", "URDF XML (or urdf_path)",
+                              read_only=True)
+        urdf_path = declare(self, "urdf_path", "", "URDF file", read_only=True)
+        passive = declare(self, "passive_joints", [""], "joints without motor (added to those "
+                          "<ros2_control> leaves without a command interface)", read_only=True,
+                          kind=S.PARAMETER_STRING_ARRAY)
+        command_joints = declare(self, "command_joints", [""], "joint order of the effort "
+                                 "commands (empty: the active joints)", read_only=True,
+                                 kind=S.PARAMETER_STRING_ARRAY)
+        self.command_topic = declare(self, "command_topic", "/effort_controller/commands",
+                                     "effort command topic", read_only=True)
+        self.timestep = declare(self, "timestep", 0.001, "physics step", unit="s", low=1e-5,
+                                high=0.01, read_only=True)
+        self.publish_every = declare(self, "publish_every", 1, "physics steps per "
+                                     "/joint_states", low=1, high=1000, read_only=True)
+        self.real_time_factor = declare(self, "real_time_factor", 1.0, "simulated / wall time "
+                                        "(0: as fast as possible)", low=0.0, high=100.0,
+                                        read_only=True)
+        self.hold_until_first_command = declare(
+            self, "hold_until_first_command", True, "keep the robot still (brakes on) until "
+            "the first effort command arrives", read_only=True)
+        initial = declare(self, "initial_positions", [0.0], "start configuration per joint "
+                          "(model order; one value: all)", unit="rad|m", read_only=True,
+                          kind=S.PARAMETER_DOUBLE_ARRAY)
+
+        if description.strip():
+            text = description
+        elif urdf_path.strip():
+            if not Path(urdf_path).is_file():
+                raise ValueError(f"parameter urdf_path: file '{urdf_path}' not found")
+            text = Path(urdf_path).read_text()
+        else:
+            raise ValueError("set parameter robot_description (URDF XML) or urdf_path")
+        base = RobotModel.from_urdf(text)
+        if any(base.hinge_type[k] == FLOATING for k in range(base.nb)):
+            raise ValueError("mujoco_sim simulates fixed-base robots (floating joints are not "
+                             "in /joint_states)")
+        passive = [p for p in passive if p]
+        unknown = [p for p in passive if p not in base.joint_names]
+        if unknown:
+            raise ValueError(f"parameter passive_joints: unknown joints {unknown}")
+        model = base.with_passive(sorted(set(base.passive_joints) | set(passive)))
+        self.joint_names = list(model.joint_names)
+        self.command_joints = [c for c in command_joints if c] or list(model.active_joints)
+        unknown = [c for c in self.command_joints if c not in self.joint_names]
+        if unknown:
+            raise ValueError(f"parameter command_joints: unknown joints {unknown}")
+
+        spec = mujoco.MjSpec.from_string(_dynamics_only(text))
+        spec.option.timestep = self.timestep
+        limits = dict(zip(model.dof_names, model.effort_limit))
+        self.actuated = [n for n in self.command_joints if n in model.active_joints]
+        for name in self.actuated:
+            act = spec.add_actuator()
+            act.name = f"motor_{name}"
+            act.target = name
+            act.trntype = mujoco.mjtTrn.mjTRN_JOINT
+            if np.isfinite(limits[name]):
+                act.ctrlrange = [-limits[name], limits[name]]
+                act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        self.m = spec.compile()
+        self.d = mujoco.MjData(self.m)
+        self.qadr = np.array([self.m.jnt_qposadr[self.m.joint(n).id] for n in self.joint_names])
+        self.vadr = np.array([self.m.jnt_dofadr[self.m.joint(n).id] for n in self.joint_names])
+        self.ctrl_index = {n: self.m.actuator(f"motor_{n}").id for n in self.actuated}
+        init = np.asarray(list(initial), dtype=float)
+        init = np.full(len(self.joint_names), init[0]) if init.size == 1 else init
+        if init.shape != (len(self.joint_names),):
+            raise ValueError(f"initial_positions: give 1 or {len(self.joint_names)} values")
+        self.d.qpos[self.qadr] = init
+        mujoco.mj_forward(self.m, self.d)
+        self._slot = [self.ctrl_index.get(n, -1) for n in self.command_joints]
+
+        self.state_pub = self.create_publisher(JointState, "/joint_states", 10)
+        self.clock_pub = self.create_publisher(Clock, "/clock", 10)
+        self.create_subscription(Float64MultiArray, self.command_topic, self._on_command, 10)
+        self.commands_received = 0
+        self.get_logger().info(f"simulating '{model.name}' in MuJoCo at {1 / self.timestep:.0f} "
+                               f"Hz: motors on {self.actuated}, passive "
+                               f"{list(model.passive_joints)}")
+
+    def _on_command(self, msg: Float64MultiArray) -> None:
+        data = np.asarray(msg.data, dtype=float)
+        if data.shape != (len(self.command_joints),):
+            self.get_logger().warning(f"command of length {data.size} ignored (expected "
+                                      f"{len(self.command_joints)})", throttle_duration_sec=2)
+            return
+        if not np.all(np.isfinite(data)):
+            self.get_logger().warning("non-finite command ignored", throttle_duration_sec=2)
+            return
+        for slot, value in zip(self._slot, data):
+            if slot >= 0:
+                self.d.ctrl[slot] = value
+        self.commands_received += 1
+
+    def publish_state(self) -> None:
+        msg = JointState()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.name = self.joint_names
+        msg.position = self.d.qpos[self.qadr].tolist()
+        msg.velocity = self.d.qvel[self.vadr].tolist()
+        msg.effort = self.d.qfrc_actuator[self.vadr].tolist()
+        self.state_pub.publish(msg)
+        clock = Clock()
+        sec = int(self.d.time)
+        clock.clock.sec, clock.clock.nanosec = sec, int((self.d.time - sec) * 1e9)
+        self.clock_pub.publish(clock)
+
+    def step(self) -> None:
+        if self.hold_until_first_command and self.commands_received == 0:
+            self.d.time += self.timestep  # brakes on: time passes, the robot does not move
+            return
+        self.mj.mj_step(self.m, self.d)
+
+
+def spin_simulation(node: MujocoSim) -> None:
+    """Step physics paced to wall time and serve callbacks in between."""
+    import rclpy
+    from rclpy.executors import ExternalShutdownException
+    from rclpy.experimental import EventsExecutor
+
+    executor = EventsExecutor(context=node.context)
+    executor.add_node(node)
+    period = node.timestep * node.publish_every
+    rtf = node.real_time_factor
+    next_wall = time.perf_counter()
+    try:
+        node.publish_state()
+        while rclpy.ok(context=node.context):
+            if rtf > 0:
+                next_wall += period / rtf
+                while True:
+                    remaining = next_wall - time.perf_counter()
+                    if remaining <= 0:
+                        break
+                    executor.spin_once(timeout_sec=min(remaining, 0.05))
+                if time.perf_counter() - next_wall > 0.5:  # fell far behind: do not catch up
+                    next_wall = time.perf_counter()
+            else:
+                executor.spin_once(timeout_sec=0.0)
+            for _ in range(node.publish_every):
+                node.step()
+            node.publish_state()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        executor.remove_node(node)
+        executor.shutdown()
+
+
+def main(args: list[str] | None = None) -> int:
+    """Console entry point: ``mujoco_sim --ros-args -p urdf_path:=...``."""
+    import rclpy
+
+    rclpy.init(args=args)
+    try:
+        node = MujocoSim()
+    except (ValueError, ImportError) as exc:
+        print(f"[ERROR] cannot start: {exc}")
+        rclpy.shutdown()
+        return 2
+    try:
+        spin_simulation(node)
+    finally:
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
+
