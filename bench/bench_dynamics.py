@@ -112,6 +112,9 @@ class Case:
     def ours_jg_jd(self):
         return self.jws.generalized(self.frame, self.q)  # q set in the same compiled call
 
+    def ours_jg_rows(self):
+        return self.jws.generalized_by_rows(self.frame, self.q)  # J_G alone, O(6 N) adjoint
+
     def ours_hybrid_jg_jd(self):
         jws = self.jws
         jws.generalized(self.frame, self.q)  # (4.6) once, shared by J_G, J_D and the torques
@@ -150,12 +153,14 @@ class Case:
         tau_a, qdd_p, *_ = self.pin_dense_hybrid()
         JG, JD = self.pin_dense_hybrid_jg()
         jg, jd = self.ours_jg_jd()
-        return float(max(np.abs(res.tau_active - tau_a).max(),
+        jg_rows = self.ours_jg_rows()
+        return float(max(np.abs(res.tau_active - tau_a).max(), np.abs(jg_rows - JG).max(),
                          np.abs(res.qdd_passive - qdd_p).max(),
                          np.abs(jg - JG).max(), np.abs(jd - JD).max()))
 
 
-METHODS = ["ours_public", "ours_workspace", "ours_jg_jd", "ours_hybrid_jg_jd", "pin_aba",
+METHODS = ["ours_public", "ours_workspace", "ours_jg_jd", "ours_jg_rows", "ours_hybrid_jg_jd",
+           "pin_aba",
            "pin_rnea", "pin_dense_hybrid", "pin_dense_hybrid_jg"]
 
 
@@ -227,6 +232,8 @@ def main() -> int:
     chains = [r for r in results if r["robot"].startswith("chain") and r["N"] >= 20]
     slope = float(np.polyfit(np.log([r["N"] for r in chains]),
                              np.log([r["ours_jg_jd"]["median_us"] for r in chains]), 1)[0])
+    slope_rows = float(np.polyfit(np.log([r["N"] for r in chains]),
+                                  np.log([r["ours_jg_rows"]["median_us"] for r in chains]), 1)[0])
     slope_h = float(np.polyfit(np.log([r["N"] for r in chains]),
                                np.log([r["ours_workspace"]["median_us"] for r in chains]), 1)[0])
     targets = {
@@ -243,6 +250,10 @@ def main() -> int:
         "panda_jg_jd_over_aba": ratio("panda", "ours_jg_jd", "pin_aba"),
         "workspace_p99_over_median_100k_calls (<= 5)": tail["p99_us"] / tail["median_us"],
         "jg_jd_growth_exponent_N20_200": slope,
+        "jg_rows_alone_growth_exponent_N20_200 (stretch: < 2)": slope_rows,
+        "N200_jg_rows_over_jg_columns": (
+            next(r for r in results if r["robot"] == "chain200")["ours_jg_rows"]["median_us"]
+            / next(r for r in results if r["robot"] == "chain200")["ours_jg_jd"]["median_us"]),
         "hybrid_growth_exponent_N20_200": slope_h,
     }
     print(f"\nworkspace recursion, chain7, {tail['calls']} calls: median "

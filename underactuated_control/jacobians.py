@@ -34,7 +34,7 @@ from .dynamics import (
 )
 from .kinematics import body_placements, classical_acceleration, frame_jacobian_kernel
 from .model import RobotModel
-from .spatial import FAST, motion_transform_matrix
+from .spatial import FAST, motion_transform_matrix, xform_force_transpose, xform_motion
 
 __all__ = [
     "JacobianWorkspace",
@@ -100,6 +100,85 @@ def generalized_jacobian_sweeps(ints, consts, work, q, configure, E_world, p_wor
     return -1
 
 
+@njit(cache=True, error_model="numpy", fastmath=FAST)
+def generalized_jacobian_adjoint(ints, consts, work, body, W, J_G, seed, z_bar, alpha_bar, x_bar,
+                                 nu_bar, tmp, tmp_b):
+    """J_G by rows in O(6 N): the adjoint (reverse mode) of the two (5.4) sweeps that the §6.1
+    procedure runs once per column. With V = a = b = 0, T_p = 0 and no gravity the map
+    qdd_a -> alpha_b is linear, J_G = W L; row j of J_G is Lᵀ (Wᵀ e_j):
+
+      reverse (5.4b), tip to base:  ᾱ⁺(k) = ᾱ(k) - [passive] G ȳ(k),  ȳ(k) = Hᵀ ᾱ(k),
+                                    x̄(k) += [active] Hᵀ ᾱ(k),  ᾱ(parent) += φ ᾱ⁺(k)
+      reverse (5.4a), base to tip:  z̄⁺(k) = φ* z̄(parent),  ε̄ = Gᵀ z̄⁺ + D⁻¹ ν̄,
+                                    z̄(k) = z̄⁺ - [passive] H ε̄,  x̄(k) += [active] Hᵀ P z̄(k)
+
+    The (4.6) quantities must be in the workspace (``configure`` of the forward kernel)."""
+    (nb, nv, na, npas, parent, hinge_type, q_start, v_start, nv_joint, passive, active_dofs,
+     passive_dofs, _) = int_views(ints)
+    tree_E, tree_r, axis, S, inertia, gravity_base, tol, _ = const_views(consts, nb)
+    (E_up, r_up, vel, coriolis, gyro, P, U, Dinv, G, z, alpha, force, nu, qdd, tau, tau_active,
+     qdd_passive, alpha_base, R, P_plus, tmp66, D, L, Li, tmp6, tmp6b, _) = work_views(
+        work, nb, nv, na, npas)
+    for j in range(6):
+        alpha_bar[:] = 0.0
+        x_bar[:] = 0.0
+        for a in range(6):
+            alpha_bar[body, a] = W[j, a]
+        # reverse of (5.4b): tip to base
+        for i in range(nb - 1, -1, -1):
+            r = nv_joint[i]
+            j0 = v_start[i]
+            for a in range(6):
+                tmp[a] = alpha_bar[i, a]  # ᾱ⁺(i)
+            for c in range(r):
+                s = 0.0
+                for a in range(6):
+                    s += S[i, a, c] * alpha_bar[i, a]
+                if passive[i]:
+                    nu_bar[j0 + c] = s
+                    for a in range(6):
+                        tmp[a] -= G[i, a, c] * s
+                else:
+                    x_bar[j0 + c] += s
+            p = parent[i]
+            if p >= 0:
+                xform_force_transpose(E_up[i], r_up[i], tmp, alpha_bar[p])
+        # reverse of (5.4a): base to tip
+        for i in range(nb):
+            r = nv_joint[i]
+            j0 = v_start[i]
+            p = parent[i]
+            if p >= 0:
+                xform_motion(E_up[i], r_up[i], z_bar[p], tmp)
+            else:
+                for a in range(6):
+                    tmp[a] = 0.0
+            if passive[i]:
+                for c in range(r):
+                    e = 0.0
+                    for a in range(6):
+                        e += G[i, a, c] * tmp[a]
+                    for d in range(r):
+                        e += Dinv[i, c, d] * nu_bar[j0 + d]
+                    tmp_b[c] = e
+                for c in range(r):
+                    for a in range(6):
+                        tmp[a] -= S[i, a, c] * tmp_b[c]
+            for a in range(6):
+                z_bar[i, a] = tmp[a]
+            if not passive[i]:
+                for c in range(r):
+                    s = 0.0
+                    for a in range(6):
+                        h = 0.0
+                        for b in range(6):
+                            h += P[i, a, b] * S[i, b, c]
+                        s += h * tmp[a]
+                    x_bar[j0 + c] += s
+        for k in range(na):
+            J_G[j, k] = x_bar[active_dofs[k]]
+
+
 class JacobianWorkspace:
     """Preallocated J, J_G, J_D and drifts for one model (and its passive set).
 
@@ -125,6 +204,13 @@ class JacobianWorkspace:
         self._zero_vel = np.zeros(6)
         self._alpha = np.zeros(6)
         self._point = np.zeros(3)
+        self._W = np.zeros((6, 6))
+        self._z_bar = np.zeros((nb, 6))
+        self._alpha_bar = np.zeros((nb, 6))
+        self._x_bar = np.zeros(nv)
+        self._nu_bar = np.zeros(nv)
+        self._tmp6a = np.zeros(6)
+        self._tmp6b = np.zeros(6)
         self._column = np.zeros(6)
 
     # -------------------------------------------------------------- configuration
@@ -203,6 +289,29 @@ class JacobianWorkspace:
             dyn._raise(status, q=q)
         return self.J_G, self.J_D
 
+    def generalized_by_rows(self, frame: str, q: np.ndarray | None = None) -> np.ndarray:
+        """J_G alone in O(6 N) by the adjoint sweeps (cheaper than columns when n_a > 6)."""
+        dyn = self.dynamics
+        f = self.model.frame(frame)
+        if q is not None:
+            self.set_configuration(q)
+        if f.body < 0:
+            self.J_G[:] = 0.0
+            return self.J_G
+        # W: body spatial acceleration [ang; lin] -> frame [linear; angular] in root axes
+        Rb = self.E_world[f.body].T
+        r = f.translation
+        rx = np.array([[0.0, -r[2], r[1]], [r[2], 0.0, -r[0]], [-r[1], r[0], 0.0]])
+        W = self._W
+        W[:3, :3] = -Rb @ rx
+        W[:3, 3:] = Rb
+        W[3:, :3] = Rb
+        W[3:, 3:] = 0.0
+        generalized_jacobian_adjoint(dyn._ints, dyn._consts, dyn._work, f.body, W, self.J_G,
+                                     self._column, self._z_bar, self._alpha_bar, self._x_bar,
+                                     self._nu_bar, self._tmp6a, self._tmp6b)
+        return self.J_G
+
     def product(self, frame: str, x: np.ndarray) -> np.ndarray:
         """J_G x in O(N) without forming J_G (one pass of (5.4) with qdd_a = x)."""
         self.dynamics.set_velocity(None)
@@ -259,8 +368,14 @@ def frame_velocity(model: RobotModel, q: np.ndarray, v: np.ndarray, frame: str) 
 
 
 def generalized_jacobian(model: RobotModel, q: np.ndarray, frame: str) -> np.ndarray:
-    """J_G (6, n_active): a_frame = J_G qdd_active + drift (6.10, 6.11)."""
-    return _ws(model).generalized(frame, q)[0].copy()
+    """J_G (6, n_active): a_frame = J_G qdd_active + drift (6.10, 6.11).
+
+    Columns by §6.1 (one (5.4) pass per active DOF) for n_a <= 6, rows by the adjoint sweeps
+    (six passes, O(6 N)) beyond: the same numbers, the cheaper route."""
+    ws = _ws(model)
+    if model.n_active > 6:
+        return ws.generalized_by_rows(frame, q).copy()
+    return ws.generalized(frame, q)[0].copy()
 
 
 def disturbance_jacobian(model: RobotModel, q: np.ndarray) -> np.ndarray:
