@@ -58,9 +58,9 @@ def chain_urdf(n: int, seed: int = 0) -> str:
     return "".join(out)
 
 
-def measure(fn, budget_s: float, max_calls: int, min_calls: int = 200) -> dict[str, float]:
-    """Median and p99 of single-call times (µs); calls until the budget or max_calls."""
-    for _ in range(min(200, max_calls)):
+def samples_of(fn, budget_s: float, max_calls: int, min_calls: int = 100) -> list[int]:
+    """Single-call times (ns) after a short warm-up, until the budget or max_calls."""
+    for _ in range(min(100, max_calls)):
         fn()
     samples = []
     clock = time.perf_counter_ns
@@ -69,9 +69,17 @@ def measure(fn, budget_s: float, max_calls: int, min_calls: int = 200) -> dict[s
         t0 = clock()
         fn()
         samples.append(clock() - t0)
-    arr = np.array(samples) / 1e3
+    return samples
+
+
+def stats(samples) -> dict[str, float]:
+    arr = np.asarray(samples) / 1e3
     return {"median_us": float(np.median(arr)), "p99_us": float(np.percentile(arr, 99)),
             "calls": len(arr)}
+
+
+def measure(fn, budget_s: float, max_calls: int, min_calls: int = 200) -> dict[str, float]:
+    return stats(samples_of(fn, budget_s, max_calls, min_calls))
 
 
 class Case:
@@ -159,6 +167,7 @@ class Case:
                          np.abs(jg - JG).max(), np.abs(jd - JD).max()))
 
 
+ROUNDS = 5
 METHODS = ["ours_public", "ours_workspace", "ours_jg_jd", "ours_jg_rows", "ours_hybrid_jg_jd",
            "pin_aba",
            "pin_rnea", "pin_dense_hybrid", "pin_dense_hybrid_jg"]
@@ -212,11 +221,16 @@ def main() -> int:
         row = {"robot": case.name, "N": case.N, "n_active": case.model.n_active,
                "max_abs_difference_vs_pinocchio": err}
         line = f"{case.name:<10}{case.N:>4}{case.model.n_active:>5} "
+        # interleaved rounds: a noisy spell of the machine hits every method alike
+        pooled = {m: [] for m in METHODS}
+        for _ in range(ROUNDS):
+            for method in METHODS:
+                gc.collect()
+                pooled[method] += samples_of(getattr(case, method), budget / ROUNDS,
+                                             max_calls // ROUNDS)
         for method in METHODS:
-            gc.collect()
-            stats = measure(getattr(case, method), budget, max_calls)
-            row[method] = stats
-            line += f"{stats['median_us']:>13.2f} /{stats['p99_us']:>7.1f}"
+            row[method] = st = stats(pooled[method])
+            line += f"{st['median_us']:>13.2f} /{st['p99_us']:>7.1f}"
         print(line, flush=True)
         results.append(row)
 

@@ -522,7 +522,7 @@ def run_steps(ints, consts, work, q, v, qdd_active, tau_passive, flags):
 
 
 # ================================================================ workspace
-@dataclass
+@dataclass(slots=True)
 class HybridResult:
     """Output of the hybrid recursion (arrays in DOF order of the active/passive subsets)."""
 
@@ -686,7 +686,8 @@ def _workspace(model: RobotModel, kind: str = "model") -> HybridDynamics:
 def hybrid_dynamics(model: RobotModel, q: np.ndarray, v: np.ndarray, qdd_active: np.ndarray,
                     tau_passive: np.ndarray) -> HybridResult:
     """T_a and qdd_p from qdd_a and T_p (section 5); results are fresh copies."""
-    res = _workspace(model).compute(q, v, qdd_active, tau_passive)
+    ws = model._workspace_cache.get("model") or _workspace(model)
+    res = ws.compute(q, v, qdd_active, tau_passive)
     return HybridResult(res.tau_active.copy(), res.qdd_passive.copy(), res.qdd.copy(),
                         res.tau.copy(), res.alpha.copy())
 
