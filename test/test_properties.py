@@ -162,3 +162,17 @@ def test_integrate_floating_joint_matches_pinocchio():
     ours = model.integrate(q, v, 0.01)
     theirs = pin.integrate(ref.pm, ref.q(q), ref.v(v * 0.01))
     np.testing.assert_allclose(ref.q(ours), theirs, atol=1e-9)
+
+
+def test_quaternion_round_trip_including_half_turns():
+    from underactuated_control.spatial import matrix_to_quaternion, quaternion_to_matrix
+
+    rng = np.random.default_rng(8)
+    cases = [pin.Quaternion(*rng.normal(size=4)).normalized().matrix() for _ in range(50)]
+    cases += [np.diag([1.0, -1.0, -1.0]), np.diag([-1.0, 1.0, -1.0]), np.diag([-1.0, -1.0, 1.0])]
+    for R in cases:
+        q = matrix_to_quaternion(R)
+        back = np.empty((3, 3))
+        quaternion_to_matrix(q, back)
+        np.testing.assert_allclose(back, R, atol=1e-12)
+        np.testing.assert_allclose(abs(q @ pin.Quaternion(R).coeffs()), 1.0, atol=1e-12)

@@ -29,6 +29,7 @@ __all__ = [
     "rpy_to_matrix",
     "axis_angle_matrix",
     "quaternion_to_matrix",
+    "matrix_to_quaternion",
     "spatial_inertia",
     "motion_transform_matrix",
     "xform_motion",
@@ -90,6 +91,27 @@ def quaternion_to_matrix(quat_xyzw: np.ndarray, out: np.ndarray) -> None:
     out[2, 0] = 2.0 * (x * z - y * w)
     out[2, 1] = 2.0 * (y * z + x * w)
     out[2, 2] = 1.0 - 2.0 * (x * x + y * y)
+
+
+def matrix_to_quaternion(R: np.ndarray) -> np.ndarray:
+    """Quaternion (x, y, z, w), w >= 0, of a rotation matrix (Shepperd's method: stable for
+    every rotation, 180° included)."""
+    t = np.trace(R)
+    if t > max(R[0, 0], R[1, 1], R[2, 2]):
+        w = 0.5 * np.sqrt(1.0 + t)
+        q = np.array([(R[2, 1] - R[1, 2]), (R[0, 2] - R[2, 0]), (R[1, 0] - R[0, 1]), 4 * w * w])
+        q /= 4 * w
+    else:
+        i = int(np.argmax(np.diag(R)))
+        j, k = (i + 1) % 3, (i + 2) % 3
+        s = 2.0 * np.sqrt(max(1.0 + R[i, i] - R[j, j] - R[k, k], 0.0))
+        q = np.zeros(4)
+        q[i] = 0.25 * s
+        q[j] = (R[j, i] + R[i, j]) / s
+        q[k] = (R[k, i] + R[i, k]) / s
+        q[3] = (R[k, j] - R[j, k]) / s
+    q /= np.linalg.norm(q)
+    return -q if q[3] < 0 else q
 
 
 def spatial_inertia(mass: float, com: np.ndarray, inertia_com: np.ndarray) -> np.ndarray:

@@ -11,7 +11,10 @@ from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, Paramete
 from rclpy.node import Node
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
-__all__ = ["declare", "matrix_message", "spin_node", "run_node"]
+from ..spatial import quaternion_to_matrix
+
+__all__ = ["declare", "declare_robot", "matrix_message", "quaternion_matrix", "spin_node",
+           "run_node"]
 
 _TYPES = {
     float: ParameterType.PARAMETER_DOUBLE,
@@ -38,6 +41,34 @@ def declare(node: Node, name: str, default, description: str, *, unit: str = "",
     elif low is not None or high is not None:
         desc.additional_constraints = f"range [{low}, {high}]"
     return node.declare_parameter(name, default, desc).value
+
+
+def declare_robot(node: Node) -> str:
+    """Declare ``robot_description`` and ``urdf_path`` (read-only) and return the URDF text;
+    ``ValueError`` naming the parameter when neither gives a robot."""
+    from pathlib import Path
+
+    description = declare(node, "robot_description", "", "URDF XML of the robot (or use "
+                          "urdf_path)", read_only=True)
+    urdf_path = declare(node, "urdf_path", "", "URDF file (when robot_description is empty)",
+                        read_only=True)
+    if description.strip():
+        return description
+    if urdf_path.strip():
+        if not Path(urdf_path).is_file():
+            raise ValueError(f"parameter urdf_path: file '{urdf_path}' not found")
+        return Path(urdf_path).read_text()
+    raise ValueError("set parameter robot_description (URDF XML) or urdf_path")
+
+
+def quaternion_matrix(x: float, y: float, z: float, w: float) -> np.ndarray:
+    """Rotation matrix of a geometry_msgs quaternion; ``ValueError`` if it has no direction."""
+    n = float(np.sqrt(x * x + y * y + z * z + w * w))
+    if not np.isfinite(n) or n < 1e-9:
+        raise ValueError("orientation quaternion has zero or non-finite norm")
+    R = np.empty((3, 3))
+    quaternion_to_matrix(np.array([x, y, z, w]) / n, R)
+    return R
 
 
 def matrix_message(matrix: np.ndarray, row_label: str, col_label: str,
@@ -71,20 +102,21 @@ def spin_node(node: Node, should_stop: Callable[[], bool] = lambda: False) -> No
         executor.shutdown()
 
 
-def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
+def run_node(factory: Callable[[], Node], args: list[str] | None = None,
+             spin: Callable[[Node], None] = spin_node) -> int:
     """rclpy.init, build the node, spin, clean up. A ValueError while building (bad URDF,
-    bad parameters) is printed and gives exit code 2."""
+    bad parameters) or a missing optional dependency is printed and gives exit code 2."""
     rclpy.init(args=args)
     node = None
     try:
         node = factory()
-    except ValueError as exc:
+    except (ValueError, ImportError) as exc:
         print(f"[ERROR] cannot start: {exc}", file=sys.stderr)
         if rclpy.ok():
             rclpy.shutdown()
         return 2
     try:
-        spin_node(node)
+        spin(node)
     finally:
         node.destroy_node()
         if rclpy.ok():

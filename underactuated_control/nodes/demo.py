@@ -23,6 +23,7 @@ import numpy as np
 from ..jacobians import frame_placement
 from ..model import RobotModel
 from ..redundancy.arm_angle import ArmAngle
+from ..spatial import matrix_to_quaternion
 
 Q0 = [0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8]
 
@@ -117,11 +118,8 @@ def run_demo(urdf_path: Path, out_dir: Path, motion: float = 2.5, settle: float 
         msg = PoseStamped()
         msg.header.frame_id = model.root_link
         msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = map(float, target_p)
-        w = np.sqrt(max(1e-12, 1 + np.trace(R0))) / 2
-        msg.pose.orientation.w = float(w)
-        msg.pose.orientation.x = float((R0[2, 1] - R0[1, 2]) / (4 * w))
-        msg.pose.orientation.y = float((R0[0, 2] - R0[2, 0]) / (4 * w))
-        msg.pose.orientation.z = float((R0[1, 0] - R0[0, 1]) / (4 * w))
+        o = msg.pose.orientation
+        o.x, o.y, o.z, o.w = map(float, matrix_to_quaternion(R0))
         pose_pub.publish(msg)
         spin(motion + settle)
         q_goal = states[-1][1]

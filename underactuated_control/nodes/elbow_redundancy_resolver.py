@@ -14,8 +14,6 @@ hybrid dynamics).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
@@ -36,17 +34,14 @@ from ..redundancy.functions import (
     JointLimitAvoidance,
     Sphere,
 )
-from .common import declare, run_node
-from .hybrid_dynamics_controller import _quaternion_matrix
+from .common import declare, declare_robot, quaternion_matrix, run_node
 
 
 class ElbowRedundancyResolver(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("elbow_redundancy_resolver", **kwargs)
         S = ParameterType
-        description = declare(self, "robot_description", "", "URDF XML (or urdf_path)",
-                              read_only=True)
-        urdf_path = declare(self, "urdf_path", "", "URDF file", read_only=True)
+        text = declare_robot(self)
         root_link = declare(self, "root_link", "", "root link (empty: URDF root)",
                             read_only=True)
         self.tip = declare(self, "tip_link", "", "hand link (empty: the last body)",
@@ -83,14 +78,6 @@ class ElbowRedundancyResolver(Node):
                                           high=1.0),
         }
 
-        if description.strip():
-            text = description
-        elif urdf_path.strip():
-            if not Path(urdf_path).is_file():
-                raise ValueError(f"parameter urdf_path: file '{urdf_path}' not found")
-            text = Path(urdf_path).read_text()
-        else:
-            raise ValueError("set parameter robot_description (URDF XML) or urdf_path")
         base = RobotModel.from_urdf(text, root_link=root_link or None,
                                     tip_link=self.tip or None)
         passive = [p for p in passive if p]
@@ -224,7 +211,7 @@ class ElbowRedundancyResolver(Node):
             pos = np.array([p.x, p.y, p.z])
             if not np.all(np.isfinite(pos)):
                 raise ValueError("non-finite position")
-            self.goal_pose = (pos, _quaternion_matrix(o.x, o.y, o.z, o.w))
+            self.goal_pose = (pos, quaternion_matrix(o.x, o.y, o.z, o.w))
         except ValueError as exc:
             self.get_logger().warning(f"~/target_pose rejected: {exc}")
             return

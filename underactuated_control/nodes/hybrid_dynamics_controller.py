@@ -12,9 +12,7 @@ The math is in the library: ``JointStateMatcher`` (names -> q, v), ``JointSpaceC
 
 from __future__ import annotations
 
-import math
 import time
-from pathlib import Path
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -37,20 +35,10 @@ from ..control.joint_space import (
 from ..control.task_space import TASKS, EndEffectorTracker, TaskReference
 from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
-from .common import declare, matrix_message, run_node
+from .common import declare, declare_robot, matrix_message, quaternion_matrix, run_node
 
 MODES = ("joint", "task", "hold")
 _FRAME_ROWS = "rows:lin_x,lin_y,lin_z,ang_x,ang_y,ang_z"
-
-
-def _quaternion_matrix(x: float, y: float, z: float, w: float) -> np.ndarray:
-    n = math.sqrt(x * x + y * y + z * z + w * w)
-    if not np.isfinite(n) or n < 1e-9:
-        raise ValueError("orientation quaternion has zero or non-finite norm")
-    x, y, z, w = x / n, y / n, z / n, w / n
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
 
 
 class HybridDynamicsController(Node):
@@ -60,10 +48,7 @@ class HybridDynamicsController(Node):
         super().__init__("hybrid_dynamics_controller", **kwargs)
         S = ParameterType
         # -- robot (read-only) -------------------------------------------------------------
-        description = declare(self, "robot_description", "", "URDF XML of the robot "
-                              "(or use urdf_path)", read_only=True)
-        urdf_path = declare(self, "urdf_path", "", "URDF file (when robot_description is "
-                            "empty)", read_only=True)
+        text = declare_robot(self)
         root_link = declare(self, "root_link", "", "root of the controlled sub-tree (empty: "
                             "the URDF root)", read_only=True)
         tip_link = declare(self, "tip_link", "", "tip of the controlled chain (empty: the "
@@ -118,14 +103,6 @@ class HybridDynamicsController(Node):
                               unit="s", low=0.05, high=60.0, read_only=True)
 
         # -- model ---------------------------------------------------------------------------
-        if description.strip():
-            text = description
-        elif urdf_path.strip():
-            if not Path(urdf_path).is_file():
-                raise ValueError(f"parameter urdf_path: file '{urdf_path}' not found")
-            text = Path(urdf_path).read_text()
-        else:
-            raise ValueError("set parameter robot_description (URDF XML) or urdf_path")
         base = RobotModel.from_urdf(text, root_link=root_link or None, tip_link=tip_link or None)
         self.base_model = base
         self.inferred_passive = set(base.passive_joints)
@@ -346,7 +323,7 @@ class HybridDynamicsController(Node):
             position = np.array([p.x, p.y, p.z])
             if not np.all(np.isfinite(position)):
                 raise ValueError("non-finite position")
-            R = _quaternion_matrix(o.x, o.y, o.z, o.w)
+            R = quaternion_matrix(o.x, o.y, o.z, o.w)
         except ValueError as exc:
             self.stats["rejected_references"] += 1
             self.get_logger().warning(f"~/pose_reference rejected: {exc}")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 
 import numpy as np
 from rcl_interfaces.msg import ParameterType
@@ -25,7 +24,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from ..model import FLOATING, RobotModel
-from .common import declare
+from .common import declare, declare_robot, run_node
 
 
 def _dynamics_only(urdf: str) -> str:
@@ -43,9 +42,7 @@ class MujocoSim(Node):
 
         self.mj = mujoco
         S = ParameterType
-        description = declare(self, "robot_description", "", "URDF XML (or urdf_path)",
-                              read_only=True)
-        urdf_path = declare(self, "urdf_path", "", "URDF file", read_only=True)
+        text = declare_robot(self)
         passive = declare(self, "passive_joints", [""], "joints without motor (added to those "
                           "<ros2_control> leaves without a command interface)", read_only=True,
                           kind=S.PARAMETER_STRING_ARRAY)
@@ -68,14 +65,6 @@ class MujocoSim(Node):
                           "(model order; one value: all)", unit="rad|m", read_only=True,
                           kind=S.PARAMETER_DOUBLE_ARRAY)
 
-        if description.strip():
-            text = description
-        elif urdf_path.strip():
-            if not Path(urdf_path).is_file():
-                raise ValueError(f"parameter urdf_path: file '{urdf_path}' not found")
-            text = Path(urdf_path).read_text()
-        else:
-            raise ValueError("set parameter robot_description (URDF XML) or urdf_path")
         base = RobotModel.from_urdf(text)
         if any(base.hinge_type[k] == FLOATING for k in range(base.nb)):
             raise ValueError("mujoco_sim simulates fixed-base robots (floating joints are not "
@@ -195,22 +184,7 @@ def spin_simulation(node: MujocoSim) -> None:
 
 def main(args: list[str] | None = None) -> int:
     """Console entry point: ``mujoco_sim --ros-args -p urdf_path:=...``."""
-    import rclpy
-
-    rclpy.init(args=args)
-    try:
-        node = MujocoSim()
-    except (ValueError, ImportError) as exc:
-        print(f"[ERROR] cannot start: {exc}")
-        rclpy.shutdown()
-        return 2
-    try:
-        spin_simulation(node)
-    finally:
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
-    return 0
+    return run_node(MujocoSim, args, spin=spin_simulation)
 
 
 if __name__ == "__main__":  # pragma: no cover
