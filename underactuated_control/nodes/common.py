@@ -13,8 +13,8 @@ from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
 from ..spatial import quaternion_to_matrix
 
-__all__ = ["declare", "declare_robot", "matrix_message", "quaternion_matrix", "spin_node",
-           "run_node"]
+__all__ = ["declare", "declare_robot", "matrix_message", "pose_from_message",
+           "quaternion_matrix", "spin_node", "run_node"]
 
 _TYPES = {
     float: ParameterType.PARAMETER_DOUBLE,
@@ -69,6 +69,19 @@ def quaternion_matrix(x: float, y: float, z: float, w: float) -> np.ndarray:
     R = np.empty((3, 3))
     quaternion_to_matrix(np.array([x, y, z, w]) / n, R)
     return R
+
+
+def pose_from_message(msg, root_link: str) -> tuple[np.ndarray, np.ndarray]:
+    """(position, rotation matrix) of a geometry_msgs/PoseStamped given in the root frame
+    (``frame_id`` empty or ``root_link``); ``ValueError`` with the reason otherwise."""
+    frame = msg.header.frame_id
+    if frame not in ("", root_link):
+        raise ValueError(f"frame '{frame}' is not the root link '{root_link}'")
+    p, o = msg.pose.position, msg.pose.orientation
+    position = np.array([p.x, p.y, p.z])
+    if not np.all(np.isfinite(position)):
+        raise ValueError("non-finite position")
+    return position, quaternion_matrix(o.x, o.y, o.z, o.w)
 
 
 def matrix_message(matrix: np.ndarray, row_label: str, col_label: str,

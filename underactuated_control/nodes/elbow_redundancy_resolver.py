@@ -34,7 +34,7 @@ from ..redundancy.functions import (
     JointLimitAvoidance,
     Sphere,
 )
-from .common import declare, declare_robot, quaternion_matrix, run_node
+from .common import declare, declare_robot, pose_from_message, run_node
 
 
 class ElbowRedundancyResolver(Node):
@@ -202,16 +202,8 @@ class ElbowRedundancyResolver(Node):
         self.t_start = self.get_clock().now().nanoseconds * 1e-9
 
     def _on_pose(self, msg: PoseStamped) -> None:
-        if msg.header.frame_id not in ("", self.model.root_link):
-            self.get_logger().warning(f"~/target_pose rejected: frame '{msg.header.frame_id}' "
-                                      f"is not the root link '{self.model.root_link}'")
-            return
-        p, o = msg.pose.position, msg.pose.orientation
         try:
-            pos = np.array([p.x, p.y, p.z])
-            if not np.all(np.isfinite(pos)):
-                raise ValueError("non-finite position")
-            self.goal_pose = (pos, quaternion_matrix(o.x, o.y, o.z, o.w))
+            self.goal_pose = pose_from_message(msg, self.model.root_link)
         except ValueError as exc:
             self.get_logger().warning(f"~/target_pose rejected: {exc}")
             return

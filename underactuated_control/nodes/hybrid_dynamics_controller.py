@@ -35,7 +35,7 @@ from ..control.joint_space import (
 from ..control.task_space import TASKS, EndEffectorTracker, TaskReference
 from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
-from .common import declare, declare_robot, matrix_message, quaternion_matrix, run_node
+from .common import declare, declare_robot, matrix_message, pose_from_message, run_node
 
 MODES = ("joint", "task", "hold")
 _FRAME_ROWS = "rows:lin_x,lin_y,lin_z,ang_x,ang_y,ang_z"
@@ -312,18 +312,8 @@ class HybridDynamicsController(Node):
                                    "mode:=joint to follow it")
 
     def _on_pose_reference(self, msg: PoseStamped) -> None:
-        frame = msg.header.frame_id
-        if frame not in ("", self.model.root_link):
-            self.stats["rejected_references"] += 1
-            self.get_logger().warning(f"~/pose_reference rejected: frame '{frame}' is not the "
-                                      f"root link '{self.model.root_link}'")
-            return
-        p, o = msg.pose.position, msg.pose.orientation
         try:
-            position = np.array([p.x, p.y, p.z])
-            if not np.all(np.isfinite(position)):
-                raise ValueError("non-finite position")
-            R = quaternion_matrix(o.x, o.y, o.z, o.w)
+            position, R = pose_from_message(msg, self.model.root_link)
         except ValueError as exc:
             self.stats["rejected_references"] += 1
             self.get_logger().warning(f"~/pose_reference rejected: {exc}")
