@@ -22,10 +22,8 @@ setup(
     python_requires=">=3.10",
     install_requires=[
         "numpy>=1.24",
-        "scipy>=1.10",
         "numba>=0.59",
         "urdf_parser_py>=0.0.4",
-        "pyyaml",
     ],
     extras_require={
         # ROS 2 Python wheels from the package index (a full ROS 2 install provides them too)
@@ -51,6 +49,7 @@ setup(
             "mujoco",
             "matplotlib",
             "ruff",
+            "pyyaml",
         ],
     },
     zip_safe=True,
