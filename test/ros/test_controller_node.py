@@ -315,3 +315,61 @@ def test_malformed_urdf_at_start_exits_cleanly(launch):
                                                   "passive_joints": ["joint9"]})
     assert node2.wait(60) == 2
     assert "unknown joints ['joint9']" in node2.log()
+
+
+def test_task_mode_tracks_a_pose_reference_through_J_G(ros, launch):
+    """Task mode, state at rest: command = dense hybrid torque for
+    qdd_a = J_G⁻¹ (kp (p_ref - p) - drift_G), J_G and drift_G from Pinocchio's dense model."""
+    import pinocchio as pin
+    from geometry_msgs.msg import PoseStamped
+
+    node = launch("hybrid_dynamics_controller", {
+        "urdf_path": str(ARM7_PATH), "passive_joints": ["joint1"], "mode": "task",
+        "task": "pose", "task_frame": "tool", "task_kp_position": 100.0,
+        "state_timeout": 0.5})
+    driver = Driver(ros, [f"joint{i}" for i in range(1, 8)])
+    pose_pub = ros.node.create_publisher(PoseStamped, f"{NODE}/pose_reference", 10)
+    assert ros.wait_for(lambda: driver.connected() and pose_pub.get_subscription_count(), 30), \
+        node.log()
+    q = np.array([0.1, -0.4, 0.2, -2.0, 0.1, 1.8, 0.5])
+    v = np.zeros(7)
+    model = RobotModel.from_urdf(ARM7, passive_joints=["joint1"])
+    ref = PinRef(model, ARM7)
+    fid = ref.pm.getFrameId("tool")
+    a, p = model.active_dofs, model.passive_dofs
+    M = ref.mass_matrix(q)
+    J_D = -np.linalg.solve(M[np.ix_(p, p)], M[np.ix_(p, a)])
+    pin.computeJointJacobians(ref.pm, ref.pd, ref.q(q))
+    pin.framesForwardKinematics(ref.pm, ref.pd, ref.q(q))
+    J = pin.getFrameJacobian(ref.pm, ref.pd, fid, pin.LOCAL_WORLD_ALIGNED)[:, ref.v_perm]
+    J_G = J[:, a] + J[:, p] @ J_D
+    placement = ref.pd.oMf[fid]
+    _, qdd_p0 = ref.dense_hybrid(q, v, np.zeros(6), np.zeros(1), a, p)  # qdd_a = 0
+    qdd0 = np.zeros(7)
+    qdd0[p] = qdd_p0
+    pin.forwardKinematics(ref.pm, ref.pd, ref.q(q), ref.v(v), ref.v(qdd0))
+    drift_G = pin.getFrameClassicalAcceleration(ref.pm, ref.pd, fid,
+                                                pin.LOCAL_WORLD_ALIGNED).vector
+    offset = np.array([0.01, -0.02, 0.005])
+    a_des = np.r_[100.0 * offset, np.zeros(3)]
+    qdd_a = np.linalg.solve(J_G, a_des - drift_G)
+    tau_a, _ = ref.dense_hybrid(q, v, qdd_a, np.zeros(1), a, p)
+    expected = tau_a  # command_joints default: the active joints in model order
+
+    msg = PoseStamped()
+    target = placement.translation + offset
+    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = map(float, target)
+    quat = pin.Quaternion(placement.rotation).coeffs()
+    o = msg.pose.orientation
+    o.x, o.y, o.z, o.w = map(float, quat)
+    got = converge(driver, q, v, expected, lambda: pose_pub.publish(msg), tol=1e-8)
+    err = np.abs(got - expected).max()
+    print(f"\n[node] task mode vs dense J_G solution: max error {err:.2e} N·m")
+    assert err <= 1e-8 * max(1.0, np.abs(expected).max())
+    # a pose in another frame is rejected and counted
+    bad = PoseStamped()
+    bad.header.frame_id = "camera"
+    bad.pose.orientation.w = 1.0
+    pose_pub.publish(bad)
+    assert ros.wait_for(lambda: driver.diagnostics and driver.latest_diagnostic_values()[1]
+                        .get("rejected_references") == "1", 5)
