@@ -153,7 +153,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.out:
         print(f"wrote {plan.save(args.out)}")
     if args.plot:
-        print(f"wrote {plan.plot(args.plot)}")
+        try:
+            print(f"wrote {plan.plot(args.plot)}")
+        except ImportError:
+            raise ValueError("--plot needs matplotlib (pip install matplotlib)") from None
     return 0
 
 
