@@ -63,9 +63,7 @@ def simulate(model, ref, tracker, trajectory, q, v, duration, dt=1e-3, floating=
 
 def circle_from(model, q, frame, radius, normal, period, start):
     p0, R0 = frame_placement(model, q, frame)
-    u = np.asarray(start, float)
-    return CircleTrajectory(center=p0 - radius * u, radius=radius, normal=normal, period=period,
-                            rotation=R0, start_direction=u)
+    return CircleTrajectory.starting_at(p0, radius, normal, period, R0, start_direction=start)
 
 
 @pytest.mark.parametrize("passive, normal, start, radius, period, max_excursion", [

@@ -132,9 +132,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     p0, R0 = frame_placement(model, q0, args.frame)
     if args.circle is not None:
         normal = np.asarray(args.normal, dtype=float)
-        traj = CircleTrajectory(center=p0, radius=args.circle, normal=normal,
-                                period=args.duration, rotation=R0)
-        traj.center = p0 - args.circle * traj._u  # start on the circle, at the current point
+        traj = CircleTrajectory.starting_at(p0, args.circle, normal, args.duration, R0)
     else:
         offset = np.zeros(3) if args.line is None else np.asarray(args.line, dtype=float)
         rot = np.zeros(3) if args.rotate is None else np.asarray(args.rotate, dtype=float)

@@ -686,8 +686,7 @@ def _workspace(model: RobotModel, kind: str = "model") -> HybridDynamics:
 def hybrid_dynamics(model: RobotModel, q: np.ndarray, v: np.ndarray, qdd_active: np.ndarray,
                     tau_passive: np.ndarray) -> HybridResult:
     """T_a and qdd_p from qdd_a and T_p (section 5); results are fresh copies."""
-    ws = model._workspace_cache.get("model") or _workspace(model)
-    res = ws.compute(q, v, qdd_active, tau_passive)
+    res = _workspace(model).compute(q, v, qdd_active, tau_passive)
     return HybridResult(res.tau_active.copy(), res.qdd_passive.copy(), res.qdd.copy(),
                         res.tau.copy(), res.alpha.copy())
 

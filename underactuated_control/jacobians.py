@@ -259,7 +259,7 @@ class JacobianWorkspace:
             return
         b = f.body
         self._alpha[:] = self.dynamics.alpha[b]
-        if self.dynamics.alpha_base[5] != 0.0 or self.dynamics.alpha_base[3:].any():
+        if self.dynamics.alpha_base[3:].any():
             # remove the fictitious base acceleration [0; -g] that carried gravity
             self._alpha[3:] -= self.E_world[b] @ self.dynamics.alpha_base[3:]
         classical_acceleration(self.E_world[b], self._alpha, vel_body, f.translation, out)

@@ -204,10 +204,6 @@ class RobotModel:
             mask[self.joint_index(n)] = True
         return dataclasses.replace(self, passive_joint_mask=mask)
 
-    def replace(self, **changes) -> RobotModel:
-        """A copy with some fields changed (e.g. ``gravity``)."""
-        return dataclasses.replace(self, **changes)
-
     # ---------------------------------------------------------------- configurations
     def neutral_configuration(self) -> np.ndarray:
         """Zero joint positions; identity orientation for floating joints."""

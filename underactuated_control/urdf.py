@@ -247,9 +247,9 @@ def parse_urdf(
             has_inertial[body] = True
 
     inf = float("inf")
-    stack: list[tuple[str, int, np.ndarray, np.ndarray]] = []
+    root_body = -1  # the fixed world, unless the root link floats
     if floating_base:
-        b = add_body(
+        root_body = add_body(
             root_link,
             "root_joint",
             "floating",
@@ -261,11 +261,7 @@ def parse_urdf(
             0.0,
             0.0,
         )
-        attach_link(root_link, b, np.eye(3), np.zeros(3))
-        stack.append((root_link, b, np.eye(3), np.zeros(3)))
-    else:
-        attach_link(root_link, -1, np.eye(3), np.zeros(3))
-        stack.append((root_link, -1, np.eye(3), np.zeros(3)))
+    attach_link(root_link, root_body, np.eye(3), np.zeros(3))
 
     def visit(link_name: str, body: int, E_link: np.ndarray, r_link: np.ndarray) -> None:
         for joint in children[link_name]:
@@ -327,7 +323,7 @@ def parse_urdf(
             attach_link(joint.child, b, np.eye(3), np.zeros(3))
             visit(joint.child, b, np.eye(3), np.zeros(3))
 
-    visit(*stack[0])
+    visit(root_link, root_body, np.eye(3), np.zeros(3))
 
     nb = len(body_names)
     if nb == 0:

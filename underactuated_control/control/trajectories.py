@@ -87,6 +87,14 @@ class CircleTrajectory:
         self._u = u / np.linalg.norm(u)
         self._w = np.cross(self._n, self._u)
 
+    @classmethod
+    def starting_at(cls, point, radius: float, normal, period: float, rotation,
+                    start_direction=None, profile: str = "cycloidal") -> CircleTrajectory:
+        """The circle that starts at ``point`` (its centre is radius · u behind it)."""
+        circle = cls(np.zeros(3), radius, normal, period, rotation, start_direction, profile)
+        circle.center = np.asarray(point, dtype=float) - radius * circle._u
+        return circle
+
     def __call__(self, t: float) -> TaskReference:
         if self.profile == "constant":
             th, dth, ddth = 2 * np.pi * t / self.period, 2 * np.pi / self.period, 0.0
