@@ -3,7 +3,11 @@
 The math core (everything but ``nodes/``) imports no ROS module.
 """
 
-from .model import RobotModel
+from ._kernel_cache import install as _install_kernel_cache
+
+_install_kernel_cache()  # before any kernel is defined
+
+from .model import RobotModel  # noqa: E402
 
 __all__ = ["RobotModel"]
 __version__ = "0.1.0"

@@ -24,12 +24,13 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 from .model import FLOATING, PRISMATIC, RobotModel
 from .spatial import (
     FAST,
     axis_angle_matrix,
+    block_view,
     cross_force,
     cross_motion,
     quaternion_to_matrix,
@@ -341,102 +342,102 @@ def outward_sweep(
 # memory.
 
 
-@njit(cache=True, error_model="numpy", fastmath=FAST)
+@njit(cache=True, error_model="numpy", fastmath=FAST, inline="always")
 def int_views(ints):
     """ints = [nb, nv, na, np, parent, hinge_type, q_start, v_start, nv_joint, passive,
     active_dofs, passive_dofs]"""
     nb, nv, na, npas = ints[0], ints[1], ints[2], ints[3]
     o = 4
-    parent = ints[o:o + nb]
+    parent = block_view(ints, o, (nb,))
     o += nb
-    hinge_type = ints[o:o + nb]
+    hinge_type = block_view(ints, o, (nb,))
     o += nb
-    q_start = ints[o:o + nb]
+    q_start = block_view(ints, o, (nb,))
     o += nb
-    v_start = ints[o:o + nb]
+    v_start = block_view(ints, o, (nb,))
     o += nb
-    nv_joint = ints[o:o + nb]
+    nv_joint = block_view(ints, o, (nb,))
     o += nb
-    passive = ints[o:o + nb]
+    passive = block_view(ints, o, (nb,))
     o += nb
-    active_dofs = ints[o:o + na]
+    active_dofs = block_view(ints, o, (na,))
     o += na
-    passive_dofs = ints[o:o + npas]
+    passive_dofs = block_view(ints, o, (npas,))
     o += npas
     return (nb, nv, na, npas, parent, hinge_type, q_start, v_start, nv_joint, passive,
             active_dofs, passive_dofs, o)
 
 
-@njit(cache=True, error_model="numpy", fastmath=FAST)
+@njit(cache=True, error_model="numpy", fastmath=FAST, inline="always")
 def const_views(consts, nb):
     """consts = [tree_E, tree_r, axis, H* (S), M (inertia), base acceleration, tolerance]"""
     o = 0
-    tree_E = consts[o:o + 9 * nb].reshape((nb, 3, 3))
+    tree_E = block_view(consts, o, (nb, 3, 3))
     o += 9 * nb
-    tree_r = consts[o:o + 3 * nb].reshape((nb, 3))
+    tree_r = block_view(consts, o, (nb, 3))
     o += 3 * nb
-    axis = consts[o:o + 3 * nb].reshape((nb, 3))
+    axis = block_view(consts, o, (nb, 3))
     o += 3 * nb
-    S = consts[o:o + 36 * nb].reshape((nb, 6, 6))
+    S = block_view(consts, o, (nb, 6, 6))
     o += 36 * nb
-    inertia = consts[o:o + 36 * nb].reshape((nb, 6, 6))
+    inertia = block_view(consts, o, (nb, 6, 6))
     o += 36 * nb
-    gravity_base = consts[o:o + 6]
+    gravity_base = block_view(consts, o, (6,))
     o += 6
-    tol = consts[o:o + 1]
+    tol = block_view(consts, o, (1,))
     o += 1
     return tree_E, tree_r, axis, S, inertia, gravity_base, tol, o
 
 
-@njit(cache=True, error_model="numpy", fastmath=FAST)
+@njit(cache=True, error_model="numpy", fastmath=FAST, inline="always")
 def work_views(work, nb, nv, na, npas):
     """The per-cycle workspace: every quantity of (3.1), (4.6), (5.4) plus scratch."""
     o = 0
-    E_up = work[o:o + 9 * nb].reshape((nb, 3, 3))
+    E_up = block_view(work, o, (nb, 3, 3))
     o += 9 * nb
-    r_up = work[o:o + 3 * nb].reshape((nb, 3))
+    r_up = block_view(work, o, (nb, 3))
     o += 3 * nb
-    vel = work[o:o + 6 * nb].reshape((nb, 6))
+    vel = block_view(work, o, (nb, 6))
     o += 6 * nb
-    coriolis = work[o:o + 6 * nb].reshape((nb, 6))
+    coriolis = block_view(work, o, (nb, 6))
     o += 6 * nb
-    gyro = work[o:o + 6 * nb].reshape((nb, 6))
+    gyro = block_view(work, o, (nb, 6))
     o += 6 * nb
-    P = work[o:o + 36 * nb].reshape((nb, 6, 6))
+    P = block_view(work, o, (nb, 6, 6))
     o += 36 * nb
-    U = work[o:o + 36 * nb].reshape((nb, 6, 6))
+    U = block_view(work, o, (nb, 6, 6))
     o += 36 * nb
-    Dinv = work[o:o + 36 * nb].reshape((nb, 6, 6))
+    Dinv = block_view(work, o, (nb, 6, 6))
     o += 36 * nb
-    G = work[o:o + 36 * nb].reshape((nb, 6, 6))
+    G = block_view(work, o, (nb, 6, 6))
     o += 36 * nb
-    z = work[o:o + 6 * nb].reshape((nb, 6))
+    z = block_view(work, o, (nb, 6))
     o += 6 * nb
-    alpha = work[o:o + 6 * nb].reshape((nb, 6))
+    alpha = block_view(work, o, (nb, 6))
     o += 6 * nb
-    force = work[o:o + 6 * nb].reshape((nb, 6))
+    force = block_view(work, o, (nb, 6))
     o += 6 * nb
-    nu = work[o:o + nv]
+    nu = block_view(work, o, (nv,))
     o += nv
-    qdd = work[o:o + nv]
+    qdd = block_view(work, o, (nv,))
     o += nv
-    tau = work[o:o + nv]
+    tau = block_view(work, o, (nv,))
     o += nv
-    tau_active = work[o:o + na]
+    tau_active = block_view(work, o, (na,))
     o += na
-    qdd_passive = work[o:o + npas]
+    qdd_passive = block_view(work, o, (npas,))
     o += npas
-    alpha_base = work[o:o + 6]
+    alpha_base = block_view(work, o, (6,))
     o += 6
-    scratch = work[o:o + 201]
-    R = scratch[0:9].reshape((3, 3))
-    P_plus = scratch[9:45].reshape((6, 6))
-    tmp66 = scratch[45:81].reshape((6, 6))
-    D = scratch[81:117].reshape((6, 6))
-    L = scratch[117:153].reshape((6, 6))
-    Li = scratch[153:189].reshape((6, 6))
-    tmp6 = scratch[189:195]
-    tmp6b = scratch[195:201]
+    scratch = block_view(work, o, (201,))
+    R = block_view(scratch, 0, (3, 3))
+    P_plus = block_view(scratch, 9, (6, 6))
+    tmp66 = block_view(scratch, 45, (6, 6))
+    D = block_view(scratch, 81, (6, 6))
+    L = block_view(scratch, 117, (6, 6))
+    Li = block_view(scratch, 153, (6, 6))
+    tmp6 = block_view(scratch, 189, (6,))
+    tmp6b = block_view(scratch, 195, (6,))
     o += 201
     return (E_up, r_up, vel, coriolis, gyro, P, U, Dinv, G, z, alpha, force, nu, qdd, tau,
             tau_active, qdd_passive, alpha_base, R, P_plus, tmp66, D, L, Li, tmp6, tmp6b, o)
@@ -463,7 +464,17 @@ SOLVE = 8  # (5.4a) + (5.4b)
 GRAVITY = 16  # with SOLVE: base acceleration [0; -g]
 
 
-@njit(cache=True, error_model="numpy", fastmath=FAST)
+ALL_STEPS = CONFIGURATION | VELOCITY | SOLVE | GRAVITY
+
+# One fixed signature (compiled at import, loaded from the cache): any other argument type
+# raises TypeError at dispatch, which costs nothing on the fast path and sends the caller to
+# its converting path, instead of silently compiling a new specialization.
+_VECTOR = types.float64[::1]
+RUN_STEPS_SIGNATURE = types.int64(types.int64[::1], _VECTOR, _VECTOR, _VECTOR, _VECTOR, _VECTOR,
+                                  _VECTOR, types.int64)
+
+
+@njit(RUN_STEPS_SIGNATURE, cache=True, error_model="numpy", fastmath=FAST)
 def run_steps(ints, consts, work, q, v, qdd_active, tau_passive, flags):
     """The section-5 algorithm, any subset of its steps, in one compiled call.
 
@@ -615,12 +626,11 @@ class HybridDynamics:
     def compute(self, q: np.ndarray, v: np.ndarray, qdd_active: np.ndarray,
                 tau_passive: np.ndarray) -> HybridResult:
         """The whole hybrid recursion in one compiled call; results in ``self.result``."""
-        if not (q.__class__ is v.__class__ is qdd_active.__class__ is tau_passive.__class__
-                is np.ndarray and q.dtype == v.dtype == qdd_active.dtype == tau_passive.dtype
-                == np.float64):
+        try:
+            status = run_steps(self._ints, self._consts, self._work, q, v, qdd_active,
+                               tau_passive, ALL_STEPS)
+        except TypeError:  # not writeable C-contiguous float64 vectors: convert, then retry
             return self._compute_converted(q, v, qdd_active, tau_passive)
-        status = run_steps(self._ints, self._consts, self._work, q, v, qdd_active, tau_passive,
-                           CONFIGURATION | VELOCITY | SOLVE | GRAVITY)
         if status != -1:
             self._raise(status, q=q, v=v, qa=qdd_active, tp=tau_passive)
         return self.result
@@ -633,8 +643,9 @@ class HybridDynamics:
 
     # -- input checks (only on the error path) ------------------------------------------------
     def _vector(self, x, n: int, name: str) -> np.ndarray:
-        if type(x) is not np.ndarray or x.dtype != np.float64 or not x.flags.c_contiguous:
-            x = np.ascontiguousarray(x, dtype=np.float64)
+        if type(x) is not np.ndarray or x.dtype != np.float64 or not x.flags.c_contiguous \
+                or not x.flags.writeable:
+            x = np.array(x, dtype=np.float64, order="C")
         if x.shape != (n,):
             if name in ("qdd_active", "tau_passive"):
                 idx = self.active_dofs if name == "qdd_active" else self.passive_dofs

@@ -50,6 +50,7 @@ class RobotModel:
     (depth-first from the root, children in URDF document order); for a robot without
     floating joints it has one entry per velocity DOF. ``dof_names`` always has ``nv`` entries
     (a floating joint ``j`` contributes ``j/x, j/y, j/z, j/rx, j/ry, j/rz``).
+    ``nq`` and ``nv`` (sizes of q and v) are set once at construction.
     """
 
     name: str
@@ -113,6 +114,9 @@ class RobotModel:
             value = getattr(self, f.name)
             if isinstance(value, np.ndarray) and value.flags.writeable:
                 object.__setattr__(self, f.name, _frozen(value))
+        # sizes, fixed with the model (read on every control cycle: plain attributes)
+        object.__setattr__(self, "nq", int(self.nq_joint.sum()))
+        object.__setattr__(self, "nv", int(self.nv_joint.sum()))
         mask = self.passive_joint_mask
         passive_dof = np.zeros(self.nv, dtype=bool)
         for k in range(self.nb):
@@ -127,14 +131,6 @@ class RobotModel:
     def nb(self) -> int:
         """Number of moving bodies (= number of moving joints)."""
         return len(self.parent)
-
-    @property
-    def nq(self) -> int:
-        return int(self.nq_joint.sum())
-
-    @property
-    def nv(self) -> int:
-        return int(self.nv_joint.sum())
 
     @property
     def n_active(self) -> int:
