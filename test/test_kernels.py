@@ -1,5 +1,6 @@
 """Compiled-kernel plumbing: block views, the fixed-signature dispatch and the cache keying."""
 
+import gc
 import shutil
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from numba import njit
 import underactuated_control
 from underactuated_control import RobotModel
 from underactuated_control._kernel_cache import package_source_stamp, source_stamp
-from underactuated_control.dynamics import HybridDynamics, run_steps
+from underactuated_control.dynamics import HybridDynamics, numpy_view, run_steps
 from underactuated_control.jacobians import generalized_jacobian_sweeps
 from underactuated_control.spatial import block_view
 
@@ -24,14 +25,31 @@ def _views(buf, nb):
 
 def test_block_view_equals_reshape_and_shares_memory():
     buf = np.arange(40.0)
-    a, b = _views(buf, 2)
+    a, b = _views(buf, 2)  # borrowed views: valid while buf lives
     np.testing.assert_array_equal(a, buf[3:15].reshape(2, 2, 3))
     np.testing.assert_array_equal(b, buf[15:19])
     assert a.flags.c_contiguous and a.strides == (48, 24, 8)
     a[1, 0, 2] = -1.0
     assert buf[3 + 6 + 2] == -1.0
-    del buf  # the view keeps the buffer alive
-    assert a[1, 0, 2] == -1.0 and a.sum() == np.arange(3.0, 15.0).sum() - 11.0 - 1.0
+    owned = numpy_view(a, buf)  # the same block as a NumPy view that keeps buf alive
+    assert owned.base is not None and np.shares_memory(owned, buf)
+    del a, b, buf
+    assert owned[1, 0, 2] == -1.0 and owned.sum() == np.arange(3.0, 15.0).sum() - 11.0 - 1.0
+
+
+def test_workspace_views_are_numpy_views_of_its_buffer():
+    model = RobotModel.from_urdf(ARM7, passive_joints=["joint2"])
+    ws = HybridDynamics(model)
+    P, tau_active = ws.P, ws.result.tau_active
+    rng = np.random.default_rng(0)
+    q, v = rng.uniform(-1, 1, 7), rng.uniform(-1, 1, 7)
+    res = ws.compute(q, v, np.ones(6), np.zeros(1))
+    expected_P0 = ws.P[0].copy()
+    expected_tau = res.tau_active.copy()
+    del ws, res
+    gc.collect()
+    np.testing.assert_array_equal(P[0], expected_P0)  # still valid memory after the workspace
+    np.testing.assert_array_equal(tau_active, expected_tau)
 
 
 def test_compute_converts_other_input_types_to_the_same_result():

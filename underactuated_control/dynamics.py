@@ -443,6 +443,15 @@ def work_views(work, nb, nv, na, npas):
             tau_active, qdd_passive, alpha_base, R, P_plus, tmp66, D, L, Li, tmp6, tmp6b, o)
 
 
+def numpy_view(borrowed: np.ndarray, buffer: np.ndarray) -> np.ndarray:
+    """The block of ``buffer`` that a compiled ``block_view`` returned, as a NumPy view that
+    keeps ``buffer`` alive (the compiled views borrow; see ``spatial.block_view``)."""
+    start = (borrowed.ctypes.data - buffer.ctypes.data) // buffer.itemsize
+    if not (0 <= start and start + borrowed.size <= buffer.size):
+        raise AssertionError("view outside its buffer")  # pragma: no cover
+    return buffer[start:start + borrowed.size].reshape(borrowed.shape)
+
+
 def _work_size(nb: int, nv: int, na: int, npas: int) -> int:
     return nb * (9 + 3 + 6 * 3 + 36 * 4 + 6 * 3) + 3 * nv + na + npas + 6 + 201
 
@@ -587,7 +596,7 @@ class HybridDynamics:
                 or int_views(self._ints)[-1] != self._ints.size:
             raise AssertionError("workspace layout mismatch")  # pragma: no cover
         for name, view in zip(_WORK_NAMES, views):
-            setattr(self, name, view)
+            setattr(self, name, numpy_view(view, self._work))
         self.alpha_base[:] = gravity_base
         self._zero = np.zeros(0)
         self.result = HybridResult(tau_active=self.tau_active, qdd_passive=self.qdd_passive,
