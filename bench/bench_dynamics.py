@@ -5,7 +5,8 @@
 Prints a table (median and p99 µs per call), writes ``dynamics.json`` and ``dynamics.png``
 (time vs N, log-log). Robots: the Panda from example-robot-data and generated chains of
 N = 2, 7, 20, 50, 100, 200 revolute joints, every other joint passive. BLAS is pinned to one
-thread. Pinocchio is the reference only; the library never imports it.
+thread. Methods are interleaved in 20 short rounds per robot; target ratios are medians of the
+per-round paired ratios. Pinocchio is the reference only; the library never imports it.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def chain_urdf(n: int, seed: int = 0) -> str:
 
 def samples_of(fn, budget_s: float, max_calls: int, min_calls: int = 100) -> list[int]:
     """Single-call times (ns) after a short warm-up, until the budget or max_calls."""
-    for _ in range(min(100, max_calls)):
+    for _ in range(min(20, max_calls)):
         fn()
     samples = []
     clock = time.perf_counter_ns
@@ -167,7 +168,7 @@ class Case:
                          np.abs(jg - JG).max(), np.abs(jd - JD).max()))
 
 
-ROUNDS = 5
+ROUNDS = 20
 METHODS = ["ours_public", "ours_workspace", "ours_jg_jd", "ours_jg_rows", "ours_hybrid_jg_jd",
            "pin_aba",
            "pin_rnea", "pin_dense_hybrid", "pin_dense_hybrid_jg"]
@@ -221,13 +222,17 @@ def main() -> int:
         row = {"robot": case.name, "N": case.N, "n_active": case.model.n_active,
                "max_abs_difference_vs_pinocchio": err}
         line = f"{case.name:<10}{case.N:>4}{case.model.n_active:>5} "
-        # interleaved rounds: a noisy spell of the machine hits every method alike
+        # interleaved short rounds: a slow spell of the machine (they last seconds here and
+        # can double every time) hits all methods of a round alike; ratios are paired per round
         pooled = {m: [] for m in METHODS}
+        row["round_medians_us"] = rounds = {m: [] for m in METHODS}
         for _ in range(ROUNDS):
             for method in METHODS:
                 gc.collect()
-                pooled[method] += samples_of(getattr(case, method), budget / ROUNDS,
-                                             max_calls // ROUNDS)
+                got = samples_of(getattr(case, method), budget / ROUNDS, max_calls // ROUNDS,
+                                 min_calls=50)
+                pooled[method] += got
+                rounds[method].append(float(np.median(got)) / 1e3)
         for method in METHODS:
             row[method] = st = stats(pooled[method])
             line += f"{st['median_us']:>13.2f} /{st['p99_us']:>7.1f}"
@@ -235,8 +240,9 @@ def main() -> int:
         results.append(row)
 
     def ratio(robot, a, b):
-        r = next(x for x in results if x["robot"] == robot)
-        return r[a]["median_us"] / r[b]["median_us"]
+        """Median over the rounds of the paired ratio of the round medians."""
+        r = next(x for x in results if x["robot"] == robot)["round_medians_us"]
+        return float(np.median(np.divide(r[a], r[b])))
 
     # p99 over 100k calls of the workspace recursion, GC enabled as in a real loop
     c7 = next(c for c in cases if c.name == "chain7")
