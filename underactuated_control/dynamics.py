@@ -337,9 +337,9 @@ def outward_sweep(
 
 # ================================================================ flat buffers
 # The model's constants and the per-cycle workspace live in three flat arrays so that a whole
-# step is one compiled call with a handful of arguments (numba's dispatch costs ~0.15 µs per
-# argument). ``*_views`` define the layouts once; Python keeps named numpy views of the same
-# memory.
+# step is one compiled call with a handful of arguments (numba unboxes each array argument,
+# ~40 ns). ``*_views`` define the layouts once, cut with borrowed ``block_view``s (inlined, no
+# reference counts); Python keeps named NumPy views of the same memory (``numpy_view``).
 
 
 @njit(cache=True, error_model="numpy", fastmath=FAST, inline="always")

@@ -16,9 +16,12 @@ Q0 = [0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8]
 
 
 def collect(ros, seconds):
+    """/joint_states positions over ``seconds``, counted from the first message received
+    (discovery of the new subscription may take a while on a loaded machine)."""
     states = []
     ros.node.create_subscription(JointState, "/joint_states",
                                  lambda m: states.append(np.array(m.position)), 50)
+    assert ros.wait_for(lambda: bool(states), 30), "no /joint_states from the simulator"
     ros.spin_for(seconds)
     return states
 

@@ -68,7 +68,8 @@ def test_resolver_reaches_pose_and_arm_angle(ros, launch):
     pose_pub = n.create_publisher(PoseStamped, f"{NODE}/target_pose", 10)
     psi_pub = n.create_publisher(Float64, f"{NODE}/target_arm_angle", 10)
     assert ros.wait_for(lambda: pub.get_subscription_count() > 0 and
-                        pose_pub.get_subscription_count() > 0, 30), node.log()
+                        pose_pub.get_subscription_count() > 0 and
+                        psi_pub.get_subscription_count() > 0, 30), node.log()
     assert ros.wait_for(lambda: bool(psi_seen), 20, step=publish), node.log()
     p0, R0, psi0 = fk(Q0)
     assert abs(psi_seen[-1] - psi0) < 1e-6  # published ψ of the measured state
@@ -105,3 +106,33 @@ def test_resolver_reaches_pose_and_arm_angle(ros, launch):
     assert not res.successful and "hand_weights" in res.reason
     fut = client.set_parameters([Parameter("arm_angle_weight", value=4.0)])
     assert ros.wait_for(fut.done, 10) and fut.result().results[0].successful
+
+
+def test_goal_before_the_first_state_starts_with_it(ros, launch):
+    """A target that arrives before any /joint_states is kept and started by the first state."""
+    node = launch("elbow_redundancy_resolver", {
+        "urdf_path": str(ARM7), "tip_link": "tool", "shoulder_link": "link2",
+        "elbow_link": "link4", "wrist_link": "link6", "motion_duration": 0.5, "rate": 100.0})
+    n = ros.node
+    setpoints = []
+    n.create_subscription(JointTrajectory, f"{NODE}/joint_setpoints", setpoints.append, 10)
+    pub = n.create_publisher(JointState, "/joint_states", 10)
+    psi_pub = n.create_publisher(Float64, f"{NODE}/target_arm_angle", 10)
+    assert ros.wait_for(lambda: psi_pub.get_subscription_count() > 0, 30), node.log()
+    _, _, psi0 = fk(Q0)
+    target_psi = psi0 + np.radians(20)
+    assert ros.wait_for(lambda: "before any /joint_states" in node.log(), 10,
+                        step=lambda: psi_pub.publish(Float64(data=float(target_psi)))), \
+        node.log()
+
+    def publish_state():
+        msg = JointState(name=NAMES, position=Q0.tolist(), velocity=[0.0] * 7)
+        msg.header.stamp = n.get_clock().now().to_msg()
+        pub.publish(msg)
+
+    assert ros.wait_for(lambda: len(setpoints) > 10, 20, step=publish_state), node.log()
+    ros.spin_for(1.0)  # the 0.5 s motion ends on the target
+    last = setpoints[-1]
+    idx = [last.joint_names.index(j) for j in NAMES]
+    psi_end = fk(np.array(last.points[0].positions)[idx])[2]
+    assert abs(np.degrees(psi_end - target_psi)) < 0.5

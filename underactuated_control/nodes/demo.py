@@ -96,13 +96,15 @@ def run_demo(urdf_path: Path, out_dir: Path, motion: float = 2.5, settle: float 
         deadline = time.monotonic() + 60
         log("[demo] starting the simulated arm, the controller and the resolver ...")
         while time.monotonic() < deadline and not (
-                efforts and pose_pub.get_subscription_count() and psi_pub.get_subscription_count()):
+                efforts and states and pose_pub.get_subscription_count()
+                and psi_pub.get_subscription_count()):
             spin(0.1)
             for name, p in procs.items():
                 if p.poll() is not None:
                     raise RuntimeError(f"{name} exited: see {out_dir / (name + '.log')}")
-        if not efforts:
-            raise RuntimeError("no effort commands: the nodes did not connect")
+        if not (efforts and states):
+            raise RuntimeError("no effort commands or no /joint_states within 60 s: the nodes "
+                               "did not connect")
         spin(0.5)
         q_start = states[-1][1]
         p0, R0 = frame_placement(model, q_start, "tool")

@@ -183,11 +183,15 @@ class ElbowRedundancyResolver(Node):
             self.get_logger().warning(f"/joint_states ignored: {exc}", throttle_duration_sec=2.0)
             return
         if np.all(np.isfinite(q)):
+            first = self.q_measured is None
             self.q_measured = q.copy()
+            if first and (self.goal_pose is not None or self.goal_psi is not None):
+                self._start_goal()  # a goal that came before the first state starts now
 
     def _start_goal(self) -> None:
         if self.q_measured is None:
-            self.get_logger().warning("goal received before any /joint_states: waiting")
+            self.get_logger().warning("goal received before any /joint_states: it starts "
+                                      "with the first state")
             return
         q = self.q_plan if self.q_plan is not None else self.q_measured.copy()
         ws = self.control.workspace
