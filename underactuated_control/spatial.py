@@ -59,7 +59,7 @@ def block_view(typingctx, buf, offset, shape):
             and isinstance(shape.dtype, types.Integer)):
         return None
     ndim = shape.count
-    view_type = types.Array(buf.dtype, ndim, "C")
+    view_type = types.Array(buf.dtype, ndim, "C", readonly=not buf.mutable)
 
     def codegen(context, builder, sig, args):
         buf_value, offset_value, shape_value = args
