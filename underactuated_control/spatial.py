@@ -50,7 +50,7 @@ def block_view(typingctx, buf, offset, shape):
     compiled code only: a *borrowed* view (no reference count, no bounds or contiguity checks).
 
     The kernels unpack ~45 such views of their flat buffers per call; with ``reshape`` the
-    checks and the reference counting of every view cost ~1.5 µs per call at N = 7, a third
+    checks and the reference counting of every view cost ~1.9 µs per call at N = 7, a third
     of the whole recursion. A borrowed view is valid while ``buf`` is alive, i.e. inside the
     compiled call that received ``buf``: never return one to Python as it is (see
     ``dynamics.numpy_view``). Callers own the layout (see ``dynamics.work_views``)."""
