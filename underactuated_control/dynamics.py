@@ -343,27 +343,28 @@ def outward_sweep(
 
 
 @njit(cache=True, error_model="numpy", fastmath=FAST, inline="always")
+def take(buf, o, shape):
+    """The block of ``shape`` at offset ``o`` of a flat buffer, and the offset after it."""
+    size = 1
+    for d in shape:
+        size *= d
+    return block_view(buf, o, shape), o + size
+
+
+@njit(cache=True, error_model="numpy", fastmath=FAST, inline="always")
 def int_views(ints):
     """ints = [nb, nv, na, np, parent, hinge_type, q_start, v_start, nv_joint, passive,
     active_dofs, passive_dofs]"""
     nb, nv, na, npas = ints[0], ints[1], ints[2], ints[3]
     o = 4
-    parent = block_view(ints, o, (nb,))
-    o += nb
-    hinge_type = block_view(ints, o, (nb,))
-    o += nb
-    q_start = block_view(ints, o, (nb,))
-    o += nb
-    v_start = block_view(ints, o, (nb,))
-    o += nb
-    nv_joint = block_view(ints, o, (nb,))
-    o += nb
-    passive = block_view(ints, o, (nb,))
-    o += nb
-    active_dofs = block_view(ints, o, (na,))
-    o += na
-    passive_dofs = block_view(ints, o, (npas,))
-    o += npas
+    parent, o = take(ints, o, (nb,))
+    hinge_type, o = take(ints, o, (nb,))
+    q_start, o = take(ints, o, (nb,))
+    v_start, o = take(ints, o, (nb,))
+    nv_joint, o = take(ints, o, (nb,))
+    passive, o = take(ints, o, (nb,))
+    active_dofs, o = take(ints, o, (na,))
+    passive_dofs, o = take(ints, o, (npas,))
     return (nb, nv, na, npas, parent, hinge_type, q_start, v_start, nv_joint, passive,
             active_dofs, passive_dofs, o)
 
@@ -372,20 +373,13 @@ def int_views(ints):
 def const_views(consts, nb):
     """consts = [tree_E, tree_r, axis, H* (S), M (inertia), base acceleration, tolerance]"""
     o = 0
-    tree_E = block_view(consts, o, (nb, 3, 3))
-    o += 9 * nb
-    tree_r = block_view(consts, o, (nb, 3))
-    o += 3 * nb
-    axis = block_view(consts, o, (nb, 3))
-    o += 3 * nb
-    S = block_view(consts, o, (nb, 6, 6))
-    o += 36 * nb
-    inertia = block_view(consts, o, (nb, 6, 6))
-    o += 36 * nb
-    gravity_base = block_view(consts, o, (6,))
-    o += 6
-    tol = block_view(consts, o, (1,))
-    o += 1
+    tree_E, o = take(consts, o, (nb, 3, 3))
+    tree_r, o = take(consts, o, (nb, 3))
+    axis, o = take(consts, o, (nb, 3))
+    S, o = take(consts, o, (nb, 6, 6))
+    inertia, o = take(consts, o, (nb, 6, 6))
+    gravity_base, o = take(consts, o, (6,))
+    tol, o = take(consts, o, (1,))
     return tree_E, tree_r, axis, S, inertia, gravity_base, tol, o
 
 
@@ -393,52 +387,33 @@ def const_views(consts, nb):
 def work_views(work, nb, nv, na, npas):
     """The per-cycle workspace: every quantity of (3.1), (4.6), (5.4) plus scratch."""
     o = 0
-    E_up = block_view(work, o, (nb, 3, 3))
-    o += 9 * nb
-    r_up = block_view(work, o, (nb, 3))
-    o += 3 * nb
-    vel = block_view(work, o, (nb, 6))
-    o += 6 * nb
-    coriolis = block_view(work, o, (nb, 6))
-    o += 6 * nb
-    gyro = block_view(work, o, (nb, 6))
-    o += 6 * nb
-    P = block_view(work, o, (nb, 6, 6))
-    o += 36 * nb
-    U = block_view(work, o, (nb, 6, 6))
-    o += 36 * nb
-    Dinv = block_view(work, o, (nb, 6, 6))
-    o += 36 * nb
-    G = block_view(work, o, (nb, 6, 6))
-    o += 36 * nb
-    z = block_view(work, o, (nb, 6))
-    o += 6 * nb
-    alpha = block_view(work, o, (nb, 6))
-    o += 6 * nb
-    force = block_view(work, o, (nb, 6))
-    o += 6 * nb
-    nu = block_view(work, o, (nv,))
-    o += nv
-    qdd = block_view(work, o, (nv,))
-    o += nv
-    tau = block_view(work, o, (nv,))
-    o += nv
-    tau_active = block_view(work, o, (na,))
-    o += na
-    qdd_passive = block_view(work, o, (npas,))
-    o += npas
-    alpha_base = block_view(work, o, (6,))
-    o += 6
-    scratch = block_view(work, o, (201,))
-    R = block_view(scratch, 0, (3, 3))
-    P_plus = block_view(scratch, 9, (6, 6))
-    tmp66 = block_view(scratch, 45, (6, 6))
-    D = block_view(scratch, 81, (6, 6))
-    L = block_view(scratch, 117, (6, 6))
-    Li = block_view(scratch, 153, (6, 6))
-    tmp6 = block_view(scratch, 189, (6,))
-    tmp6b = block_view(scratch, 195, (6,))
-    o += 201
+    E_up, o = take(work, o, (nb, 3, 3))
+    r_up, o = take(work, o, (nb, 3))
+    vel, o = take(work, o, (nb, 6))
+    coriolis, o = take(work, o, (nb, 6))
+    gyro, o = take(work, o, (nb, 6))
+    P, o = take(work, o, (nb, 6, 6))
+    U, o = take(work, o, (nb, 6, 6))
+    Dinv, o = take(work, o, (nb, 6, 6))
+    G, o = take(work, o, (nb, 6, 6))
+    z, o = take(work, o, (nb, 6))
+    alpha, o = take(work, o, (nb, 6))
+    force, o = take(work, o, (nb, 6))
+    nu, o = take(work, o, (nv,))
+    qdd, o = take(work, o, (nv,))
+    tau, o = take(work, o, (nv,))
+    tau_active, o = take(work, o, (na,))
+    qdd_passive, o = take(work, o, (npas,))
+    alpha_base, o = take(work, o, (6,))
+    # scratch
+    R, o = take(work, o, (3, 3))
+    P_plus, o = take(work, o, (6, 6))
+    tmp66, o = take(work, o, (6, 6))
+    D, o = take(work, o, (6, 6))
+    L, o = take(work, o, (6, 6))
+    Li, o = take(work, o, (6, 6))
+    tmp6, o = take(work, o, (6,))
+    tmp6b, o = take(work, o, (6,))
     return (E_up, r_up, vel, coriolis, gyro, P, U, Dinv, G, z, alpha, force, nu, qdd, tau,
             tau_active, qdd_passive, alpha_base, R, P_plus, tmp66, D, L, Li, tmp6, tmp6b, o)
 
