@@ -38,16 +38,20 @@ def fd_gradient(f, q, h=1e-6):
     return np.array([(f(q + h * e) - f(q - h * e)) / (2 * h) for e in np.eye(q.size)])
 
 
-def test_arm_angle_jacobian_by_finite_differences_panda(panda):
-    m, aa = panda
-    rng = np.random.default_rng(0)
-    for _ in range(10):
+def check_arm_angle_jacobian(m, aa, rng, samples):
+    """ψ's analytic Jacobian against finite differences at random non-singular q."""
+    for _ in range(samples):
         q = m.random_configuration(rng)
         val = aa.evaluate(q)
         if val.singular:
             continue
         fd = fd_gradient(lambda x: aa.evaluate(x).psi, q)
         np.testing.assert_allclose(val.jacobian, fd, atol=1e-6)
+
+
+def test_arm_angle_jacobian_by_finite_differences_panda(panda):
+    m, aa = panda
+    check_arm_angle_jacobian(m, aa, np.random.default_rng(0), 10)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -55,13 +59,7 @@ def test_arm_angle_jacobian_random_seven_dof_chains(seed):
     rng = np.random.default_rng(seed)
     m = RobotModel.from_urdf(random_tree_urdf(rng, 7, chain=True, prismatic=False))
     aa = ArmAngle(m, "link1", "link4", "link6", reference=rng.normal(size=3))
-    for _ in range(5):
-        q = m.random_configuration(rng)
-        val = aa.evaluate(q)
-        if val.singular:
-            continue
-        fd = fd_gradient(lambda x: aa.evaluate(x).psi, q)
-        np.testing.assert_allclose(val.jacobian, fd, atol=1e-6)
+    check_arm_angle_jacobian(m, aa, rng, 5)
 
 
 def srs_arm_urdf() -> str:
