@@ -16,10 +16,11 @@ import numpy as np
 
 from ..dynamics import HybridDynamics, HybridResult
 from ..model import FLOATING, RobotModel
+from ..parameters import per_joint
 from ..passive_forces import PassiveForceModel
 
 __all__ = ["JointSpaceController", "JointStateMatcher", "EffortMapper", "JointReference",
-           "sample_trajectory", "MissingJointsError"]
+           "JointTrajectoryReference", "sample_trajectory", "MissingJointsError"]
 
 
 class MissingJointsError(ValueError):
@@ -166,14 +167,15 @@ class JointSpaceController:
 
     def __init__(self, model: RobotModel, kp: float | np.ndarray = 100.0,
                  kd: float | np.ndarray = 20.0,
-                 passive_forces: PassiveForceModel | None = None) -> None:
+                 passive_forces: PassiveForceModel | None = None,
+                 dynamics: HybridDynamics | None = None) -> None:
         floating = [model.joint_names[k] for k in range(model.nb)
                     if model.hinge_type[k] == FLOATING and not model.passive_joint_mask[k]]
         if floating:
             raise ValueError(f"joint-space control of active floating joints {floating} is not "
                              "supported (make them passive or use the task-space controller)")
         self.model = model
-        self.dynamics = HybridDynamics(model)
+        self.dynamics = dynamics if dynamics is not None else HybridDynamics(model)
         self.passive_forces = passive_forces if passive_forces is not None else \
             PassiveForceModel(model)
         self.set_gains(kp, kd)
@@ -183,14 +185,10 @@ class JointSpaceController:
         self._qdd = np.zeros(na)
 
     def set_gains(self, kp: float | np.ndarray, kd: float | np.ndarray) -> None:
-        na = self.model.n_active
+        """One value (every active joint) or one per active joint; finite and >= 0."""
         gains = []
         for name, g in (("kp", kp), ("kd", kd)):
-            arr = np.broadcast_to(np.asarray(g, dtype=float), (na,)).copy() \
-                if np.ndim(g) == 0 or np.size(g) == 1 else np.asarray(g, dtype=float)
-            if arr.shape != (na,):
-                raise ValueError(f"{name} must be a scalar or have {na} entries (active joints "
-                                 f"{list(self.model.active_joints)}), got {np.shape(g)}")
+            arr = per_joint(name, g, self.model.active_joints)
             if not np.all(np.isfinite(arr)) or np.any(arr < 0):
                 raise ValueError(f"{name} must be finite and >= 0, got {arr.tolist()}")
             gains.append(arr)
@@ -199,11 +197,79 @@ class JointSpaceController:
     def active_positions(self, q: np.ndarray) -> np.ndarray:
         return q[self._active_q]
 
-    def compute(self, q: np.ndarray, v: np.ndarray, ref: JointReference) -> HybridResult:
-        """T_a, qdd_p for the state and reference (results in the preallocated workspace)."""
+    def compute(self, q: np.ndarray, v: np.ndarray, ref: JointReference,
+                configured: bool = False) -> HybridResult:
+        """T_a, qdd_p for the state and reference (results in the preallocated workspace).
+        ``configured``: the workspace already holds (4.6) for ``q`` (e.g. from J_G)."""
         a = self.model.active_dofs
         np.subtract(ref.position, q[self._active_q], out=self._qdd)
         self._qdd *= self.kp
         self._qdd += self.kd * (ref.velocity - v[a])
         self._qdd += ref.acceleration
-        return self.dynamics.compute(q, v, self._qdd, self.passive_forces(q, v))
+        tau_passive = self.passive_forces(q, v)
+        if configured:
+            self.dynamics.set_velocity(v)
+            return self.dynamics.solve(self._qdd, tau_passive)
+        return self.dynamics.compute(q, v, self._qdd, tau_passive)
+
+
+@dataclass
+class JointTrajectoryReference:
+    """A multi-point joint trajectory (``trajectory_msgs/JointTrajectory`` as arrays) sampled
+    into the active joints' reference; ``start_ns`` None: starts at the first sample."""
+
+    names: list[str]
+    times: np.ndarray  # (n_points,) s from start, increasing
+    positions: np.ndarray  # (n_points, n_joints)
+    velocities: np.ndarray | None  # None: positions interpolated linearly
+    accelerations: np.ndarray
+    start_ns: int | None = None
+
+    @classmethod
+    def checked(cls, names: Sequence[str], times: Sequence[float], positions, velocities,
+                accelerations, joints: Sequence[str], start_ns: int | None = None
+                ) -> JointTrajectoryReference:
+        """Validated arrays (``ValueError`` with the reason); empty per-point velocity or
+        acceleration lists are zeros, velocities None if no point has any."""
+        names = list(names)
+        unknown = [n for n in names if n not in joints]
+        if unknown:
+            raise ValueError(f"unknown joints {unknown}")
+        if len(set(names)) != len(names):
+            raise ValueError("duplicate joint names")
+        if not len(positions):
+            raise ValueError("no points")
+        n = len(names)
+        arrays = []
+        for what, rows in (("positions", positions), ("velocities", velocities),
+                           ("accelerations", accelerations)):
+            out = np.zeros((len(rows), n))
+            for k, row in enumerate(rows):
+                if len(row) == n:
+                    out[k] = row
+                elif len(row) or what == "positions":
+                    raise ValueError(f"point {k} has {len(row)} {what} for {n} joints")
+            arrays.append(out)
+        P, V, A = arrays
+        if not (np.all(np.isfinite(P)) and np.all(np.isfinite(V)) and np.all(np.isfinite(A))):
+            raise ValueError("non-finite values")
+        times = np.asarray(times, dtype=float)
+        if np.any(np.diff(times) <= 0):
+            raise ValueError("time_from_start must increase from point to point")
+        has_velocities = any(len(row) for row in velocities)
+        return cls(names, times, P, V if has_velocities else None, A, start_ns)
+
+    def sample_into(self, reference: JointReference, active_joints: Sequence[str],
+                    now_ns: int) -> None:
+        """Write the sample at ``now_ns`` into the entries of the active joints it names."""
+        if self.start_ns is None:
+            self.start_ns = now_ns
+        p, v, a = sample_trajectory(self.times, self.positions, self.velocities,
+                                    self.accelerations, (now_ns - self.start_ns) * 1e-9)
+        slot = {n: i for i, n in enumerate(active_joints)}
+        for j, n in enumerate(self.names):
+            i = slot.get(n)
+            if i is not None:
+                reference.position[i] = p[j]
+                reference.velocity[i] = v[j]
+                reference.acceleration[i] = a[j]

@@ -17,7 +17,6 @@ from __future__ import annotations
 import numpy as np
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
-from rcl_interfaces.msg import ParameterType, SetParametersResult
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64
@@ -26,6 +25,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from ..control.joint_space import JointStateMatcher, MissingJointsError
 from ..model import RobotModel
+from ..parameters import ParameterError, ParameterSpec, per_joint, table
 from ..redundancy.arm_angle import ArmAngle
 from ..redundancy.configuration_control import ConfigurationControl, ConfigurationTrajectory
 from ..redundancy.functions import (
@@ -34,64 +34,68 @@ from ..redundancy.functions import (
     JointLimitAvoidance,
     Sphere,
 )
-from .common import declare, declare_robot, pose_from_message, run_node
+from .common import pose_from_message, run_node
+from .parameters import NodeParameters
+from .robot import load_robot, robot_parameters, with_passive
+
+HAND_AXES = ("x", "y", "z", "rx", "ry", "rz")
+
+
+def _one_per(name: str, axes_of):
+    def check(value: list[float], model: RobotModel | None) -> None:
+        if model is not None:
+            per_joint(name, value, axes_of(model))
+    return check
+
+
+def _check_obstacles(obs: list[float], model: RobotModel | None) -> None:
+    if obs not in ([], [0.0]) and (len(obs) % 4 or any(r <= 0 for r in obs[3::4])):
+        raise ValueError("give x, y, z, radius (> 0) per sphere")
+
+
+PARAMETERS = table(
+    *robot_parameters(passive_description="joints without actuator (planned as locked)"),
+    ParameterSpec("shoulder_link", "", "link whose origin is S", read_only=True),
+    ParameterSpec("elbow_link", "", "link whose origin is E", read_only=True),
+    ParameterSpec("wrist_link", "", "link whose origin is W", read_only=True),
+    ParameterSpec("reference_direction", [0.0, 0.0, 1.0], "direction spanning the arm angle's "
+                  "reference plane with SW (root axes)", read_only=True),
+    ParameterSpec("hand_weights", [16.0], "W_e: x, y, z, rx, ry, rz (one value: all)",
+                  low=0.0, high=1e9, validator=_one_per("hand_weights", lambda m: HAND_AXES)),
+    ParameterSpec("arm_angle_weight", 1.0, "W_c of the arm angle", low=0.0, high=1e9),
+    ParameterSpec("joint_velocity_weights", [0.0], "W_v per joint (one value: all)", low=0.0,
+                  high=1e9, validator=_one_per("joint_velocity_weights",
+                                               lambda m: m.joint_names)),
+    ParameterSpec("motion_duration", 3.0, "duration of a goal motion", unit="s", low=0.05,
+                  high=600.0),
+    ParameterSpec("rate", 100.0, "setpoint rate", unit="Hz", low=1.0, high=2000.0),
+    ParameterSpec("obstacles", [0.0], "spheres x, y, z, radius (root frame, m) repeated; [] or "
+                  "[0.0]: none", validator=_check_obstacles),
+    ParameterSpec("obstacle_margin", 0.1, "outer minus inner sphere-of-influence radius",
+                  unit="m", low=1e-3, high=10.0),
+    ParameterSpec("joint_limit_margin", 0.1, "joint-limit avoidance zone (0: off)", unit="rad",
+                  low=0.0, high=1.0),
+)
 
 
 class ElbowRedundancyResolver(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("elbow_redundancy_resolver", **kwargs)
-        S = ParameterType
-        text = declare_robot(self)
-        root_link = declare(self, "root_link", "", "root link (empty: URDF root)",
-                            read_only=True)
-        self.tip = declare(self, "tip_link", "", "hand link (empty: the last body)",
-                           read_only=True)
-        shoulder = declare(self, "shoulder_link", "", "link whose origin is S", read_only=True)
-        elbow = declare(self, "elbow_link", "", "link whose origin is E", read_only=True)
-        wrist = declare(self, "wrist_link", "", "link whose origin is W", read_only=True)
-        reference = declare(self, "reference_direction", [0.0, 0.0, 1.0], "direction spanning "
-                            "the arm angle's reference plane with SW (root axes)",
-                            read_only=True, kind=S.PARAMETER_DOUBLE_ARRAY)
-        passive = declare(self, "passive_joints", [""], "joints without actuator (planned as "
-                          "locked)", read_only=True, kind=S.PARAMETER_STRING_ARRAY)
-        self.params = {
-            "hand_weights": declare(self, "hand_weights", [16.0], "W_e: x, y, z, rx, ry, rz "
-                                    "(one value: all)", low=0.0, high=1e9,
-                                    kind=S.PARAMETER_DOUBLE_ARRAY),
-            "arm_angle_weight": declare(self, "arm_angle_weight", 1.0, "W_c of the arm angle",
-                                        low=0.0, high=1e9),
-            "joint_velocity_weights": declare(self, "joint_velocity_weights", [0.0], "W_v per "
-                                              "joint (one value: all)", low=0.0, high=1e9,
-                                              kind=S.PARAMETER_DOUBLE_ARRAY),
-            "motion_duration": declare(self, "motion_duration", 3.0, "duration of a goal "
-                                       "motion", unit="s", low=0.05, high=600.0),
-            "rate": declare(self, "rate", 100.0, "setpoint rate", unit="Hz", low=1.0,
-                            high=2000.0),
-            "obstacles": declare(self, "obstacles", [0.0], "spheres x, y, z, radius "
-                                 "(root frame, m) repeated; [] or [0.0]: none",
-                                 kind=S.PARAMETER_DOUBLE_ARRAY),
-            "obstacle_margin": declare(self, "obstacle_margin", 0.1, "outer minus inner "
-                                       "sphere-of-influence radius", unit="m", low=1e-3,
-                                       high=10.0),
-            "joint_limit_margin": declare(self, "joint_limit_margin", 0.1, "joint-limit "
-                                          "avoidance zone (0: off)", unit="rad", low=0.0,
-                                          high=1.0),
-        }
-
-        base = RobotModel.from_urdf(text, root_link=root_link or None,
-                                    tip_link=self.tip or None)
-        passive = [p for p in passive if p]
-        unknown = [p for p in passive if p not in base.joint_names]
-        if unknown:
-            raise ValueError(f"parameter passive_joints: unknown joints {unknown}")
-        self.model = base.with_passive(sorted(set(base.passive_joints) | set(passive)))
-        self.tip = self.tip or self.model.body_names[-1]
-        if not (shoulder and elbow and wrist):
-            raise ValueError("set parameters shoulder_link, elbow_link and wrist_link")
-        self.arm_angle = ArmAngle(self.model, shoulder, elbow, wrist, reference=reference)
+        self.params = NodeParameters(self, PARAMETERS)
+        base = load_robot(self.params.declare(["robot_description", "urdf_path", "root_link",
+                                               "tip_link"]))
+        p = self.params.declare(context=base)
+        self.model = with_passive(base, p["passive_joints"])
+        self.tip = p["tip_link"] or self.model.body_names[-1]
+        links = {k: p[k] for k in ("shoulder_link", "elbow_link", "wrist_link")}
+        if not all(links.values()):
+            raise ParameterError("set parameters shoulder_link, elbow_link and wrist_link")
+        self.arm_angle = ArmAngle(self.model, links["shoulder_link"], links["elbow_link"],
+                                  links["wrist_link"], reference=p["reference_direction"])
         self.matcher = JointStateMatcher(self.model)
-        self._validate(self.params)
-        self._build()
+        self.marker_spheres: list[Sphere] = []
+        self.control = self._build(p, set(PARAMETERS))
+        self.params.on_update(self._build, self._commit)
 
         self.setpoint_pub = self.create_publisher(JointTrajectory, "~/joint_setpoints", 10)
         self.psi_pub = self.create_publisher(Float64, "~/arm_angle", 10)
@@ -100,8 +104,7 @@ class ElbowRedundancyResolver(Node):
         self.create_subscription(PoseStamped, "~/target_pose", self._on_pose, 10)
         self.create_subscription(Float64, "~/target_arm_angle", self._on_psi, 10)
         self.create_subscription(MarkerArray, "~/obstacles", self._on_obstacles, 10)
-        self.add_on_set_parameters_callback(self._on_parameters)
-        self.timer = self.create_timer(1.0 / self.params["rate"], self._tick)
+        self.timer = self.create_timer(1.0 / p["rate"], self._tick)
 
         self.q_measured: np.ndarray | None = None
         self.q_plan: np.ndarray | None = None
@@ -110,68 +113,40 @@ class ElbowRedundancyResolver(Node):
         self.goal_psi: float | None = None
         self.trajectory: ConfigurationTrajectory | None = None
         self.t_start = 0.0
-        self.marker_spheres: list[Sphere] = []
-        self.get_logger().info(f"resolving the elbow of '{self.model.name}' (S {shoulder}, E "
-                               f"{elbow}, W {wrist}; hand {self.tip}); passive "
-                               f"{list(self.model.passive_joints)}")
+        self.get_logger().info(
+            f"resolving the elbow of '{self.model.name}' (S {links['shoulder_link']}, E "
+            f"{links['elbow_link']}, W {links['wrist_link']}; hand {self.tip}); passive "
+            f"{list(self.model.passive_joints)}")
 
     # ---------------------------------------------------------------- configuration
-    def _validate(self, p: dict) -> None:
-        for name in ("hand_weights", "joint_velocity_weights"):
-            w = np.asarray(list(p[name]), dtype=float)
-            expected = 6 if name == "hand_weights" else self.model.nv
-            if w.size not in (1, expected):
-                raise ValueError(f"{name}: give 1 or {expected} values, got {w.size}")
-            if not np.all(np.isfinite(w)) or np.any(w < 0):
-                raise ValueError(f"{name} must be finite and >= 0")
-        for name in ("arm_angle_weight", "motion_duration", "rate", "obstacle_margin",
-                     "joint_limit_margin"):
-            if not np.isfinite(p[name]) or p[name] < 0:
-                raise ValueError(f"{name} must be finite and >= 0, got {p[name]}")
-        if p["rate"] <= 0 or p["motion_duration"] <= 0 or p["obstacle_margin"] <= 0:
-            raise ValueError("rate, motion_duration and obstacle_margin must be > 0")
-        obs = [x for x in p["obstacles"]]
-        if obs not in ([], [0.0]) and (len(obs) % 4 or any(r <= 0 for r in obs[3::4])):
-            raise ValueError("obstacles: give x, y, z, radius (> 0) per sphere")
-
-    def _spheres(self) -> list[Sphere]:
-        obs = list(self.params["obstacles"])
+    def _spheres(self, p: dict | None = None) -> list[Sphere]:
+        p = self.params.values if p is None else p
+        obs = list(p["obstacles"])
         spheres = [] if obs in ([], [0.0]) else [
-            Sphere(obs[i:i + 3], obs[i + 3], obs[i + 3] + self.params["obstacle_margin"])
+            Sphere(obs[i:i + 3], obs[i + 3], obs[i + 3] + p["obstacle_margin"])
             for i in range(0, len(obs), 4)]
-        return spheres + getattr(self, "marker_spheres", [])
+        return spheres + self.marker_spheres
 
-    def _build(self) -> None:
-        p = self.params
+    def _build(self, p: dict, changed: set[str]) -> ConfigurationControl:
+        """The configuration-control step for the parameter values ``p``."""
         functions = [ArmAngleFunction(self.arm_angle, p["arm_angle_weight"])]
-        spheres = self._spheres()
+        spheres = self._spheres(p)
         if spheres:
             functions.append(CollisionAvoidance(self.model, spheres, tip=self.tip))
         if p["joint_limit_margin"] > 0:
             functions.append(JointLimitAvoidance(self.model, p["joint_limit_margin"]))
-        w_e = list(p["hand_weights"])
-        w_v = list(p["joint_velocity_weights"])
-        self.control = ConfigurationControl(self.model, self.tip, functions,
-                                            task_weights=w_e if len(w_e) > 1 else w_e[0],
-                                            joint_velocity_weights=w_v if len(w_v) > 1
-                                            else w_v[0])
+        return ConfigurationControl(
+            self.model, self.tip, functions,
+            task_weights=per_joint("hand_weights", p["hand_weights"], HAND_AXES),
+            joint_velocity_weights=per_joint("joint_velocity_weights",
+                                             p["joint_velocity_weights"],
+                                             self.model.joint_names))
 
-    def _on_parameters(self, params) -> SetParametersResult:
-        new = dict(self.params)
-        for prm in params:
-            if prm.name in new:
-                new[prm.name] = prm.value
-        try:
-            self._validate(new)
-        except ValueError as exc:
-            return SetParametersResult(successful=False, reason=str(exc))
-        rate_changed = new["rate"] != self.params["rate"]
-        self.params = new
-        self._build()
-        if rate_changed:
+    def _commit(self, control: ConfigurationControl, p: dict, changed: set[str]) -> None:
+        self.control = control
+        if "rate" in changed:
             self.timer.cancel()
-            self.timer = self.create_timer(1.0 / new["rate"], self._tick)
-        return SetParametersResult(successful=True)
+            self.timer = self.create_timer(1.0 / p["rate"], self._tick)
 
     # ---------------------------------------------------------------- inputs
     def _on_state(self, msg: JointState) -> None:
@@ -229,7 +204,7 @@ class ElbowRedundancyResolver(Node):
             c = mk.pose.position
             spheres.append(Sphere([c.x, c.y, c.z], r, r + self.params["obstacle_margin"]))
         self.marker_spheres = spheres
-        self._build()
+        self.control = self._build(self.params.values, set())
 
     # ---------------------------------------------------------------- output
     def _tick(self) -> None:

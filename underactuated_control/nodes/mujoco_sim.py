@@ -13,26 +13,63 @@ the controller never imports it.
 
 from __future__ import annotations
 
-import re
 import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
-from rcl_interfaces.msg import ParameterType
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from ..model import FLOATING, RobotModel
-from .common import declare, declare_robot, run_node
+from ..parameters import ParameterError, ParameterSpec, per_joint, table
+from .common import run_node
+from .parameters import NodeParameters
+from .robot import check_joint_names, load_robot, robot_parameters, with_passive
 
 
 def _dynamics_only(urdf: str) -> str:
-    """Drop <visual> and <collision> (meshes are not needed for dynamics) and <ros2_control>."""
-    for tag in ("visual", "collision", "ros2_control", "gazebo", "transmission"):
-        urdf = re.sub(rf"<{tag}\b.*?</{tag}>", "", urdf, flags=re.S)
-        urdf = re.sub(rf"<{tag}\b[^>]*/>", "", urdf)
-    return urdf
+    """Drop <visual> and <collision> (meshes are not needed for dynamics), <ros2_control>,
+    <gazebo> and <transmission>, editing the XML as XML (comments and text stay out of it)."""
+    root = ET.fromstring(urdf.lstrip("\ufeff"))
+    for parent in list(root.iter()):
+        for child in list(parent):
+            if child.tag in ("visual", "collision", "ros2_control", "gazebo", "transmission"):
+                parent.remove(child)
+    return ET.tostring(root, encoding="unicode")
+
+
+def _check_initial_positions(value: list[float], model: RobotModel | None) -> None:
+    if model is None:
+        return
+    q = per_joint("initial_positions", value, model.joint_names)
+    for name, x, lo, hi in zip(model.joint_names, q, model.position_lower, model.position_upper):
+        if not lo - 1e-9 <= x <= hi + 1e-9:
+            raise ValueError(f"{name} = {x:g} is outside its URDF limits [{lo:g}, {hi:g}]")
+
+
+PARAMETERS = table(
+    *robot_parameters(chain=False, passive_description="joints without motor (added to those "
+                      "<ros2_control> leaves without a command interface)"),
+    ParameterSpec("command_joints", [""], "joint order of the effort commands (empty: the "
+                  "active joints)", read_only=True,
+                  validator=check_joint_names("command_joints")),
+    ParameterSpec("command_topic", "/effort_controller/commands", "effort command topic",
+                  read_only=True),
+    ParameterSpec("timestep", 0.001, "physics step", unit="s", low=1e-5, high=0.01,
+                  read_only=True),
+    ParameterSpec("publish_every", 1, "physics steps per /joint_states", low=1, high=1000,
+                  read_only=True),
+    ParameterSpec("real_time_factor", 1.0, "simulated / wall time (0: as fast as possible)",
+                  low=0.0, high=100.0, read_only=True),
+    ParameterSpec("hold_until_first_command", True, "keep the robot still (brakes on) until "
+                  "the first effort command arrives", read_only=True),
+    ParameterSpec("initial_positions", [0.0], "start configuration per joint (model order; "
+                  "one value: all), within the URDF limits", unit="rad|m", read_only=True,
+                  validator=_check_initial_positions),
+)
 
 
 class MujocoSim(Node):
@@ -41,44 +78,21 @@ class MujocoSim(Node):
         import mujoco
 
         self.mj = mujoco
-        S = ParameterType
-        text = declare_robot(self)
-        passive = declare(self, "passive_joints", [""], "joints without motor (added to those "
-                          "<ros2_control> leaves without a command interface)", read_only=True,
-                          kind=S.PARAMETER_STRING_ARRAY)
-        command_joints = declare(self, "command_joints", [""], "joint order of the effort "
-                                 "commands (empty: the active joints)", read_only=True,
-                                 kind=S.PARAMETER_STRING_ARRAY)
-        self.command_topic = declare(self, "command_topic", "/effort_controller/commands",
-                                     "effort command topic", read_only=True)
-        self.timestep = declare(self, "timestep", 0.001, "physics step", unit="s", low=1e-5,
-                                high=0.01, read_only=True)
-        self.publish_every = declare(self, "publish_every", 1, "physics steps per "
-                                     "/joint_states", low=1, high=1000, read_only=True)
-        self.real_time_factor = declare(self, "real_time_factor", 1.0, "simulated / wall time "
-                                        "(0: as fast as possible)", low=0.0, high=100.0,
-                                        read_only=True)
-        self.hold_until_first_command = declare(
-            self, "hold_until_first_command", True, "keep the robot still (brakes on) until "
-            "the first effort command arrives", read_only=True)
-        initial = declare(self, "initial_positions", [0.0], "start configuration per joint "
-                          "(model order; one value: all)", unit="rad|m", read_only=True,
-                          kind=S.PARAMETER_DOUBLE_ARRAY)
-
-        base = RobotModel.from_urdf(text)
+        self.params = NodeParameters(self, PARAMETERS)
+        base = load_robot(self.params.declare(["robot_description", "urdf_path"]))
         if any(base.hinge_type[k] == FLOATING for k in range(base.nb)):
-            raise ValueError("mujoco_sim simulates fixed-base robots (floating joints are not "
-                             "in /joint_states)")
-        passive = [p for p in passive if p]
-        unknown = [p for p in passive if p not in base.joint_names]
-        if unknown:
-            raise ValueError(f"parameter passive_joints: unknown joints {unknown}")
-        model = base.with_passive(sorted(set(base.passive_joints) | set(passive)))
+            raise ParameterError("mujoco_sim simulates fixed-base robots (floating joints are "
+                                 "not in /joint_states)")
+        p = self.params.declare(context=base)
+        self.command_topic = p["command_topic"]
+        self.timestep = p["timestep"]
+        self.publish_every = p["publish_every"]
+        self.real_time_factor = p["real_time_factor"]
+        self.hold_until_first_command = p["hold_until_first_command"]
+        model = with_passive(base, p["passive_joints"])
         self.joint_names = list(model.joint_names)
-        self.command_joints = [c for c in command_joints if c] or list(model.active_joints)
-        unknown = [c for c in self.command_joints if c not in self.joint_names]
-        if unknown:
-            raise ValueError(f"parameter command_joints: unknown joints {unknown}")
+        self.command_joints = p["command_joints"] or list(model.active_joints)
+        text = p["robot_description"] or Path(p["urdf_path"]).read_text(encoding="utf-8-sig")
 
         spec = mujoco.MjSpec.from_string(_dynamics_only(text))
         spec.option.timestep = self.timestep
@@ -97,11 +111,8 @@ class MujocoSim(Node):
         self.qadr = np.array([self.m.jnt_qposadr[self.m.joint(n).id] for n in self.joint_names])
         self.vadr = np.array([self.m.jnt_dofadr[self.m.joint(n).id] for n in self.joint_names])
         self.ctrl_index = {n: self.m.actuator(f"motor_{n}").id for n in self.actuated}
-        init = np.asarray(list(initial), dtype=float)
-        init = np.full(len(self.joint_names), init[0]) if init.size == 1 else init
-        if init.shape != (len(self.joint_names),):
-            raise ValueError(f"initial_positions: give 1 or {len(self.joint_names)} values")
-        self.d.qpos[self.qadr] = init
+        self.d.qpos[self.qadr] = per_joint("initial_positions", p["initial_positions"],
+                                           self.joint_names)
         mujoco.mj_forward(self.m, self.d)
         self._slot = [self.ctrl_index.get(n, -1) for n in self.command_joints]
 

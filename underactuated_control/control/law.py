@@ -1,0 +1,72 @@
+"""One interface for every control law the controller node runs (ROS-free).
+
+A law is built from a ``RobotModel`` (with its passive set), the node's parameter values
+(``settings``: the names of its own ``parameters`` table and the node's) and the cycle's shared
+``JacobianWorkspace``; each cycle ``compute(q, v, reference, with_jacobians)`` returns a
+``LawOutput``: ``tau_active`` in the model's active order, ``qdd_passive``, and J_G/J_D of the
+task frame when asked (from the same (4.6) pass as the command). A new passive set (actuator
+failure) or new gains is a new law object; the node never looks inside one.
+
+References: ``reference_kind`` says what the law follows — ``"joint"`` (``JointReference`` of
+the active joints, from ``~/joint_reference``), ``"pose"`` (``TaskReference`` of the task
+frame, from ``~/pose_reference``) or ``"none"``. ``hold_reference(q)`` is the reference that
+holds the measured state: the node latches it when the law starts and after a safety stop.
+
+Adding a mode: a subclass in its own file of ``control/`` and one line in ``CONTROL_LAWS``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..jacobians import JacobianWorkspace
+from ..model import RobotModel
+from ..parameters import ParameterSpec
+
+__all__ = ["ControlLaw", "LawOutput"]
+
+
+@dataclass
+class LawOutput:
+    """One cycle's result. Arrays may be the law's preallocated buffers (valid until the next
+    ``compute``)."""
+
+    tau_active: np.ndarray  # (n_active,) N·m or N, model active order
+    qdd_passive: np.ndarray  # (n_passive,) rad/s² or m/s², model passive order
+    J_G: np.ndarray | None = None  # (6, n_active) of the task frame, when asked
+    J_D: np.ndarray | None = None  # (n_passive, n_active), when asked
+    status: str = ""  # e.g. "singular" when the task lost rank (shown in diagnostics)
+
+
+class ControlLaw(ABC):
+    """Base of the controller's laws; see the module docstring."""
+
+    mode: ClassVar[str]
+    reference_kind: ClassVar[str] = "none"
+    parameters: ClassVar[tuple[ParameterSpec, ...]] = ()
+
+    def __init__(self, model: RobotModel, settings: Mapping[str, Any], frame: str,
+                 workspace: JacobianWorkspace | None = None) -> None:
+        self.model = model
+        self.frame = frame
+        self.workspace = workspace if workspace is not None else JacobianWorkspace(model)
+
+    @abstractmethod
+    def hold_reference(self, q: np.ndarray) -> Any:
+        """The reference that holds the measured configuration ``q``."""
+
+    def carry_reference(self, reference: Any, old_model: RobotModel) -> Any:
+        """The reference of a law built for ``old_model``, for this law's model (a new passive
+        set); None to re-latch at the next state."""
+        return reference
+
+    @abstractmethod
+    def compute(self, q: np.ndarray, v: np.ndarray, reference: Any, with_jacobians: bool
+                ) -> LawOutput:
+        """T_a (and qdd_p, J_G, J_D) for the measured state and the reference; ``ValueError``
+        when no finite command exists (e.g. a singular passive inertia)."""
