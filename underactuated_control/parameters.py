@@ -196,3 +196,22 @@ def table(*specs: ParameterSpec) -> dict[str, ParameterSpec]:
         s.kind  # noqa: B018 - type check of the default
         out[s.name] = s
     return out
+
+
+def markdown_table(specs: Mapping[str, ParameterSpec]) -> str:
+    """The README's parameter table of a node (checked against the node's table by a test)."""
+    lines = ["| parameter | type | default | unit | range | run time | description |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for s in specs.values():
+        default = s.default
+        if s.kind == STRING_ARRAY:
+            default = [x for x in default if x]
+        if s.choices:
+            rng = " \\| ".join(s.choices)
+        elif s.low is not None or s.high is not None:
+            rng = f"{_fmt(s.low)} … {_fmt(s.high)}"
+        else:
+            rng = ""
+        lines.append(f"| `{s.name}` | {s.kind} | `{default!r}` | {s.unit} | {rng} | "
+                     f"{'no' if s.read_only else 'yes'} | {s.description} |")
+    return "\n".join(lines)

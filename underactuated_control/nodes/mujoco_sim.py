@@ -41,13 +41,22 @@ def _dynamics_only(urdf: str) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
-def _check_initial_positions(value: list[float], model: RobotModel | None) -> None:
-    if model is None:
-        return
+def initial_configuration(value: list[float], model: RobotModel) -> np.ndarray:
+    """One value per joint, within the URDF limits; one value for all joints is clipped into
+    each joint's limits (so the default 0 suits any arm)."""
     q = per_joint("initial_positions", value, model.joint_names)
-    for name, x, lo, hi in zip(model.joint_names, q, model.position_lower, model.position_upper):
+    lower, upper = model.position_lower, model.position_upper
+    if len(value) == 1:
+        return np.clip(q, lower, upper)
+    for name, x, lo, hi in zip(model.joint_names, q, lower, upper):
         if not lo - 1e-9 <= x <= hi + 1e-9:
             raise ValueError(f"{name} = {x:g} is outside its URDF limits [{lo:g}, {hi:g}]")
+    return q
+
+
+def _check_initial_positions(value: list[float], model: RobotModel | None) -> None:
+    if model is not None:
+        initial_configuration(value, model)
 
 
 PARAMETERS = table(
@@ -66,9 +75,9 @@ PARAMETERS = table(
                   low=0.0, high=100.0, read_only=True),
     ParameterSpec("hold_until_first_command", True, "keep the robot still (brakes on) until "
                   "the first effort command arrives", read_only=True),
-    ParameterSpec("initial_positions", [0.0], "start configuration per joint (model order; "
-                  "one value: all), within the URDF limits", unit="rad|m", read_only=True,
-                  validator=_check_initial_positions),
+    ParameterSpec("initial_positions", [0.0], "start configuration per joint (model order), "
+                  "within the URDF limits; one value: all joints, clipped into their limits",
+                  unit="rad|m", read_only=True, validator=_check_initial_positions),
 )
 
 
@@ -111,8 +120,7 @@ class MujocoSim(Node):
         self.qadr = np.array([self.m.jnt_qposadr[self.m.joint(n).id] for n in self.joint_names])
         self.vadr = np.array([self.m.jnt_dofadr[self.m.joint(n).id] for n in self.joint_names])
         self.ctrl_index = {n: self.m.actuator(f"motor_{n}").id for n in self.actuated}
-        self.d.qpos[self.qadr] = per_joint("initial_positions", p["initial_positions"],
-                                           self.joint_names)
+        self.d.qpos[self.qadr] = initial_configuration(p["initial_positions"], model)
         mujoco.mj_forward(self.m, self.d)
         self._slot = [self.ctrl_index.get(n, -1) for n in self.command_joints]
 
