@@ -1,7 +1,12 @@
-"""Shared fixtures. Pinocchio/example-robot-data are test dependencies (see README set-up)."""
+"""Shared test set-up. Pinocchio/example-robot-data are test dependencies (see README set-up).
+
+Test helpers are plain modules found through ``pythonpath`` in setup.cfg's [tool:pytest] (no
+sys.path patches): ``helpers`` (repository paths, the scaled-tolerance assertion, random
+passive sets), ``oracle`` (Pinocchio references and the maps between its vectors and ours) and,
+for the DDS tests, ``harness``. They are modules rather than fixtures because the test files
+use them at module level (URDF texts, parametrize lists).
+"""
 
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(__file__))
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

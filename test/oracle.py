@@ -29,6 +29,12 @@ EXAMPLE_URDFS = {
 }
 
 
+def full_crba(pm, pd, q_pin: np.ndarray) -> np.ndarray:
+    """The whole mass matrix from ``pin.crba`` (which fills the upper triangle only)."""
+    M = pin.crba(pm, pd, q_pin)
+    return np.triu(M) + np.triu(M, 1).T
+
+
 class PinRef:
     """A Pinocchio model of a URDF plus the maps between its vectors and ours."""
 
@@ -75,9 +81,15 @@ class PinRef:
         return np.asarray(v_pin)[self.v_perm]
 
     def mass_matrix(self, q):
-        M = pin.crba(self.pm, self.pd, self.q(q))
-        M = np.triu(M) + np.triu(M, 1).T
-        return M[np.ix_(self.v_perm, self.v_perm)]
+        return full_crba(self.pm, self.pd, self.q(q))[np.ix_(self.v_perm, self.v_perm)]
+
+    def frame_jacobian(self, q, frame: str) -> np.ndarray:
+        """Pinocchio's LOCAL_WORLD_ALIGNED Jacobian of ``frame`` ([linear; angular], our DOF
+        order); also leaves the frame placements of q in ``self.pd.oMf``."""
+        pin.computeJointJacobians(self.pm, self.pd, self.q(q))
+        pin.framesForwardKinematics(self.pm, self.pd, self.q(q))
+        fid = self.pm.getFrameId(frame)
+        return pin.getFrameJacobian(self.pm, self.pd, fid, pin.LOCAL_WORLD_ALIGNED)[:, self.v_perm]
 
     def rnea(self, q, v, a):
         return self.back(pin.rnea(self.pm, self.pd, self.q(q), self.v(v), self.v(a)))

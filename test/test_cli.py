@@ -4,14 +4,12 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
+from helpers import ARM7_PATH, ROOT
 from oracle import PinRef
 
 from underactuated_control import RobotModel
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(*args):
@@ -33,7 +31,7 @@ def test_inspect_prints_hybrid_dynamics_matching_pinocchio():
     assert "PASSIVE" in out.stdout and "tau_active" in out.stdout
     tau_block = out.stdout.split("tau_active")[1].split("qdd_passive")[0]
     values = dict(re.findall(r"^\s+(joint\d)\s+(-?\d+\.\d+) ", tau_block, re.M))
-    text = (ROOT / "urdf/arm7.urdf").read_text()
+    text = ARM7_PATH.read_text()
     model = RobotModel.from_urdf(text, passive_joints=["joint2", "joint4"])
     ref = PinRef(model, text)
     tau_a, qdd_p = ref.dense_hybrid(

@@ -4,6 +4,7 @@ against Pinocchio, finite differences and the lemmas."""
 import numpy as np
 import pinocchio as pin
 import pytest
+from helpers import assert_close, random_passive_set, scaled_tolerance
 from oracle import EXAMPLE_URDFS, PinRef, random_tree_urdf
 
 from underactuated_control import RobotModel
@@ -28,28 +29,18 @@ def build(name, floating, passive, rng):
     text = EXAMPLE_URDFS[name].read_text()
     model = RobotModel.from_urdf(text, floating_base=floating, mimic="independent")
     if passive is None:  # random passive set, at least one active and one passive joint
-        mask = rng.uniform(size=model.nb) < 0.4
-        mask[-1] = False
-        mask[0] = True
-        passive = [n for n, b in zip(model.joint_names, mask) if b]
+        passive = random_passive_set(model, rng, 0.4, first=True, last=False)
     if floating:
         passive = ["root_joint", *passive]
     model = model.with_passive(passive)
     return model, PinRef(model, text, floating)
 
 
-def pin_frame_jacobian(ref, q, frame):
-    pin.computeJointJacobians(ref.pm, ref.pd, ref.q(q))
-    pin.framesForwardKinematics(ref.pm, ref.pd, ref.q(q))
-    fid = ref.pm.getFrameId(frame)
-    return pin.getFrameJacobian(ref.pm, ref.pd, fid, pin.LOCAL_WORLD_ALIGNED)[:, ref.v_perm], fid
-
-
 def dense_JG_JD(ref, model, q, frame):
     M = ref.mass_matrix(q)
     a, p = model.active_dofs, model.passive_dofs
     J_D = -np.linalg.solve(M[np.ix_(p, p)], M[np.ix_(p, a)])
-    J, _ = pin_frame_jacobian(ref, q, frame)
+    J = ref.frame_jacobian(q, frame)
     return J[:, a] + J[:, p] @ J_D, J_D
 
 
@@ -61,7 +52,7 @@ def test_frame_jacobians_and_placements_of_every_link(name, floating, passive):
     for link in model.link_names:
         if not ref.pm.existFrame(link):
             continue
-        J_ref, fid = pin_frame_jacobian(ref, q, link)
+        J_ref, fid = ref.frame_jacobian(q, link), ref.pm.getFrameId(link)
         np.testing.assert_allclose(frame_jacobian(model, q, link), J_ref, atol=1e-12)
         p, R = frame_placement(model, q, link)
         np.testing.assert_allclose(p, ref.pd.oMf[fid].translation, atol=1e-12)
@@ -78,11 +69,10 @@ def test_generalized_and_disturbance_jacobians(name, floating, passive):
         JG_ref, JD_ref = dense_JG_JD(ref, model, q, frame)
         JG, JD = generalized_jacobian(model, q, frame), disturbance_jacobian(model, q)
         assert JG.shape == (6, model.n_active) and JD.shape == (model.n_passive, model.n_active)
-        np.testing.assert_allclose(JG, JG_ref, atol=1e-10 * max(1, np.abs(JG_ref).max()))
-        np.testing.assert_allclose(JD, JD_ref, atol=1e-10 * max(1, np.abs(JD_ref).max()))
+        assert_close(JG, JG_ref, 1e-10)
+        assert_close(JD, JD_ref, 1e-10)
         x = rng.normal(size=model.n_active)
-        np.testing.assert_allclose(generalized_jacobian_product(model, q, frame, x), JG @ x,
-                                   atol=1e-10 * max(1, np.abs(JG @ x).max()))
+        assert_close(generalized_jacobian_product(model, q, frame, x), JG @ x, 1e-10)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -90,18 +80,15 @@ def test_random_trees_jacobians(seed):
     rng = np.random.default_rng(seed)
     text = random_tree_urdf(rng, int(rng.integers(3, 40)))
     model = RobotModel.from_urdf(text)
-    model = model.with_passive([n for n in model.joint_names if rng.uniform() < 0.4]
-                               or [model.joint_names[0]])
+    model = model.with_passive(random_passive_set(model, rng, 0.4) or [model.joint_names[0]])
     if model.n_active == 0:
         model = model.with_passive(model.joint_names[:-1])
     ref = PinRef(model, text)
     q = model.random_configuration(rng)
     for frame in rng.choice(model.link_names[1:], size=3):
         JG_ref, JD_ref = dense_JG_JD(ref, model, q, frame)
-        np.testing.assert_allclose(generalized_jacobian(model, q, frame), JG_ref,
-                                   atol=1e-9 * max(1, np.abs(JG_ref).max()))
-        np.testing.assert_allclose(disturbance_jacobian(model, q), JD_ref,
-                                   atol=1e-9 * max(1, np.abs(JD_ref).max()))
+        assert_close(generalized_jacobian(model, q, frame), JG_ref, 1e-9)
+        assert_close(disturbance_jacobian(model, q), JD_ref, 1e-9)
 
 
 @pytest.mark.parametrize("name, floating, passive", CASES)
@@ -124,8 +111,8 @@ def test_drift_terms_reproduce_the_true_accelerations(name, floating, passive):
                                                 pin.LOCAL_WORLD_ALIGNED).vector
         dG, dD = jacobian_drifts(model, q, v, frame, tp)
         JG, JD = generalized_jacobian(model, q, frame), disturbance_jacobian(model, q)
-        np.testing.assert_allclose(JG @ qa + dG, acc, atol=1e-9 * max(1, np.abs(acc).max()))
-        np.testing.assert_allclose(JD @ qa + dD, qp, atol=1e-9 * max(1, np.abs(qp).max()))
+        assert_close(JG @ qa + dG, acc, 1e-9)
+        assert_close(JD @ qa + dD, qp, 1e-9)
 
 
 def test_frame_acceleration_by_finite_differences():
@@ -146,7 +133,7 @@ def test_frame_acceleration_by_finite_differences():
         return frame_jacobian(model, q + v * t + 0.5 * qdd * t * t, frame) @ (v + qdd * t)
 
     fd = (twist(h) - twist(-h)) / (2 * h)
-    np.testing.assert_allclose(JG @ qa + dG, fd, atol=1e-6 * max(1, np.abs(fd).max()))
+    assert_close(JG @ qa + dG, fd, 1e-6)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -160,7 +147,7 @@ def test_projection_operator_lemmas(seed):
     ops = projection_operators(model, q)
     T, Tb = ops.T, ops.T_bar
     n6 = 6 * model.nb
-    tol = 1e-9 * max(1.0, np.abs(T).max())
+    tol = scaled_tolerance(T, 1e-9)
     np.testing.assert_allclose(T @ T, T, atol=tol)  # (6.5)
     np.testing.assert_allclose(Tb @ Tb, Tb, atol=tol)
     assert np.linalg.matrix_rank(T, tol=1e-8) == model.n_passive
@@ -184,7 +171,7 @@ def test_projection_operator_lemmas(seed):
     _, R = frame_placement(model, q, frame)
     Rb = R @ f.rotation  # body rotation
     r = f.translation
-    rx = np.array([[0, -r[2], r[1]], [r[2], 0, -r[0]], [-r[1], r[0], 0]])
+    rx = pin.skew(r)
     B = np.zeros((n6, 6))
     W = np.zeros((6, 6))
     W[:3, :3], W[:3, 3:], W[3:, :3] = -Rb @ rx, Rb, Rb
@@ -220,8 +207,7 @@ def test_generalized_jacobian_by_adjoint_rows(seed):
     rng = np.random.default_rng(50 + seed)
     text = random_tree_urdf(rng, int(rng.integers(8, 45)))
     model = RobotModel.from_urdf(text)
-    model = model.with_passive([n for n in model.joint_names if rng.uniform() < 0.4]
-                               or [model.joint_names[0]])
+    model = model.with_passive(random_passive_set(model, rng, 0.4) or [model.joint_names[0]])
     ref = PinRef(model, text)
     ws = JacobianWorkspace(model)
     q = model.random_configuration(rng)
@@ -229,7 +215,7 @@ def test_generalized_jacobian_by_adjoint_rows(seed):
         JG_ref, _ = dense_JG_JD(ref, model, q, frame)
         rows = ws.generalized_by_rows(frame, q).copy()
         cols = ws.generalized(frame, q)[0].copy()
-        np.testing.assert_allclose(rows, JG_ref, atol=1e-9 * max(1, np.abs(JG_ref).max()))
-        np.testing.assert_allclose(rows, cols, atol=1e-12 * max(1, np.abs(cols).max()))
+        assert_close(rows, JG_ref, 1e-9)
+        assert_close(rows, cols, 1e-12)
     if model.n_active > 6:  # the public function takes the row route here
         np.testing.assert_allclose(generalized_jacobian(model, q, frame), rows, atol=1e-15)

@@ -1,10 +1,9 @@
 """ROS-free pieces of the controller node: state matching, effort mapping, trajectory sampling,
 the joint law (against Pinocchio's dense hybrid torque)."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from helpers import ARM7_PATH
 from oracle import PinRef
 
 from underactuated_control import RobotModel
@@ -17,7 +16,7 @@ from underactuated_control.control.joint_space import (
     sample_trajectory,
 )
 
-ARM7 = (Path(__file__).resolve().parents[1] / "urdf/arm7.urdf").read_text()
+ARM7 = ARM7_PATH.read_text()
 
 
 def test_matcher_any_order_extra_and_missing_joints():

@@ -6,7 +6,6 @@ import pytest
 from oracle import EXAMPLE_URDFS, random_tree_urdf
 
 from underactuated_control import RobotModel
-from underactuated_control.control.task_space import rotation_error
 from underactuated_control.jacobians import frame_jacobian, frame_placement
 from underactuated_control.redundancy.arm_angle import ArmAngle, arm_angle_from_points
 from underactuated_control.redundancy.configuration_control import (
@@ -24,6 +23,7 @@ from underactuated_control.redundancy.functions import (
     OptimalJointMovement,
     Sphere,
 )
+from underactuated_control.so3 import rotation_error
 
 Q0 = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])
 

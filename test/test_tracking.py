@@ -5,11 +5,11 @@ torques held over each step. The figures printed here are the ones reported."""
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
 import pytest
+from helpers import ARM7_PATH, ROOT, SPACE_ARM_PATH
 from oracle import EXAMPLE_URDFS, PinRef
 
 from underactuated_control import RobotModel
@@ -18,9 +18,8 @@ from underactuated_control.control.trajectories import CircleTrajectory
 from underactuated_control.jacobians import frame_placement
 from underactuated_control.passive_forces import PassiveForceModel
 
-ROOT = Path(__file__).resolve().parents[1]
-ARM7 = (ROOT / "urdf/arm7.urdf").read_text()
-SPACE_ARM = (ROOT / "urdf/space_arm.urdf").read_text()
+ARM7 = ARM7_PATH.read_text()
+SPACE_ARM = SPACE_ARM_PATH.read_text()
 Q_ARM = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])
 
 

@@ -114,9 +114,10 @@ def _load_model(args: argparse.Namespace) -> RobotModel:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Offline mode (§6.2, patent claim 10): T_a(t) and passive motion for a frame path."""
+    from . import so3
     from .control import EndEffectorTracker
     from .control.offline import plan_trajectory
-    from .control.trajectories import CircleTrajectory, LineTrajectory, _exp_so3
+    from .control.trajectories import CircleTrajectory, LineTrajectory
     from .jacobians import frame_placement
 
     model = _load_model(args)
@@ -136,7 +137,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     else:
         offset = np.zeros(3) if args.line is None else np.asarray(args.line, dtype=float)
         rot = np.zeros(3) if args.rotate is None else np.asarray(args.rotate, dtype=float)
-        traj = LineTrajectory(p0, R0, p0 + offset, _exp_so3(rot) @ R0, args.duration)
+        traj = LineTrajectory(p0, R0, p0 + offset, so3.exp(rot) @ R0, args.duration)
     tracker = EndEffectorTracker(model, args.frame, task=args.task, kp_position=args.kp,
                                  kd_position=args.kd, kp_orientation=args.kp,
                                  kd_orientation=args.kd, passive_weight=args.passive_weight,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .spatial import quaternion_to_matrix
+from .so3 import integrate_pose
 
 # Hinge type codes used by the compiled kernels.
 REVOLUTE = 0
@@ -95,10 +95,13 @@ class RobotModel:
         allow_massless_links: bool = False,
         mimic: str = "error",
     ) -> RobotModel:
-        """Parse a URDF (file path or XML string) into a model; see ``urdf.parse_urdf``."""
-        from .urdf import parse_urdf
+        """Parse a URDF (file path or XML string) into a model: ``urdf.load_model``."""
+        # The loader lives in urdf.py, which imports this module; importing it here, at call
+        # time, keeps this module free of it (no import-time cycle, no URDF parser needed to
+        # use a model) while the public constructor stays a visible, typed method.
+        from .urdf import load_model
 
-        return parse_urdf(
+        return load_model(
             urdf,
             passive_joints=passive_joints,
             root_link=root_link,
@@ -124,7 +127,6 @@ class RobotModel:
         object.__setattr__(self, "passive_dof_mask", _frozen(passive_dof))
         object.__setattr__(self, "active_dofs", _frozen(np.flatnonzero(~passive_dof)))
         object.__setattr__(self, "passive_dofs", _frozen(np.flatnonzero(passive_dof)))
-        object.__setattr__(self, "_workspace_cache", {})
 
     # ---------------------------------------------------------------- sizes and names
     @property
@@ -229,17 +231,10 @@ class RobotModel:
         """q (+) v dt on the configuration manifold: a floating joint moves along the SE(3)
         exponential of its body twist [linear; angular] dt (Pinocchio's convention)."""
         out = np.array(q, dtype=float)
-        R = np.empty((3, 3))
         for k in range(self.nb):
             i, j = self.q_start[k], self.v_start[k]
             if self.hinge_type[k] == FLOATING:
-                quat = out[i + 3 : i + 7].copy()
-                quaternion_to_matrix(quat, R)
-                out[i : i + 3] += R @ (
-                    _so3_left_jacobian(v[j + 3 : j + 6] * dt) @ (v[j : j + 3] * dt)
-                )
-                out[i + 3 : i + 7] = _quat_multiply(quat, _quat_exp(v[j + 3 : j + 6] * dt))
-                out[i + 3 : i + 7] /= np.linalg.norm(out[i + 3 : i + 7])
+                out[i : i + 7] = integrate_pose(out[i : i + 7], v[j : j + 6] * dt)
             else:
                 out[i] += v[j] * dt
         return out
@@ -301,33 +296,3 @@ class RobotModel:
         lines.append(f"  passive ({self.n_passive} DOF): {list(self.passive_joints)}")
         return "\n".join(lines)
 
-
-def _so3_left_jacobian(w: np.ndarray) -> np.ndarray:
-    """V(w) = I + (1 - cos t)/t^2 w~ + (t - sin t)/t^3 w~^2: translation part of exp(se(3))."""
-    t = float(np.linalg.norm(w))
-    W = np.array([[0.0, -w[2], w[1]], [w[2], 0.0, -w[0]], [-w[1], w[0], 0.0]])
-    if t < 1e-8:
-        return np.eye(3) + 0.5 * W + W @ W / 6.0
-    return np.eye(3) + (1.0 - np.cos(t)) / t**2 * W + (t - np.sin(t)) / t**3 * W @ W
-
-
-def _quat_exp(w: np.ndarray) -> np.ndarray:
-    angle = float(np.linalg.norm(w))
-    if angle < 1e-12:
-        return np.array([0.5 * w[0], 0.5 * w[1], 0.5 * w[2], 1.0])
-    axis = w / angle
-    s = np.sin(0.5 * angle)
-    return np.array([axis[0] * s, axis[1] * s, axis[2] * s, np.cos(0.5 * angle)])
-
-
-def _quat_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    ax, ay, az, aw = a
-    bx, by, bz, bw = b
-    return np.array(
-        [
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-            aw * bw - ax * bx - ay * by - az * bz,
-        ]
-    )

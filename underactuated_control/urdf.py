@@ -1,5 +1,8 @@
 """URDF -> RobotModel (urdf_parser_py), plus the ``<ros2_control>`` tag reader.
 
+``load_model`` is the loader (as Pinocchio's ``buildModel``); ``RobotModel.from_urdf`` calls it.
+This module imports ``model``, never the other way round at import time.
+
 * revolute, continuous, prismatic and floating joints become bodies; fixed joints are merged into
   their parent body (frames kept, inertias combined); planar and mimic joints are rejected.
 * Body frame = the URDF child link frame; H*(k) is the joint axis in that frame.
@@ -19,7 +22,7 @@ import numpy as np
 from .model import FLOATING, PRISMATIC, REVOLUTE, Frame, RobotModel
 from .spatial import rpy_to_matrix, spatial_inertia
 
-__all__ = ["parse_urdf", "read_ros2_control", "load_urdf_text"]
+__all__ = ["load_model", "read_ros2_control", "load_urdf_text"]
 
 _FLOATING_DOF_SUFFIXES = ("x", "y", "z", "rx", "ry", "rz")
 
@@ -120,7 +123,7 @@ def _transform_inertia_to_parent(E: np.ndarray, r: np.ndarray, inertia: np.ndarr
     return X.T @ inertia @ X
 
 
-def parse_urdf(
+def load_model(
     urdf: str | Path,
     passive_joints: Iterable[str] = (),
     root_link: str | None = None,
@@ -424,3 +427,6 @@ def parse_urdf(
         inertia_scale=scale,
         passive_joint_mask=passive,
     )
+
+
+parse_urdf = load_model  # former name, kept for existing callers

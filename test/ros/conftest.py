@@ -1,12 +1,9 @@
 """Fixtures for node tests over real DDS (see harness.py)."""
 
 import os
-import sys
 
 import pytest
-
-sys.path.insert(0, os.path.dirname(__file__))
-from harness import NodeProcess, Ros, new_domain  # noqa: E402
+from harness import NodeProcess, Ros, new_domain
 
 
 @pytest.fixture

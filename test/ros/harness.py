@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import rclpy
+from helpers import ROOT
 from rclpy.experimental import EventsExecutor
 
-ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 _domains = itertools.count((os.getpid() * 7) % 150 + 20)
 

@@ -2,15 +2,14 @@
 (+ elbow_redundancy_resolver), each in its own process. Judged on the simulated /joint_states."""
 
 import time
-from pathlib import Path
 
 import numpy as np
+from helpers import ROOT
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from underactuated_control.nodes.demo import run_demo
 
-ROOT = Path(__file__).resolve().parents[2]
 ARM7 = ROOT / "urdf/arm7.urdf"
 Q0 = [0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8]
 

@@ -3,26 +3,22 @@
 Oracle: Pinocchio's dense partitioned hybrid dynamics (4.4) with the passive forces computed here
 from the URDF's <dynamics> values."""
 
-import sys
 import time
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
+from helpers import ROOT
+from oracle import PinRef
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from oracle import PinRef  # noqa: E402
+from underactuated_control import RobotModel
 
-from underactuated_control import RobotModel  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
 ARM7_PATH = ROOT / "urdf/arm7.urdf"
 ARM7 = ARM7_PATH.read_text()
 NODE = "/hybrid_dynamics_controller"

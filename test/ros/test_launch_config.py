@@ -3,12 +3,11 @@ executables and existing files, and the node accepts every key of its YAML."""
 
 import ast
 import re
-from pathlib import Path
 
 import yaml
+from helpers import ROOT
 from rclpy.parameter_client import AsyncParameterClient
 
-ROOT = Path(__file__).resolve().parents[2]
 # executables of other ROS packages that the launch files start (ros2_control, rsp)
 KNOWN = {("robot_state_publisher", "robot_state_publisher"),
          ("controller_manager", "ros2_control_node"), ("controller_manager", "spawner")}

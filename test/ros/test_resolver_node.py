@@ -2,12 +2,10 @@
 (it echoes each setpoint as /joint_states); the result is judged with Pinocchio's forward
 kinematics of the same URDF."""
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pinocchio as pin
 from geometry_msgs.msg import PoseStamped
+from helpers import ROOT
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import JointState
@@ -15,11 +13,8 @@ from std_msgs.msg import Float64
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from underactuated_control.redundancy.arm_angle import arm_angle_from_points
 
-from underactuated_control.redundancy.arm_angle import arm_angle_from_points  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
 ARM7 = ROOT / "urdf/arm7.urdf"
 NODE = "/elbow_redundancy_resolver"
 Q0 = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])

@@ -23,29 +23,12 @@ import numpy as np
 from ..jacobians import JacobianWorkspace
 from ..model import FLOATING, RobotModel
 from ..passive_forces import PassiveForceModel
+from ..so3 import rotation_error  # re-exported: control.task_space.rotation_error
 
 __all__ = ["TaskReference", "TrackingResult", "EndEffectorTracker", "rotation_error",
            "TASKS"]
 
 TASKS = ("pose", "position", "orientation", "pointing")
-
-
-def rotation_error(R_desired: np.ndarray, R: np.ndarray) -> np.ndarray:
-    """Rotation vector (axis * angle, root axes) taking R to R_desired: log(R_d R^T)."""
-    Re = R_desired @ R.T
-    cos = np.clip((np.trace(Re) - 1.0) / 2.0, -1.0, 1.0)
-    angle = np.arccos(cos)
-    w = np.array([Re[2, 1] - Re[1, 2], Re[0, 2] - Re[2, 0], Re[1, 0] - Re[0, 1]])
-    if angle < 1e-9:
-        return 0.5 * w
-    if np.pi - angle < 1e-6:  # near pi: axis from the symmetric part
-        axis = np.sqrt(np.maximum((np.diag(Re) + 1.0) / 2.0, 0.0))
-        k = int(np.argmax(axis))
-        axis[:] = (Re[k] + Re[:, k]) / 2.0
-        axis[k] = np.sqrt(max((Re[k, k] + 1.0) / 2.0, 0.0))
-        axis /= np.linalg.norm(axis)
-        return angle * axis
-    return angle / (2.0 * np.sin(angle)) * w
 
 
 @dataclass

@@ -11,7 +11,7 @@ from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, Paramete
 from rclpy.node import Node
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
-from ..spatial import quaternion_to_matrix
+from ..so3 import quaternion_matrix  # re-exported: nodes.common.quaternion_matrix
 
 __all__ = ["declare", "declare_robot", "matrix_message", "pose_from_message",
            "quaternion_matrix", "spin_node", "run_node"]
@@ -59,16 +59,6 @@ def declare_robot(node: Node) -> str:
             raise ValueError(f"parameter urdf_path: file '{urdf_path}' not found")
         return Path(urdf_path).read_text()
     raise ValueError("set parameter robot_description (URDF XML) or urdf_path")
-
-
-def quaternion_matrix(x: float, y: float, z: float, w: float) -> np.ndarray:
-    """Rotation matrix of a geometry_msgs quaternion; ``ValueError`` if it has no direction."""
-    n = float(np.sqrt(x * x + y * y + z * z + w * w))
-    if not np.isfinite(n) or n < 1e-9:
-        raise ValueError("orientation quaternion has zero or non-finite norm")
-    R = np.empty((3, 3))
-    quaternion_to_matrix(np.array([x, y, z, w]) / n, R)
-    return R
 
 
 def pose_from_message(msg, root_link: str) -> tuple[np.ndarray, np.ndarray]:

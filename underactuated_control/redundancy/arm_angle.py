@@ -24,6 +24,7 @@ import numpy as np
 
 from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
+from ..so3 import cross
 
 __all__ = ["ArmAngle", "ArmAngleValue", "arm_angle_from_points"]
 
@@ -39,12 +40,6 @@ class ArmAngleValue:
     wrist: np.ndarray
 
 
-def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """3-vector cross product (np.cross costs ~10x more on tiny arrays)."""
-    return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2],
-                     a[0] * b[1] - a[1] * b[0]])
-
-
 def arm_angle_from_points(S: np.ndarray, E: np.ndarray, W: np.ndarray,
                           reference=(0.0, 0.0, 1.0)) -> float:
     """ψ from the three points (radians, in (-π, π])."""
@@ -52,7 +47,7 @@ def arm_angle_from_points(S: np.ndarray, E: np.ndarray, W: np.ndarray,
     u = b / np.linalg.norm(b)
     r = np.asarray(reference, dtype=float)
     a = E - S
-    y = u @ _cross(r, a)
+    y = u @ cross(r, a)
     x = r @ a - (r @ u) * (u @ a)
     return float(np.arctan2(y, x))
 
@@ -95,7 +90,7 @@ class ArmAngle:
                                  "coincide", S, E, W)
         u = b / nb
         a = E - S
-        y = u @ _cross(r, a)
+        y = u @ cross(r, a)
         x = r @ a - (r @ u) * (u @ a)
         r_perp = np.linalg.norm(r - (r @ u) * u)
         e_perp = np.linalg.norm(a - (u @ a) * u)
@@ -109,8 +104,8 @@ class ArmAngle:
         if n2 < 1e-24:
             return ArmAngleValue(0.0, np.zeros(self.model.nv), True, reason or "degenerate",
                                  S, E, W)
-        g_a = (x * _cross(u, r) - y * (r - (r @ u) * u)) / n2
-        g_u = (x * _cross(r, a) - y * (-(r @ u) * a - (u @ a) * r)) / n2
+        g_a = (x * cross(u, r) - y * (r - (r @ u) * u)) / n2
+        g_u = (x * cross(r, a) - y * (-(r @ u) * a - (u @ a) * r)) / n2
         g_b = (g_u - (u @ g_u) * u) / nb
         jac = g_a @ (JE - JS) + g_b @ (JW - JS)
         return ArmAngleValue(float(np.arctan2(y, x)), jac, bool(reason), reason, S, E, W)

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..control.task_space import rotation_error
 from ..control.trajectories import LineTrajectory, cycloidal
 from ..jacobians import JacobianWorkspace
 from ..model import FLOATING, RobotModel
+from ..so3 import rotation_error
 from .functions import CollisionAvoidance, Context
 
 __all__ = ["ConfigurationControl", "StepResult", "ConfigurationTrajectory"]

@@ -1,0 +1,40 @@
+"""Scaffolding shared by the test files: repository paths, the scaled-tolerance assertion, random
+passive sets. Importable from every test file (``pythonpath`` in setup.cfg's [tool:pytest]);
+Pinocchio-free, so the DDS tests can use it too (the Pinocchio references are in oracle.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]  # the repository
+ARM7_PATH = ROOT / "urdf/arm7.urdf"
+SPACE_ARM_PATH = ROOT / "urdf/space_arm.urdf"
+
+
+def scaled_tolerance(reference, tol: float, floor: float = 1.0) -> float:
+    """``tol * max(floor, max|reference|)``: relative to the reference's size, absolute (times
+    ``floor``) when the reference is small."""
+    return tol * max(floor, np.abs(reference).max(initial=0.0))
+
+
+def assert_close(actual, desired, tol: float, floor: float = 1.0, **kwargs) -> None:
+    """``np.testing.assert_allclose`` with ``atol = scaled_tolerance(desired, tol, floor)``;
+    other arguments (``rtol``, ``err_msg``) pass through, numpy's default rtol included."""
+    np.testing.assert_allclose(actual, desired, atol=scaled_tolerance(desired, tol, floor),
+                               **kwargs)
+
+
+def random_passive_set(model, rng: np.random.Generator, fraction: float | None = None, *,
+                       first: bool | None = None, last: bool | None = None) -> list[str]:
+    """Names of a random passive set: one uniform draw per joint (``rng.uniform(size=nb)``),
+    passive below ``fraction`` (itself drawn in [0.1, 0.9) after those draws when None);
+    ``last`` then ``first`` force the last / first joint's status when given."""
+    draws = rng.uniform(size=model.nb)
+    mask = draws < (rng.uniform(0.1, 0.9) if fraction is None else fraction)
+    if last is not None:
+        mask[-1] = last
+    if first is not None:
+        mask[0] = first
+    return [n for n, b in zip(model.joint_names, mask) if b]
