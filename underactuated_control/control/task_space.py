@@ -78,7 +78,8 @@ class EndEffectorTracker:
                  null_space_damping: float = 5.0, pointing_axis=(0.0, 0.0, 1.0),
                  passive_forces: PassiveForceModel | None = None,
                  passive_reference: np.ndarray | None = None,
-                 redundancy: str = "prioritized", secondary_damping: float = 0.1) -> None:
+                 redundancy: str = "prioritized", secondary_damping: float = 0.1,
+                 workspace: JacobianWorkspace | None = None) -> None:
         if task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {task!r}")
         if redundancy not in ("prioritized", "stacked"):
@@ -113,7 +114,7 @@ class EndEffectorTracker:
         self.passive_forces = passive_forces if passive_forces is not None else \
             PassiveForceModel(model)
         self.passive_reference = passive_reference
-        self.workspace = JacobianWorkspace(model)
+        self.workspace = workspace if workspace is not None else JacobianWorkspace(model)
         # 1-DOF passive joints can have a position reference; floating joints only damping
         self._passive_q_index = np.array(
             [model.q_start[k] for k in range(model.nb) if model.passive_joint_mask[k]

@@ -1,64 +1,20 @@
-"""Shared rclpy helpers: parameter declaration with descriptors, labelled matrices, spinning."""
+"""Shared rclpy helpers: labelled matrices, poses from messages, spinning and running nodes."""
 
 from __future__ import annotations
 
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable
 
 import numpy as np
 import rclpy
-from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, ParameterType
 from rclpy.node import Node
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
 from ..so3 import quaternion_matrix  # re-exported: nodes.common.quaternion_matrix
 
-__all__ = ["declare", "declare_robot", "matrix_message", "pose_from_message",
-           "quaternion_matrix", "spin_node", "run_node"]
-
-_TYPES = {
-    float: ParameterType.PARAMETER_DOUBLE,
-    bool: ParameterType.PARAMETER_BOOL,
-    str: ParameterType.PARAMETER_STRING,
-    int: ParameterType.PARAMETER_INTEGER,
-}
-
-
-def declare(node: Node, name: str, default, description: str, *, unit: str = "",
-            low: float | None = None, high: float | None = None, read_only: bool = False,
-            kind: int | None = None, choices: Sequence[str] | None = None):
-    """Declare a parameter with a description naming its unit, range or choices."""
-    text = description
-    if unit:
-        text += f" [{unit}]"
-    if choices:
-        text += f" (one of: {', '.join(choices)})"
-    desc = ParameterDescriptor(description=text, read_only=read_only)
-    desc.type = kind if kind is not None else _TYPES[type(default)]
-    if low is not None and high is not None and desc.type == ParameterType.PARAMETER_DOUBLE:
-        desc.floating_point_range = [FloatingPointRange(from_value=float(low),
-                                                        to_value=float(high), step=0.0)]
-    elif low is not None or high is not None:
-        desc.additional_constraints = f"range [{low}, {high}]"
-    return node.declare_parameter(name, default, desc).value
-
-
-def declare_robot(node: Node) -> str:
-    """Declare ``robot_description`` and ``urdf_path`` (read-only) and return the URDF text;
-    ``ValueError`` naming the parameter when neither gives a robot."""
-    from pathlib import Path
-
-    description = declare(node, "robot_description", "", "URDF XML of the robot (or use "
-                          "urdf_path)", read_only=True)
-    urdf_path = declare(node, "urdf_path", "", "URDF file (when robot_description is empty)",
-                        read_only=True)
-    if description.strip():
-        return description
-    if urdf_path.strip():
-        if not Path(urdf_path).is_file():
-            raise ValueError(f"parameter urdf_path: file '{urdf_path}' not found")
-        return Path(urdf_path).read_text()
-    raise ValueError("set parameter robot_description (URDF XML) or urdf_path")
+__all__ = ["matrix_message", "pose_from_message", "quaternion_matrix", "spin_node", "run_node"]
 
 
 def pose_from_message(msg, root_link: str) -> tuple[np.ndarray, np.ndarray]:
@@ -89,7 +45,7 @@ def matrix_message(matrix: np.ndarray, row_label: str, col_label: str,
 
 def spin_node(node: Node, should_stop: Callable[[], bool] = lambda: False) -> None:
     """Spin with the EventsExecutor (measured fastest with these rclpy wheels) in spin_once
-    steps, so that shutdown (SIGINT/SIGTERM) is noticed within 0.1 s."""
+    steps, so that a stop request (SIGINT/SIGTERM) is noticed within 0.1 s."""
     from rclpy.executors import ExternalShutdownException
     from rclpy.experimental import EventsExecutor
 
@@ -106,22 +62,35 @@ def spin_node(node: Node, should_stop: Callable[[], bool] = lambda: False) -> No
 
 
 def run_node(factory: Callable[[], Node], args: list[str] | None = None,
-             spin: Callable[[Node], None] = spin_node) -> int:
-    """rclpy.init, build the node, spin, clean up. A ValueError while building (bad URDF,
-    bad parameters) or a missing optional dependency is printed and gives exit code 2."""
-    rclpy.init(args=args)
-    node = None
+             spin: Callable[[Node, Callable[[], bool]], None] = spin_node) -> int:
+    """rclpy.init, build the node, spin until SIGINT/SIGTERM, clean up; exit code 0.
+
+    The signals only set a flag (rclpy's own handlers are off), so a callback that is running
+    finishes, the spin loop ends, and the node's ``on_shutdown()`` (if any: the controller's
+    zero-effort command) runs while the context is still valid. A ``ValueError`` while
+    building (bad URDF, bad parameter) or a missing optional dependency prints one line and
+    gives exit code 2."""
+    from rclpy.signals import SignalHandlerOptions
+
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set())
+                for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        node = factory()
-    except (ValueError, ImportError) as exc:
-        print(f"[ERROR] cannot start: {exc}", file=sys.stderr)
-        if rclpy.ok():
-            rclpy.shutdown()
-        return 2
-    try:
-        spin(node)
+        try:
+            node = factory()
+        except (ValueError, ImportError) as exc:
+            print(f"[ERROR] cannot start: {exc}", file=sys.stderr)
+            return 2
+        try:
+            spin(node, stop.is_set)
+        finally:
+            on_shutdown = getattr(node, "on_shutdown", None)
+            if on_shutdown is not None:
+                on_shutdown()
+            node.destroy_node()
     finally:
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+        rclpy.try_shutdown()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return 0

@@ -71,6 +71,9 @@ PARAMETERS = table(
     *law_parameters(),
     ParameterSpec("state_timeout", 0.1, "a /joint_states older than this gives no command",
                   unit="s", low=1e-3, high=60.0),
+    ParameterSpec("future_stamp_tolerance", 0.05, "a /joint_states stamped further ahead of "
+                  "this node's clock is refused alone (and never becomes the ordering "
+                  "reference)", unit="s", low=0.0, high=60.0),
     ParameterSpec("effort_limit_scale", 1.0, "commands are clamped to the URDF effort limits "
                   "times this", low=1e-3, high=10.0),
     ParameterSpec("publish_jacobians", True, "publish J_G, J_D and the passive accelerations "
@@ -117,7 +120,8 @@ class HybridDynamicsController(Node):
         self.jg_pub = self.create_publisher(Float64MultiArray, "~/generalized_jacobian", 10)
         self.jd_pub = self.create_publisher(Float64MultiArray, "~/disturbance_jacobian", 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        sensor_qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        # best effort hears both reliable and best-effort (sensor-data QoS) publishers
+        sensor_qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
         self.create_subscription(JointState, "/joint_states", self._on_joint_states, sensor_qos)
         self.create_subscription(JointTrajectory, "~/joint_reference", self._on_joint_reference,
                                  10)
@@ -131,8 +135,10 @@ class HybridDynamicsController(Node):
         self._silenced = False  # zero effort sent; silent until fresh valid data
         self._missing: list[str] = []
         self._status = ""
-        self.stats = {"cycles": 0, "stale": 0, "nonfinite": 0, "missing": 0, "saturated": 0,
-                      "rejected_references": 0, "out_of_order": 0}
+        self.stats = {"cycles": 0, "stale": 0, "nonfinite": 0, "missing": 0,
+                      "missing_velocities": 0, "length_mismatch": 0, "future_stamps": 0,
+                      "out_of_order": 0, "saturated": 0, "rejected_references": 0}
+        self._command_publishers = 1
         self._compute_times: list[float] = []
         self._cycle_stamps: list[float] = []
         self._saturated_names: list[str] = []
@@ -208,39 +214,58 @@ class HybridDynamicsController(Node):
             self.get_logger().warning(f"{why}: zero effort sent; silent until fresh valid "
                                       "/joint_states")
             self._silenced = True
+        else:  # keep saying why, throttled
+            self.get_logger().warning(f"still silent: {why}", throttle_duration_sec=2.0)
+
+    def _refuse(self, counter: str, why: str) -> None:
+        self.stats[counter] += 1
+        self._send_zero_once(why)
 
     def _measured_state(self, msg: JointState) -> tuple[np.ndarray, np.ndarray] | None:
         """q, v of a valid fresh state; None (zero effort sent once) otherwise."""
         plan = self.plan
+        n = len(msg.name)
+        if len(msg.velocity) == 0 and n:
+            self._refuse("missing_velocities", "/joint_states without velocities")
+            return None
+        if len(msg.position) != n or len(msg.velocity) != n:
+            self._refuse("length_mismatch", f"/joint_states with {n} names, "
+                         f"{len(msg.position)} positions, {len(msg.velocity)} velocities")
+            return None
         try:
             q, v = plan.matcher.match(msg.name, msg.position, msg.velocity)
         except MissingJointsError as exc:
             self._missing = exc.missing
-            self.stats["missing"] += 1
-            self._send_zero_once(f"/joint_states lacks joints {exc.missing}")
+            self._refuse("missing", f"/joint_states lacks joints {exc.missing}")
             return None
         except ValueError as exc:
-            self.stats["nonfinite"] += 1
-            self._send_zero_once(f"malformed /joint_states: {exc}")
+            self._refuse("length_mismatch", f"malformed /joint_states: {exc}")
             return None
         self._missing = []
         if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v))):
-            self.stats["nonfinite"] += 1
             bad = [n for n, a, b in zip(plan.model.joint_names, q, v)
                    if not (np.isfinite(a) and np.isfinite(b))]
-            self._send_zero_once(f"non-finite /joint_states for {bad}")
+            self._refuse("nonfinite", f"non-finite /joint_states for {bad}")
             return None
         stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
         if stamp:
+            age = (self.get_clock().now().nanoseconds - stamp) * 1e-9
+            if -age > self.params["future_stamp_tolerance"]:  # refused alone, not silenced
+                self.stats["future_stamps"] += 1
+                self.get_logger().warning(
+                    f"/joint_states stamped {-age:.3f} s in the future refused (> "
+                    f"future_stamp_tolerance {self.params['future_stamp_tolerance']} s)",
+                    throttle_duration_sec=2.0)
+                return None
             if stamp < self._last_stamp_ns:
                 self.stats["out_of_order"] += 1
+                self.get_logger().warning("out-of-order /joint_states dropped",
+                                          throttle_duration_sec=2.0)
                 return None
-            age = (self.get_clock().now().nanoseconds - stamp) * 1e-9
             timeout = self.params["state_timeout"]
             if age > timeout:
-                self.stats["stale"] += 1
-                self._send_zero_once(f"stale /joint_states ({age:.3f} s old > state_timeout "
-                                     f"{timeout} s)")
+                self._refuse("stale", f"stale /joint_states ({age:.3f} s old > state_timeout "
+                             f"{timeout} s)")
                 return None
             self._last_stamp_ns = stamp
         return q, v
@@ -288,8 +313,7 @@ class HybridDynamicsController(Node):
         timeout = self.params["state_timeout"]
         if self._last_receipt is not None and not self._silenced and \
                 time.monotonic() - self._last_receipt > timeout:
-            self.stats["stale"] += 1
-            self._send_zero_once(f"no /joint_states for more than {timeout} s")
+            self._refuse("stale", f"no /joint_states for more than {timeout} s")
 
     # ================================================================== diagnostics
     def _publish_diagnostics(self) -> None:
@@ -297,6 +321,11 @@ class HybridDynamicsController(Node):
         self._compute_times, self._cycle_stamps = [], []
         rate = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 else 0.0
         model = self.plan.model
+        self._command_publishers = self.count_publishers(self.command_topic)
+        if self._command_publishers > 1:
+            self.get_logger().warning(
+                f"{self._command_publishers} publishers on '{self.command_topic}': another "
+                "controller is commanding the same joints", throttle_duration_sec=10.0)
         status = DiagnosticStatus(name="hybrid_dynamics_controller: control loop",
                                   hardware_id=self.base_model.name)
         status.level, status.message = DiagnosticStatus.OK, "running"
@@ -305,6 +334,9 @@ class HybridDynamicsController(Node):
                 f"/joint_states lacks {self._missing}"
         elif self._silenced:
             status.level, status.message = DiagnosticStatus.WARN, "no valid fresh state"
+        elif self._command_publishers > 1:
+            status.level, status.message = DiagnosticStatus.WARN, \
+                f"{self._command_publishers} publishers on {self.command_topic}"
         elif self._saturated_names:
             status.level, status.message = DiagnosticStatus.WARN, \
                 f"effort saturated on {self._saturated_names}"
@@ -317,6 +349,7 @@ class HybridDynamicsController(Node):
             "saturated_joints": ",".join(self._saturated_names),
             "missing_joints": ",".join(self._missing),
             "law_status": self._status,
+            "command_publishers": str(self._command_publishers),
         }
         values.update({k: str(v) for k, v in self.stats.items()})
         status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
@@ -324,6 +357,15 @@ class HybridDynamicsController(Node):
         msg = DiagnosticArray(status=[status])
         msg.header.stamp = self.get_clock().now().to_msg()
         self.diag_pub.publish(msg)
+
+
+    def on_shutdown(self) -> None:
+        """One zero-effort command on the way out (SIGINT/SIGTERM), delivered before exit."""
+        from rclpy.duration import Duration
+
+        self.command_pub.publish(Float64MultiArray(data=self._zero.tolist()))
+        self.command_pub.wait_for_all_acked(Duration(seconds=0.5))
+        self.get_logger().info("stopped: zero effort sent")
 
 
 def main(args: list[str] | None = None) -> int:

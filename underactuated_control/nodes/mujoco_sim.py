@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +76,9 @@ PARAMETERS = table(
                   low=0.0, high=100.0, read_only=True),
     ParameterSpec("hold_until_first_command", True, "keep the robot still (brakes on) until "
                   "the first effort command arrives", read_only=True),
+    ParameterSpec("command_timeout", 0.5, "no effort command for this long: zero effort and "
+                  "brakes on (as a hardware interface that lost its controller), released when "
+                  "commands return; 0: off", unit="s", low=0.0, high=60.0, read_only=True),
     ParameterSpec("initial_positions", [0.0], "start configuration per joint (model order), "
                   "within the URDF limits; one value: all joints, clipped into their limits",
                   unit="rad|m", read_only=True, validator=_check_initial_positions),
@@ -98,6 +102,7 @@ class MujocoSim(Node):
         self.publish_every = p["publish_every"]
         self.real_time_factor = p["real_time_factor"]
         self.hold_until_first_command = p["hold_until_first_command"]
+        self.command_timeout = p["command_timeout"]
         model = with_passive(base, p["passive_joints"])
         self.joint_names = list(model.joint_names)
         self.command_joints = p["command_joints"] or list(model.active_joints)
@@ -128,6 +133,8 @@ class MujocoSim(Node):
         self.clock_pub = self.create_publisher(Clock, "/clock", 10)
         self.create_subscription(Float64MultiArray, self.command_topic, self._on_command, 10)
         self.commands_received = 0
+        self.last_command = time.monotonic()
+        self.braked = self.hold_until_first_command
         self.get_logger().info(f"simulating '{model.name}' in MuJoCo at {1 / self.timestep:.0f} "
                                f"Hz: motors on {self.actuated}, passive "
                                f"{list(model.passive_joints)}")
@@ -145,6 +152,11 @@ class MujocoSim(Node):
             if slot >= 0:
                 self.d.ctrl[slot] = value
         self.commands_received += 1
+        self.last_command = time.monotonic()
+        if self.braked:
+            self.braked = False
+            if self.commands_received > 1:
+                self.get_logger().info("effort commands are back: brakes released")
 
     def publish_state(self) -> None:
         msg = JointState()
@@ -159,14 +171,28 @@ class MujocoSim(Node):
         clock.clock.sec, clock.clock.nanosec = sec, int((self.d.time - sec) * 1e9)
         self.clock_pub.publish(clock)
 
+    def _check_command_watchdog(self) -> None:
+        """Zero effort and brakes on when the controller has gone quiet (wall time)."""
+        if self.braked or self.command_timeout <= 0 or self.commands_received == 0:
+            return
+        silence = time.monotonic() - self.last_command
+        if silence > self.command_timeout:
+            self.braked = True
+            self.d.ctrl[:] = 0.0
+            self.d.qvel[:] = 0.0
+            self.get_logger().warning(f"no effort command for {silence:.2f} s > command_timeout "
+                                      f"{self.command_timeout} s: zero effort, brakes on until "
+                                      "commands return")
+
     def step(self) -> None:
-        if self.hold_until_first_command and self.commands_received == 0:
+        self._check_command_watchdog()
+        if self.braked:
             self.d.time += self.timestep  # brakes on: time passes, the robot does not move
             return
         self.mj.mj_step(self.m, self.d)
 
 
-def spin_simulation(node: MujocoSim) -> None:
+def spin_simulation(node: MujocoSim, should_stop: Callable[[], bool] = lambda: False) -> None:
     """Step physics paced to wall time and serve callbacks in between."""
     import rclpy
     from rclpy.executors import ExternalShutdownException
@@ -179,7 +205,7 @@ def spin_simulation(node: MujocoSim) -> None:
     next_wall = time.perf_counter()
     try:
         node.publish_state()
-        while rclpy.ok(context=node.context):
+        while rclpy.ok(context=node.context) and not should_stop():
             if rtf > 0:
                 next_wall += period / rtf
                 while True:
