@@ -67,12 +67,12 @@ def test_joint_law_is_the_dense_hybrid_torque_with_and_without_jacobians(law_cla
     v_p = v[model.passive_dofs]
     tau_p = -0.05 * v_p - 0.1 * np.tanh(v_p / 1e-2)
     tau_a, qdd_p = ref.dense_hybrid(q, v, qdd_a, tau_p, a, model.passive_dofs)
-    plain = law.compute(q, v, reference, with_jacobians=False)
+    plain = law.compute(q, v, reference, 0.0, with_jacobians=False)
     assert plain.J_G is None and plain.J_D is None
     assert_close(plain.tau_active, tau_a, 1e-10)
     assert_close(plain.qdd_passive, qdd_p, 1e-10)
     tau_plain = plain.tau_active.copy()
-    shared = law.compute(q, v, reference, with_jacobians=True)
+    shared = law.compute(q, v, reference, 0.0, with_jacobians=True)
     np.testing.assert_allclose(shared.tau_active, tau_plain, rtol=0, atol=1e-12)
     J_G, J_D = dense_jacobians(ref, model, q, "tool")
     assert_close(shared.J_G, J_G, 1e-10)
@@ -86,7 +86,7 @@ def test_task_law_holds_the_measured_pose_and_publishes_its_cycle_jacobians(stat
     law = TaskLaw(model, settings(task_kd_position=0.0, task_kd_orientation=0.0), "tool")
     reference = law.hold_reference(q)
     assert isinstance(reference, TaskReference)
-    out = law.compute(q, np.zeros(7), reference, with_jacobians=False)
+    out = law.compute(q, np.zeros(7), reference, 0.0, with_jacobians=False)
     # at rest on the reference: qdd_a solves J_G qdd_a = -drift_G (gravity only), and the
     # frame's acceleration J_G qdd_a + drift_G through Pinocchio's forward dynamics is zero
     tau = np.zeros(7)
@@ -112,5 +112,5 @@ def test_rebuilt_law_carries_the_joint_reference_by_name(state):
     recovered = JointLaw(model.with_passive([]), settings(), "tool")
     back = recovered.carry_reference(reference, model)
     assert np.isnan(back.position[1])  # joint2 newly active: held where it is at the next state
-    out = recovered.compute(q, np.zeros(7), back, with_jacobians=False)
+    out = recovered.compute(q, np.zeros(7), back, 0.0, with_jacobians=False)
     assert back.position[1] == q[1] and np.all(np.isfinite(out.tau_active))

@@ -69,7 +69,7 @@ class JointLaw(ControlLaw):
                 ref.acceleration[i] = reference.acceleration[old[n]]
         return ref
 
-    def compute(self, q: np.ndarray, v: np.ndarray, reference: JointReference,
+    def compute(self, q: np.ndarray, v: np.ndarray, reference: JointReference, t: float,
                 with_jacobians: bool) -> LawOutput:
         gaps = np.isnan(reference.position)
         if gaps.any():  # joints that became active hold their measured position

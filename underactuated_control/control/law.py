@@ -2,7 +2,8 @@
 
 A law is built from a ``RobotModel`` (with its passive set), the node's parameter values
 (``settings``: the names of its own ``parameters`` table and the node's) and the cycle's shared
-``JacobianWorkspace``; each cycle ``compute(q, v, reference, with_jacobians)`` returns a
+``JacobianWorkspace``; each cycle ``compute(q, v, reference, t, with_jacobians)`` (``t``: the
+state's time [s], for laws that shape their reference in time) returns a
 ``LawOutput``: ``tau_active`` in the model's active order, ``qdd_passive``, and J_G/J_D of the
 task frame when asked (from the same (4.6) pass as the command). A new passive set (actuator
 failure) or new gains is a new law object; the node never looks inside one.
@@ -66,7 +67,7 @@ class ControlLaw(ABC):
         return reference
 
     @abstractmethod
-    def compute(self, q: np.ndarray, v: np.ndarray, reference: Any, with_jacobians: bool
-                ) -> LawOutput:
+    def compute(self, q: np.ndarray, v: np.ndarray, reference: Any, t: float,
+                with_jacobians: bool) -> LawOutput:
         """T_a (and qdd_p, J_G, J_D) for the measured state and the reference; ``ValueError``
         when no finite command exists (e.g. a singular passive inertia)."""

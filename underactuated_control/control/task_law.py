@@ -1,6 +1,10 @@
-"""Mode ``task``: end-effector tracking through J_G (paper §6.2, §7) with ``EndEffectorTracker``;
-the reference is a pose of the task frame (``~/pose_reference``), the measured pose until one
-arrives."""
+"""Mode ``task``: end-effector tracking through J_G (paper §6.2, §7) with ``EndEffectorTracker``.
+
+The goal is a pose of the task frame (``~/pose_reference``; the measured pose until one
+arrives). The tracked setpoint moves toward it within ``task_max_speed``/``_acceleration``
+(and their angular counterparts), so a far or jumping goal is approached along a bounded
+profile; the active joints brake before their URDF position limits (``JointLimitGuard``).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
 from ..parameters import ParameterSpec
 from .law import ControlLaw, LawOutput
+from .limits import JointLimitGuard, PoseSetpointFollower
 from .task_space import TASKS, EndEffectorTracker, TaskReference
 
 __all__ = ["TaskLaw"]
@@ -22,6 +27,7 @@ _GAINS = {  # parameter -> EndEffectorTracker argument
     "task_kp_orientation": "kp_orientation", "task_kd_orientation": "kd_orientation",
     "passive_weight": "passive_weight", "passive_kp": "passive_kp", "passive_kd": "passive_kd",
 }
+_MAX_STEP = 0.1  # s: a longer gap between states (a stop) restarts the setpoint's motion
 
 
 class TaskLaw(ControlLaw):
@@ -43,24 +49,51 @@ class TaskLaw(ControlLaw):
                       unit="1/s^2", low=0.0, high=1e6),
         ParameterSpec("passive_kd", 0.0, "passive-joint damping in those rows", unit="1/s",
                       low=0.0, high=1e4),
+        ParameterSpec("task_max_speed", 0.5, "largest speed of the task setpoint toward a "
+                      "goal pose", unit="m/s", low=1e-3, high=10.0),
+        ParameterSpec("task_max_acceleration", 2.0, "largest acceleration of the task "
+                      "setpoint", unit="m/s^2", low=1e-3, high=100.0),
+        ParameterSpec("task_max_angular_speed", 1.5, "largest angular speed of the task "
+                      "setpoint", unit="rad/s", low=1e-3, high=20.0),
+        ParameterSpec("task_max_angular_acceleration", 6.0, "largest angular acceleration of "
+                      "the task setpoint", unit="rad/s^2", low=1e-3, high=200.0),
+        ParameterSpec("joint_limit_braking", 10.0, "deceleration with which task mode stops "
+                      "active joints at their URDF position limits", unit="rad/s^2", low=0.1,
+                      high=1e3),
     )
 
     def __init__(self, model: RobotModel, settings: Mapping[str, Any], frame: str,
                  workspace: JacobianWorkspace | None = None) -> None:
         super().__init__(model, settings, frame, workspace)
         gains = {arg: float(settings[name]) for name, arg in _GAINS.items()}
-        self.tracker = EndEffectorTracker(model, frame, task=settings["task"],
-                                          workspace=self.workspace, **gains)
+        self.tracker = EndEffectorTracker(
+            model, frame, task=settings["task"], workspace=self.workspace,
+            joint_limit_guard=JointLimitGuard(model, settings["joint_limit_braking"]), **gains)
+        self.follower = PoseSetpointFollower(
+            settings["task_max_speed"], settings["task_max_acceleration"],
+            settings["task_max_angular_speed"], settings["task_max_angular_acceleration"])
+        self._last_t: float | None = None
 
     def hold_reference(self, q: np.ndarray) -> TaskReference:
         ws = self.workspace
         ws.set_configuration(q)
         position, rotation = ws.frame_placement(self.frame)
+        self.follower.reset(position, rotation)
+        self._last_t = None
         return TaskReference(position=position.copy(), rotation=rotation.copy())
 
-    def compute(self, q: np.ndarray, v: np.ndarray, reference: TaskReference,
+    def compute(self, q: np.ndarray, v: np.ndarray, reference: TaskReference, t: float,
                 with_jacobians: bool) -> LawOutput:
-        res = self.tracker.step(q, v, reference)  # J_G, J_D of this cycle's (4.6)
+        if self.follower.setpoint is None:  # a rebuilt law starts from the measured pose
+            self.hold_reference(q)
+        dt = 0.0 if self._last_t is None else min(max(t - self._last_t, 0.0), _MAX_STEP)
+        self._last_t = t
+        setpoint = self.follower.step(reference, dt)
+        res = self.tracker.step(q, v, setpoint)  # J_G, J_D of this cycle's (4.6)
         ws = self.workspace
-        return LawOutput(res.tau_active, res.qdd_passive, ws.J_G, ws.J_D,
-                         "singular" if res.singular else "")
+        status = "singular" if res.singular else ""
+        if self.tracker.joint_limit_guard.active.any():
+            limited = [n for n, b in zip(self.model.active_joints,
+                                         self.tracker.joint_limit_guard.active) if b]
+            status = f"{status} braking at joint limits {limited}".strip()
+        return LawOutput(res.tau_active, res.qdd_passive, ws.J_G, ws.J_D, status)

@@ -17,6 +17,7 @@ passive joints (a free-flying base) to keep still (qdd_p,des = -kd_p v_p - kp_p 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from ..jacobians import JacobianWorkspace
 from ..model import FLOATING, RobotModel
 from ..passive_forces import PassiveForceModel
 from ..so3 import rotation_error  # re-exported: control.task_space.rotation_error
+
+if TYPE_CHECKING:
+    from .limits import JointLimitGuard
 
 __all__ = ["TaskReference", "TrackingResult", "EndEffectorTracker", "rotation_error",
            "TASKS"]
@@ -79,7 +83,8 @@ class EndEffectorTracker:
                  passive_forces: PassiveForceModel | None = None,
                  passive_reference: np.ndarray | None = None,
                  redundancy: str = "prioritized", secondary_damping: float = 0.1,
-                 workspace: JacobianWorkspace | None = None) -> None:
+                 workspace: JacobianWorkspace | None = None,
+                 joint_limit_guard: JointLimitGuard | None = None) -> None:
         if task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {task!r}")
         if redundancy not in ("prioritized", "stacked"):
@@ -115,6 +120,7 @@ class EndEffectorTracker:
             PassiveForceModel(model)
         self.passive_reference = passive_reference
         self.workspace = workspace if workspace is not None else JacobianWorkspace(model)
+        self.joint_limit_guard = joint_limit_guard
         # 1-DOF passive joints can have a position reference; floating joints only damping
         self._passive_q_index = np.array(
             [model.q_start[k] for k in range(model.nb) if model.passive_joint_mask[k]
@@ -196,6 +202,8 @@ class EndEffectorTracker:
                 N = N_task @ N2
         if self.null_space_damping > 0.0:
             qdd_a = qdd_a + N @ (-self.null_space_damping * v[m.active_dofs])
+        if self.joint_limit_guard is not None:  # brake before the URDF position limits
+            qdd_a = self.joint_limit_guard.clamp(q, v, qdd_a)
         res = ws.dynamics.solve(qdd_a, tau_p)
         return TrackingResult(
             qdd_active=qdd_a, tau_active=res.tau_active.copy(),

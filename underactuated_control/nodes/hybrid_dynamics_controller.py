@@ -286,7 +286,7 @@ class HybridDynamicsController(Node):
                                         self.get_clock().now().nanoseconds)
         publish_jacobians = self.params["publish_jacobians"]
         try:
-            out = law.compute(q, v, self.reference, publish_jacobians)
+            out = law.compute(q, v, self.reference, self._last_receipt, publish_jacobians)
         except ValueError as exc:  # singular passive inertia and the like: never send NaN
             self._send_zero_once(f"control law failed: {exc}")
             return
