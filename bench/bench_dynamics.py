@@ -1,12 +1,14 @@
 """Speed of the hybrid recursion and of J_G/J_D against Pinocchio, side by side in one run.
 
-    .venv/bin/python bench/bench_dynamics.py [--quick] [--out bench/results]
+    .venv/bin/python bench/bench_dynamics.py [--quick] [--skip-compile] [--out bench/results]
 
 Prints a table (median and p99 µs per call), writes ``dynamics.json`` and ``dynamics.png``
 (time vs N, log-log). Robots: the Panda from example-robot-data and generated chains of
 N = 2, 7, 20, 50, 100, 200 revolute joints, every other joint passive. BLAS is pinned to one
 thread. Methods are interleaved in 20 short rounds per robot; target ratios are medians of the
 per-round paired ratios. Pinocchio is the reference only; the library never imports it.
+The package measured is the one ``import underactuated_control`` finds (PYTHONPATH first, so
+``bench/compare_revisions.py`` can point it at another checkout); its path is printed and saved.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 import pinocchio as pin  # noqa: E402
 
+import underactuated_control  # noqa: E402
 from underactuated_control import RobotModel  # noqa: E402
 from underactuated_control.dynamics import HybridDynamics, hybrid_dynamics  # noqa: E402
 from underactuated_control.jacobians import JacobianWorkspace  # noqa: E402
@@ -190,8 +193,9 @@ def compile_times() -> dict[str, float]:
     with tempfile.TemporaryDirectory() as cache:
         env["NUMBA_CACHE_DIR"] = cache
         for label in ("cold", "cached"):
+            # cwd: not the repository (``-c`` puts the current directory ahead of PYTHONPATH)
             res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                 env=env, check=True)
+                                 env=env, check=True, cwd=cache)
             first_call, imports = map(float, res.stdout.split())
             out[f"{label}_first_call_s"] = first_call
             out[f"{label}_import_and_parse_s"] = imports
@@ -203,7 +207,11 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="short budgets (CI smoke run)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    parser.add_argument("--skip-compile", action="store_true",
+                        help="skip the cold/cached first-call measurement (two subprocesses)")
     args = parser.parse_args()
+    package = str(Path(underactuated_control.__file__).resolve().parent)
+    print(f"package: {package}")
     budget = 0.15 if args.quick else 1.0
     max_calls = 2000 if args.quick else 20000
     out_dir = Path(args.out)
@@ -278,14 +286,16 @@ def main() -> int:
     }
     print(f"\nworkspace recursion, chain7, {tail['calls']} calls: median "
           f"{tail['median_us']:.2f} µs, p99 {tail['p99_us']:.2f} µs")
-    compile_stats = compile_times()
-    print("compile: " + ", ".join(f"{k} {v:.2f}" for k, v in compile_stats.items()))
+    compile_stats = {} if args.skip_compile else compile_times()
+    print("compile: " + (", ".join(f"{k} {v:.2f}" for k, v in compile_stats.items())
+                         or "skipped"))
     print("\ntargets (ratios measured in this run):")
     for k, v in targets.items():
         print(f"  {k:<48}{v:8.3f}")
 
     payload = {"results": results, "targets": targets, "tail_latency": tail,
-               "compile": compile_stats, "machine": {"cpus": os.cpu_count(),
+               "compile": compile_stats, "package": package,
+               "machine": {"cpus": os.cpu_count(),
                                                      "python": sys.version.split()[0],
                                                      "pinocchio": pin.__version__}}
     (out_dir / "dynamics.json").write_text(json.dumps(payload, indent=2))

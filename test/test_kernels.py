@@ -1,4 +1,5 @@
-"""Compiled-kernel plumbing: block views, the fixed-signature dispatch and the cache keying."""
+"""Compiled-kernel plumbing: block views, named buffer layouts, status codes, the
+fixed-signature dispatch, the workspaces of the free functions and the cache keying."""
 
 import gc
 import shutil
@@ -6,16 +7,27 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import ARM7_PATH as ARM7
 from numba import njit
 
 import underactuated_control
-from underactuated_control import RobotModel
+from underactuated_control import RobotModel, dynamics, jacobians
 from underactuated_control._kernel_cache import package_source_stamp, source_stamp
-from underactuated_control.dynamics import HybridDynamics, numpy_view, run_steps
-from underactuated_control.jacobians import generalized_jacobian_sweeps
-from underactuated_control.spatial import block_view
-
-ARM7 = Path(__file__).resolve().parents[1] / "urdf/arm7.urdf"
+from underactuated_control.buffers import block_view, numpy_view
+from underactuated_control.dynamics import (
+    OK,
+    Buffers,
+    Constants,
+    HybridDynamics,
+    SingularPassiveInertiaError,
+    Topology,
+    Work,
+    const_views,
+    int_views,
+    run_steps,
+    work_views,
+)
+from underactuated_control.jacobians import JacobianWorkspace, generalized_jacobian_sweeps
 
 
 @njit
@@ -71,7 +83,7 @@ def test_compute_converts_other_input_types_to_the_same_result():
     np.testing.assert_allclose(got, HybridDynamics(model).compute(
         q.astype(np.float32).astype(np.float64), v, qa, tp).tau_active, atol=1e-12)
     with pytest.raises(TypeError):  # no silent new specialization of the kernel
-        run_steps(ws._ints, ws._consts, ws._work, q.astype(np.float32), v, qa, tp, 0)
+        run_steps(*ws.buffers, q.astype(np.float32), v, qa, tp, 0)
     with pytest.raises(ValueError, match="qdd_active"):
         ws.compute(q, v, qa[:4].tolist(), tp)
 
@@ -91,3 +103,96 @@ def test_the_stamp_changes_when_any_core_module_changes(tmp_path):
     spatial = tmp_path / "spatial.py"
     spatial.write_text(spatial.read_text() + "\n# an edit of an inlined helper\n")
     assert source_stamp(tmp_path) != package_source_stamp()
+
+
+def test_layouts_fill_their_buffers_exactly_and_name_every_block():
+    model = RobotModel.from_urdf(ARM7, passive_joints=["joint2", "joint4"])
+    ws = HybridDynamics(model)
+    assert isinstance(ws.buffers, Buffers)
+    ints, consts, work = ws.buffers
+    t, end = int_views(ints)
+    assert isinstance(t, Topology) and end == ints.size
+    assert (t.nb, t.nq, t.nv, t.na, t.npas) == (7, 7, 7, 5, 2)
+    np.testing.assert_array_equal(numpy_view(t.parent, ints), model.parent)
+    np.testing.assert_array_equal(numpy_view(t.passive_dofs, ints), model.passive_dofs)
+    c, end = const_views(consts, t.nb)
+    assert isinstance(c, Constants) and end == consts.size
+    np.testing.assert_array_equal(numpy_view(c.inertia, consts), model.inertia)
+    assert numpy_view(c.tol, consts)[0] == ws.singular_tolerance
+    w, s, end = work_views(work, t.nb, t.nv, t.na, t.npas)
+    assert end == work.size
+    for name, block in zip(Work._fields, w):  # each attribute is its block of the buffer
+        assert np.shares_memory(getattr(ws, name), work)
+        assert getattr(ws, name).ctypes.data == block.ctypes.data
+        assert getattr(ws, name).shape == block.shape
+    assert ws.work.P is not None and ws.work._fields == Work._fields
+
+
+def test_status_codes_are_named_and_raise_the_matching_error():
+    model = RobotModel.from_urdf(ARM7, passive_joints=["joint7"])
+    ws = HybridDynamics(model)
+    q, v = np.zeros(7), np.zeros(7)
+    e = np.zeros(0)
+    assert run_steps(*ws.buffers, q, v, np.zeros(6), np.zeros(1), dynamics.ALL_STEPS) == OK
+    q_bad = q.copy()
+    q_bad[3] = np.nan
+    assert run_steps(*ws.buffers, q_bad, e, e, e, dynamics.CONFIGURATION) == dynamics.NONFINITE_Q
+    assert run_steps(*ws.buffers, e, q_bad, e, e, dynamics.VELOCITY) == dynamics.NONFINITE_V
+    assert run_steps(*ws.buffers, np.zeros(6), e, e, e,
+                     dynamics.CONFIGURATION) == dynamics.WRONG_LENGTH
+    assert run_steps(*ws.buffers, e, e, np.full(6, np.inf), np.zeros(1),
+                     dynamics.SOLVE) == dynamics.NONFINITE_INPUT
+    with pytest.raises(ValueError, match="joint4"):
+        ws.raise_for_status(dynamics.NONFINITE_Q, q=q_bad)
+    # a passive hinge that moves nothing: status = its body index
+    massless = HybridDynamics(model)
+    inertia = numpy_view(const_views(massless.buffers.consts, 7)[0].inertia,
+                         massless.buffers.consts)
+    inertia[6] = 0.0
+    assert run_steps(*massless.buffers, q, e, e, e, dynamics.CONFIGURATION) == 6
+    with pytest.raises(SingularPassiveInertiaError, match="joint7"):
+        massless.set_configuration(q)
+
+
+def test_free_functions_keep_their_workspaces_outside_the_model():
+    model = RobotModel.from_urdf(ARM7, passive_joints=["joint2"])
+    assert not hasattr(model, "_workspace_cache")
+    rng = np.random.default_rng(5)
+    q, v = rng.uniform(-1, 1, 7), rng.uniform(-1, 1, 7)
+    qa, tp = rng.uniform(-1, 1, 6), rng.uniform(-1, 1, 1)
+    shared = dynamics.hybrid_dynamics(model, q, v, qa, tp)
+    assert dynamics.shared_workspace(model) is dynamics.shared_workspace(model)
+    own = HybridDynamics(model)
+    mine = dynamics.hybrid_dynamics(model, q, v, qa, tp, workspace=own)
+    np.testing.assert_array_equal(mine.tau_active, shared.tau_active)
+    assert own.result.tau_active is not mine.tau_active  # copies, as without workspace=
+    active = HybridDynamics(model, np.zeros(7, bool))
+    np.testing.assert_array_equal(dynamics.mass_matrix(model, q, workspace=active),
+                                  dynamics.mass_matrix(model, q))
+    np.testing.assert_array_equal(dynamics.inverse_dynamics(model, q, v, v, workspace=active),
+                                  dynamics.inverse_dynamics(model, q, v, v))
+    with pytest.raises(ValueError, match="active"):
+        dynamics.inverse_dynamics(model, q, v, v, workspace=own)
+    with pytest.raises(ValueError, match="passive"):
+        dynamics.forward_dynamics(model, q, v, v, workspace=active)
+    with pytest.raises(ValueError, match="passive set"):
+        dynamics.hybrid_dynamics(model, q, v, qa, tp, workspace=active)
+    other = RobotModel.from_urdf(ARM7, passive_joints=["joint2"])
+    with pytest.raises(ValueError, match="another robot"):
+        dynamics.hybrid_dynamics(other, q, v, qa, tp, workspace=own)
+    jws = JacobianWorkspace(model)
+    np.testing.assert_array_equal(jacobians.generalized_jacobian(model, q, "tool", workspace=jws),
+                                  jacobians.generalized_jacobian(model, q, "tool"))
+    with pytest.raises(ValueError, match="another model"):
+        jacobians.disturbance_jacobian(other, q, workspace=jws)
+
+
+def test_shared_workspaces_are_bounded():
+    models = [RobotModel.from_urdf(ARM7) for _ in range(dynamics._CACHED_MODELS + 3)]
+    for m in models:
+        dynamics.shared_workspace(m)
+        jacobians.shared_workspace(m)
+    assert len(dynamics._workspaces["model"]) == dynamics._CACHED_MODELS
+    assert len(jacobians._workspaces) == jacobians._CACHED_MODELS
+    assert models[0] not in dynamics._workspaces["model"]  # the oldest went first
+    assert models[-1] in dynamics._workspaces["model"]

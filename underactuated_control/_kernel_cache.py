@@ -1,9 +1,10 @@
 """Keys numba's on-disk cache of this package's kernels on the source of the whole package.
 
 numba invalidates a cached kernel only when the file that defines it changes, but the kernels
-here inline kernels and constants of other modules (``dynamics.run_steps`` inlines
-``spatial.block_view``, ``jacobians`` inlines the workspace layout of ``dynamics``): after an
-edit of ``spatial.py`` alone, ``dynamics.py`` would load stale machine code. The locators
+here inline kernels and constants of other modules (``dynamics.run_steps`` inlines the 6-D
+helpers of ``spatial`` and ``buffers.block_view``; ``jacobians`` inlines the buffer layouts and
+the sweeps of ``dynamics``): after an edit of ``spatial.py`` alone, ``dynamics.py`` would load
+stale machine code. The locators
 registered here give every kernel defined in this package's top-level modules one stamp, the
 hash of all of them, so that any edit recompiles everything once (~15 s).
 

@@ -14,29 +14,49 @@ active it is composite-body inverse dynamics; ``forward_dynamics``, ``inverse_dy
 ``mass_matrix`` below are exactly those special cases of the same kernels.
 
 Indexing: bodies base-to-tip (``parent[i] < i``), so the paper's tip-to-base "for k = 1..n" is
-``for i in reversed(range(nb))``. Spatial vectors are [angular; linear] (see ``spatial.py``);
-gravity enters as the base acceleration alpha(n+1) = [0; -g].
+``for i in reversed(range(nb))``, and the paper's k+1 (the next body toward the base) is
+``parent[i]``. Spatial vectors are [angular; linear] (see ``spatial.py``); gravity enters as
+the base acceleration alpha(n+1) = [0; -g].
+
+The sweeps read three buffers through named layouts (``Topology``, ``Constants``, ``Work`` and
+``Scratch``, cut by ``int_views``, ``const_views`` and ``work_views``) and are inlined into the
+one compiled call ``run_steps``, which returns a status code (``OK``, ``NONFINITE_Q``, ...).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, types
 
+# numpy_view: re-exported from its old home (it lives in buffers.py now)
+from .buffers import block_view, borrow, numpy_view, numpy_views, take  # noqa: F401
 from .model import FLOATING, PRISMATIC, RobotModel
 from .spatial import (
     FAST,
+    add,
     axis_angle_matrix,
-    block_view,
     cross_force,
     cross_motion,
+    hinge_force,
+    hinge_force_sub,
+    hinge_mat,
+    hinge_motion,
+    hinge_motion_add,
+    mat_hinge,
+    mat_small,
+    mat_vec,
+    mat_vec_add,
     quaternion_to_matrix,
+    small_mat_vec,
+    spd_inverse,
+    sub_outer,
     xform_force_transpose,
     xform_inertia_transpose,
     xform_motion,
+    xform_motion_add,
 )
 
 __all__ = [
@@ -54,309 +74,95 @@ class SingularPassiveInertiaError(ValueError):
     """D_p(k) = H_p P H_p* is singular: the passive joint moves a subtree without inertia."""
 
 
-# ================================================================ compiled kernels
-@njit(cache=True, error_model="numpy", fastmath=FAST)
-def joint_transforms(hinge_type, axis, tree_E, tree_r, q_start, q, E_up, r_up, R_tmp):
-    """Parent-to-body transforms (E_up[i], r_up[i]) = X_J(q_i) X_tree[i] for every body."""
-    nb = hinge_type.shape[0]
-    for i in range(nb):
-        qi = q_start[i]
-        Et = tree_E[i]
-        rt = tree_r[i]
-        if hinge_type[i] == PRISMATIC:
-            for a in range(3):
-                for b in range(3):
-                    E_up[i, a, b] = Et[a, b]
-                d = q[qi]
-                r_up[i, a] = (
-                    rt[a]
-                    + (Et[0, a] * axis[i, 0] + Et[1, a] * axis[i, 1] + Et[2, a] * axis[i, 2]) * d
-                )
-            continue
-        if hinge_type[i] == FLOATING:
-            quaternion_to_matrix(q[qi + 3 : qi + 7], R_tmp)
-            for a in range(3):
-                r_up[i, a] = rt[a] + (
-                    Et[0, a] * q[qi] + Et[1, a] * q[qi + 1] + Et[2, a] * q[qi + 2]
-                )
-        else:  # revolute: child axes rotated by R(axis, q) in the joint frame
-            axis_angle_matrix(axis[i], q[qi], R_tmp)
-            for a in range(3):
-                r_up[i, a] = rt[a]
-        # E_up = R^T Et
-        for a in range(3):
-            for b in range(3):
-                E_up[i, a, b] = (
-                    R_tmp[0, a] * Et[0, b] + R_tmp[1, a] * Et[1, b] + R_tmp[2, a] * Et[2, b]
-                )
+# Status codes of the compiled calls (``run_steps``, ``jacobians.generalized_jacobian_sweeps``);
+# a status >= 0 is the index of the body whose D_p(k) is singular.
+OK = -1
+NONFINITE_Q = -2
+NONFINITE_V = -3
+NONFINITE_INPUT = -4  # qdd_active or tau_passive
+WRONG_LENGTH = -5
 
 
-@njit(cache=True, error_model="numpy", fastmath=FAST)
-def velocity_sweep(parent, S, nv_joint, v_start, inertia, E_up, r_up, v, vel, coriolis, gyro, tmp):
-    """(3.1) base-to-tip: V(k) = phi*(k+1,k) V(k+1) + H*(k) beta(k); a(k) = V(k) x H*(k) beta(k);
-    b(k) = V(k) x* M(k) V(k)."""
-    nb = parent.shape[0]
-    for i in range(nb):
-        p = parent[i]
-        if p >= 0:
-            xform_motion(E_up[i], r_up[i], vel[p], vel[i])
-        else:
-            for a in range(6):
-                vel[i, a] = 0.0
-        # relative hinge velocity H*(k) beta(k) -> tmp
-        for a in range(6):
-            tmp[a] = 0.0
-        j0 = v_start[i]
-        for c in range(nv_joint[i]):
-            vc = v[j0 + c]
-            for a in range(6):
-                tmp[a] += S[i, a, c] * vc
-        for a in range(6):
-            vel[i, a] += tmp[a]
-        cross_motion(vel[i], tmp, coriolis[i])
-        for a in range(6):
-            s = 0.0
-            for b in range(6):
-                s += inertia[i, a, b] * vel[i, b]
-            tmp[a] = s
-        cross_force(vel[i], tmp, gyro[i])
+# ================================================================ buffer layouts
+class Topology(NamedTuple):
+    """The integer buffer: sizes, the tree, the hinges and the active/passive split."""
+
+    nb: int
+    nq: int
+    nv: int
+    na: int
+    npas: int
+    parent: np.ndarray
+    hinge_type: np.ndarray
+    q_start: np.ndarray
+    v_start: np.ndarray
+    nv_joint: np.ndarray
+    passive: np.ndarray  # per body: 1 if its hinge is passive
+    active_dofs: np.ndarray
+    passive_dofs: np.ndarray
 
 
-@njit(cache=True, error_model="numpy", fastmath=FAST)
-def _spd_inverse(D, n, tol, out, L, Li):
-    """Inverse of the n x n symmetric positive definite D (Cholesky); False if a pivot <= tol.
-    ``L`` and ``Li`` are 6x6 scratch arrays."""
-    for j in range(n):
-        s = D[j, j]
-        for k in range(j):
-            s -= L[j, k] * L[j, k]
-        if not (s > tol):
-            return False
-        L[j, j] = math.sqrt(s)
-        for i in range(j + 1, n):
-            s = D[i, j]
-            for k in range(j):
-                s -= L[i, k] * L[j, k]
-            L[i, j] = s / L[j, j]
-    # inverse of L (lower triangular), then out = L^-T L^-1
-    for j in range(n):
-        Li[j, j] = 1.0 / L[j, j]
-        for i in range(j + 1, n):
-            s = 0.0
-            for k in range(j, i):
-                s -= L[i, k] * Li[k, j]
-            Li[i, j] = s / L[i, i]
-    for i in range(n):
-        for j in range(n):
-            s = 0.0
-            for k in range(max(i, j), n):
-                s += Li[k, i] * Li[k, j]
-            out[i, j] = s
-    return True
+class Constants(NamedTuple):
+    """The model's constants: tree transforms, hinge axes, H*(k), M(k), gravity, tolerance."""
+
+    tree_E: np.ndarray  # noqa: N815  (the paper's E)
+    tree_r: np.ndarray
+    axis: np.ndarray
+    S: np.ndarray  # H*(k): (nb, 6, 6), first nv_joint[k] columns used
+    inertia: np.ndarray  # M(k)
+    gravity_base: np.ndarray  # [0; -g]
+    tol: np.ndarray  # (1,): pivot tolerance of D_p(k)
 
 
-@njit(cache=True, error_model="numpy", fastmath=FAST)
-def articulated_sweep(
-    parent, S, nv_joint, passive, inertia, E_up, r_up, tol, P, U, Dinv, G, P_plus, tmp66, D, L,
-    Li
-):
-    """(4.6) tip-to-base articulated quantities of the passive arm.
+class Work(NamedTuple):
+    """Every quantity of (3.1), (4.6), (5.4); HybridDynamics shows each as an attribute."""
 
-    P(k) = phi(k,k-1) P+(k-1) phi*(k,k-1) + M(k); for a passive hinge D_p = H P H*,
-    G_p = P H* D_p^-1, P+ = (I - G_p H) P; for an active hinge P+ = P (tau_bar = I).
-    (The OCR of (4.6) swaps the two branches; this is the published algorithm.)
-    Returns -1, or the index of the first body whose D_p(k) is singular.
-    """
-    nb = parent.shape[0]
-    for i in range(nb):
-        for a in range(6):
-            for b in range(6):
-                P[i, a, b] = inertia[i, a, b]
-    for i in range(nb - 1, -1, -1):
-        r = nv_joint[i]
-        if passive[i]:
-            # U = P H*, D = H P H*
-            for a in range(6):
-                for c in range(r):
-                    s = 0.0
-                    for b in range(6):
-                        s += P[i, a, b] * S[i, b, c]
-                    U[i, a, c] = s
-            for c in range(r):
-                for d in range(r):
-                    s = 0.0
-                    for a in range(6):
-                        s += S[i, a, c] * U[i, a, d]
-                    D[c, d] = s
-            if not _spd_inverse(D, r, tol, Dinv[i], L, Li):
-                return i
-            # G = U D^-1 ; P+ = P - G U^T
-            for a in range(6):
-                for c in range(r):
-                    s = 0.0
-                    for d in range(r):
-                        s += U[i, a, d] * Dinv[i, d, c]
-                    G[i, a, c] = s
-            for a in range(6):
-                for b in range(6):
-                    s = P[i, a, b]
-                    for c in range(r):
-                        s -= G[i, a, c] * U[i, b, c]
-                    P_plus[a, b] = s
-        p = parent[i]
-        if p >= 0:  # P+(k) = tau_bar P(k): P itself for an active hinge
-            xform_inertia_transpose(E_up[i], r_up[i], P_plus if passive[i] else P[i], tmp66,
-                                    P[p])
-    return -1
+    E_up: np.ndarray  # (E, r) of the parent-to-body transform phi*(k+1, k)
+    r_up: np.ndarray
+    vel: np.ndarray  # V(k)
+    coriolis: np.ndarray  # a(k)
+    gyro: np.ndarray  # b(k)
+    P: np.ndarray
+    U: np.ndarray  # P(k) H*(k) (passive hinges)
+    Dinv: np.ndarray  # D_p^-1(k)
+    G: np.ndarray  # G_p(k)
+    z: np.ndarray
+    alpha: np.ndarray
+    force: np.ndarray  # f(k) (active hinges)
+    nu: np.ndarray  # nu_p, per DOF
+    qdd: np.ndarray
+    tau: np.ndarray
+    tau_active: np.ndarray
+    qdd_passive: np.ndarray
+    vel_base: np.ndarray  # V(n+1) = 0
+    alpha_base: np.ndarray  # alpha(n+1): [0; -g] or 0
 
 
-@njit(cache=True, error_model="numpy", fastmath=FAST)
-def residual_force_sweep(
-    parent,
-    S,
-    nv_joint,
-    v_start,
-    passive,
-    E_up,
-    r_up,
-    P,
-    G,
-    Dinv,
-    coriolis,
-    gyro,
-    qdd,
-    tau,
-    z,
-    nu,
-    tmp,
-    eps,
-):
-    """(5.4a) tip-to-base residual forces.
+class Scratch(NamedTuple):
+    """Per-call temporaries, after the Work blocks in the same buffer."""
 
-    active:  z(k) = phi z+(k-1) + b(k) + P(k)[H* qdd(k) + a(k)],   z+(k) = z(k)
-    passive: z(k) = phi z+(k-1) + b(k) + P(k) a(k),  eps_p = T_p(k) - H z(k),
-             z+(k) = z(k) + G_p eps_p,  nu_p(k) = D_p^-1 eps_p
-    """
-    nb = parent.shape[0]
-    for i in range(nb):
-        for a in range(6):
-            z[i, a] = gyro[i, a]
-    for i in range(nb - 1, -1, -1):
-        r = nv_joint[i]
-        j0 = v_start[i]
-        for a in range(6):
-            tmp[a] = coriolis[i, a]
-        if not passive[i]:
-            for c in range(r):
-                for a in range(6):
-                    tmp[a] += S[i, a, c] * qdd[j0 + c]
-        for a in range(6):
-            s = 0.0
-            for b in range(6):
-                s += P[i, a, b] * tmp[b]
-            z[i, a] += s
-        for a in range(6):
-            tmp[a] = z[i, a]  # tmp holds z+(k) from here on
-        if passive[i]:
-            for c in range(r):
-                s = tau[j0 + c]
-                for a in range(6):
-                    s -= S[i, a, c] * z[i, a]
-                eps[c] = s
-            for c in range(r):
-                s = 0.0
-                for d in range(r):
-                    s += Dinv[i, c, d] * eps[d]
-                nu[j0 + c] = s
-                for a in range(6):
-                    tmp[a] += G[i, a, c] * eps[c]
-        p = parent[i]
-        if p >= 0:
-            xform_force_transpose(E_up[i], r_up[i], tmp, z[p])
+    R: np.ndarray  # 3x3
+    P_plus: np.ndarray  # 6x6
+    XtP: np.ndarray  # 6x6, inside phi P+ phi*
+    D: np.ndarray  # 6x6: D_p(k) and its Cholesky factors
+    L: np.ndarray
+    Li: np.ndarray
+    x6: np.ndarray  # 6-vectors
+    y6: np.ndarray
+    e6: np.ndarray
 
 
-@njit(cache=True, error_model="numpy", fastmath=FAST)
-def outward_sweep(
-    parent,
-    S,
-    nv_joint,
-    v_start,
-    passive,
-    E_up,
-    r_up,
-    P,
-    G,
-    coriolis,
-    z,
-    nu,
-    alpha_base,
-    qdd,
-    tau,
-    alpha,
-    force,
-    alpha_plus,
-):
-    """(5.4b) base-to-tip: alpha+(k) = phi*(k+1,k) alpha(k+1);
-    active:  f(k) = P(k) alpha+(k) + z(k),  T_a(k) = H(k) f(k)
-    passive: qdd_p(k) = nu_p(k) - G_p*(k) alpha+(k)
-    alpha(k) = alpha+(k) + H*(k) qdd(k) + a(k)."""
-    nb = parent.shape[0]
-    for i in range(nb):
-        p = parent[i]
-        if p >= 0:
-            xform_motion(E_up[i], r_up[i], alpha[p], alpha_plus)
-        else:
-            xform_motion(E_up[i], r_up[i], alpha_base, alpha_plus)
-        r = nv_joint[i]
-        j0 = v_start[i]
-        if passive[i]:
-            for c in range(r):
-                s = nu[j0 + c]
-                for a in range(6):
-                    s -= G[i, a, c] * alpha_plus[a]
-                qdd[j0 + c] = s
-            for a in range(6):
-                force[i, a] = 0.0
-        else:
-            for a in range(6):
-                s = z[i, a]
-                for b in range(6):
-                    s += P[i, a, b] * alpha_plus[b]
-                force[i, a] = s
-            for c in range(r):
-                s = 0.0
-                for a in range(6):
-                    s += S[i, a, c] * force[i, a]
-                tau[j0 + c] = s
-        for a in range(6):
-            s = alpha_plus[a] + coriolis[i, a]
-            for c in range(r):
-                s += S[i, a, c] * qdd[j0 + c]
-            alpha[i, a] = s
+class Buffers(NamedTuple):
+    """The three flat arrays every compiled call of a workspace takes."""
+
+    ints: np.ndarray
+    consts: np.ndarray
+    work: np.ndarray
 
 
-# ================================================================ flat buffers
-# The model's constants and the per-cycle workspace live in three flat arrays so that a whole
-# step is one compiled call with a handful of arguments (numba unboxes each array argument,
-# ~40 ns). ``*_views`` define the layouts once, cut with borrowed ``block_view``s (inlined, no
-# reference counts); Python keeps named NumPy views of the same memory (``numpy_view``).
-
-
-@njit(cache=True, error_model="numpy", fastmath=FAST, inline="always")
-def take(buf, o, shape):
-    """The block of ``shape`` at offset ``o`` of a flat buffer, and the offset after it."""
-    size = 1
-    for d in shape:
-        size *= d
-    return block_view(buf, o, shape), o + size
-
-
-@njit(cache=True, error_model="numpy", fastmath=FAST, inline="always")
-def int_views(ints):
-    """ints = [nb, nv, na, np, parent, hinge_type, q_start, v_start, nv_joint, passive,
-    active_dofs, passive_dofs]"""
-    nb, nv, na, npas = ints[0], ints[1], ints[2], ints[3]
-    o = 4
+@njit(cache=True, inline="always")
+def int_layout(ints, nb, nq, nv, na, npas):
+    o = 5  # header: nb, nq, nv, na, npas
     parent, o = take(ints, o, (nb,))
     hinge_type, o = take(ints, o, (nb,))
     q_start, o = take(ints, o, (nb,))
@@ -365,29 +171,35 @@ def int_views(ints):
     passive, o = take(ints, o, (nb,))
     active_dofs, o = take(ints, o, (na,))
     passive_dofs, o = take(ints, o, (npas,))
-    return (nb, nv, na, npas, parent, hinge_type, q_start, v_start, nv_joint, passive,
-            active_dofs, passive_dofs, o)
+    return Topology(nb=nb, nq=nq, nv=nv, na=na, npas=npas, parent=parent,
+                    hinge_type=hinge_type, q_start=q_start, v_start=v_start, nv_joint=nv_joint,
+                    passive=passive, active_dofs=active_dofs, passive_dofs=passive_dofs), o
 
 
-@njit(cache=True, error_model="numpy", fastmath=FAST, inline="always")
+@njit(cache=True, inline="always")
+def int_views(ints):
+    """(Topology, end) of an integer buffer; its header holds the sizes."""
+    return int_layout(ints, ints[0], ints[1], ints[2], ints[3], ints[4])
+
+
+@njit(cache=True, inline="always")
 def const_views(consts, nb):
-    """consts = [tree_E, tree_r, axis, H* (S), M (inertia), base acceleration, tolerance]"""
-    o = 0
-    tree_E, o = take(consts, o, (nb, 3, 3))
+    """(Constants, end)."""
+    tree_E, o = take(consts, 0, (nb, 3, 3))
     tree_r, o = take(consts, o, (nb, 3))
     axis, o = take(consts, o, (nb, 3))
     S, o = take(consts, o, (nb, 6, 6))
     inertia, o = take(consts, o, (nb, 6, 6))
     gravity_base, o = take(consts, o, (6,))
     tol, o = take(consts, o, (1,))
-    return tree_E, tree_r, axis, S, inertia, gravity_base, tol, o
+    return Constants(tree_E=tree_E, tree_r=tree_r, axis=axis, S=S, inertia=inertia,
+                     gravity_base=gravity_base, tol=tol), o
 
 
-@njit(cache=True, error_model="numpy", fastmath=FAST, inline="always")
+@njit(cache=True, inline="always")
 def work_views(work, nb, nv, na, npas):
-    """The per-cycle workspace: every quantity of (3.1), (4.6), (5.4) plus scratch."""
-    o = 0
-    E_up, o = take(work, o, (nb, 3, 3))
+    """(Work, Scratch, end) of the per-cycle buffer."""
+    E_up, o = take(work, 0, (nb, 3, 3))
     r_up, o = take(work, o, (nb, 3))
     vel, o = take(work, o, (nb, 6))
     coriolis, o = take(work, o, (nb, 6))
@@ -404,36 +216,146 @@ def work_views(work, nb, nv, na, npas):
     tau, o = take(work, o, (nv,))
     tau_active, o = take(work, o, (na,))
     qdd_passive, o = take(work, o, (npas,))
+    vel_base, o = take(work, o, (6,))
     alpha_base, o = take(work, o, (6,))
-    # scratch
     R, o = take(work, o, (3, 3))
     P_plus, o = take(work, o, (6, 6))
-    tmp66, o = take(work, o, (6, 6))
+    XtP, o = take(work, o, (6, 6))
     D, o = take(work, o, (6, 6))
     L, o = take(work, o, (6, 6))
     Li, o = take(work, o, (6, 6))
-    tmp6, o = take(work, o, (6,))
-    tmp6b, o = take(work, o, (6,))
-    return (E_up, r_up, vel, coriolis, gyro, P, U, Dinv, G, z, alpha, force, nu, qdd, tau,
-            tau_active, qdd_passive, alpha_base, R, P_plus, tmp66, D, L, Li, tmp6, tmp6b, o)
+    x6, o = take(work, o, (6,))
+    y6, o = take(work, o, (6,))
+    e6, o = take(work, o, (6,))
+    return (Work(E_up=E_up, r_up=r_up, vel=vel, coriolis=coriolis, gyro=gyro, P=P, U=U,
+                 Dinv=Dinv, G=G, z=z, alpha=alpha, force=force, nu=nu, qdd=qdd, tau=tau,
+                 tau_active=tau_active, qdd_passive=qdd_passive, vel_base=vel_base,
+                 alpha_base=alpha_base),
+            Scratch(R=R, P_plus=P_plus, XtP=XtP, D=D, L=L, Li=Li, x6=x6, y6=y6, e6=e6), o)
 
 
-def numpy_view(borrowed: np.ndarray, buffer: np.ndarray) -> np.ndarray:
-    """The block of ``buffer`` that a compiled ``block_view`` returned, as a NumPy view that
-    keeps ``buffer`` alive (the compiled views borrow; see ``spatial.block_view``)."""
-    start = (borrowed.ctypes.data - buffer.ctypes.data) // buffer.itemsize
-    if not (0 <= start and start + borrowed.size <= buffer.size):
-        raise AssertionError("view outside its buffer")  # pragma: no cover
-    return buffer[start:start + borrowed.size].reshape(borrowed.shape)
+@njit(cache=True)
+def buffer_sizes(nb, nq, nv, na, npas):
+    """Lengths of the (ints, consts, work) buffers: where each layout ends."""
+    no_ints, no_floats = np.empty(0, np.int64), np.empty(0)  # the views are never read
+    return (int_layout(no_ints, nb, nq, nv, na, npas)[1], const_views(no_floats, nb)[1],
+            work_views(no_floats, nb, nv, na, npas)[2])
 
 
-def _work_size(nb: int, nv: int, na: int, npas: int) -> int:
-    return nb * (9 + 3 + 6 * 3 + 36 * 4 + 6 * 3) + 3 * nv + na + npas + 6 + 201
+# ================================================================ compiled kernels
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def joint_transforms(m, c, q, w, s):
+    """Parent-to-body transforms (E_up[i], r_up[i]) = X_J(q_i) X_tree[i] for every body."""
+    R = s.R
+    for i in range(m.nb):
+        qi, Et, rt, E, r = m.q_start[i], c.tree_E[i], c.tree_r[i], w.E_up[i], w.r_up[i]
+        if m.hinge_type[i] == PRISMATIC:  # E = Et, r = rt + Et^T axis q
+            for a in range(3):
+                for b in range(3):
+                    E[a, b] = Et[a, b]
+                r[a] = rt[a] + (Et[0, a] * c.axis[i, 0] + Et[1, a] * c.axis[i, 1]
+                                + Et[2, a] * c.axis[i, 2]) * q[qi]
+            continue
+        if m.hinge_type[i] == FLOATING:  # position, then quaternion (x, y, z, w)
+            quaternion_to_matrix(q[qi + 3:qi + 7], R)
+            for a in range(3):
+                r[a] = rt[a] + Et[0, a] * q[qi] + Et[1, a] * q[qi + 1] + Et[2, a] * q[qi + 2]
+        else:  # revolute: child axes rotated by R(axis, q) in the joint frame
+            axis_angle_matrix(c.axis[i], q[qi], R)
+            for a in range(3):
+                r[a] = rt[a]
+        for a in range(3):  # E = R^T Et
+            for b in range(3):
+                E[a, b] = R[0, a] * Et[0, b] + R[1, a] * Et[1, b] + R[2, a] * Et[2, b]
+
+
+@njit(cache=True, inline="always")
+def dofs(x, m, i):
+    """Body i's entries of a per-DOF vector (beta, T, nu): ``x[v_start[i]:][:nv_joint[i]]`` as
+    a borrowed view (a slice would normalise its bounds, and count a reference if ``x``
+    came from Python)."""
+    return block_view(x, m.v_start[i], (m.nv_joint[i],))
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def velocity_sweep(m, c, v, w, s):
+    """(3.1) base-to-tip: V(k), and the Coriolis and gyroscopic terms a(k), b(k)."""
+    E, r, V, Hb, MV = w.E_up, w.r_up, w.vel, s.x6, s.y6
+    for i in range(m.nb):
+        p, H = m.parent[i], c.S[i]
+        V_up = V[p] if p >= 0 else w.vel_base       # V(k+1); V(n+1) = 0
+        hinge_motion(H, dofs(v, m, i), Hb)          # H*(k) β(k)
+        xform_motion_add(E[i], r[i], V_up, Hb, V[i])  # V(k) = φ*(k+1,k) V(k+1) + H*(k) β(k)  (3.1)
+        cross_motion(V[i], Hb, w.coriolis[i])       # a(k) = V(k) × H*(k) β(k)
+        mat_vec(c.inertia[i], V[i], MV)             # M(k) V(k)
+        cross_force(V[i], MV, w.gyro[i])            # b(k) = V(k) ×* M(k) V(k)
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def articulated_sweep(m, c, w, s):
+    """(4.6) tip-to-base articulated quantities of the passive arm; returns OK or the first
+    body whose D_p(k) is singular. (The OCR of (4.6) swaps its two branches; this is the
+    published algorithm: an active hinge has tau_bar = I, so P+(k) = P(k).)"""
+    E, r, P, U, G, Dinv = w.E_up, w.r_up, w.P, w.U, w.G, w.Dinv
+    P[:] = c.inertia                                # P(k) = M(k) + the children's terms below
+    for i in range(m.nb - 1, -1, -1):
+        H, n, P_plus = c.S[i], m.nv_joint[i], P[i]  # active: P+(k) = P(k)
+        if m.passive[i]:
+            mat_hinge(P[i], H, n, U[i])             # U = P(k) H*(k)
+            hinge_mat(H, U[i], n, s.D)              # D_p(k) = H(k) P(k) H*(k)  (4.6)
+            if not spd_inverse(s.D, n, c.tol[0], Dinv[i], s.L, s.Li):
+                return i
+            mat_small(U[i], Dinv[i], n, G[i])       # G_p(k) = P(k) H*(k) D_p⁻¹(k)  (4.6)
+            sub_outer(P[i], G[i], U[i], n, s.P_plus)  # P+(k) = [I - G_p(k) H(k)] P(k)  (4.6)
+            P_plus = s.P_plus
+        if m.parent[i] >= 0:                        # P(k+1) += φ(k+1,k) P+(k) φ*(k+1,k)  (4.6)
+            xform_inertia_transpose(E[i], r[i], P_plus, s.XtP, P[m.parent[i]])
+    return OK
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def residual_force_sweep(m, c, w, s):
+    """(5.4a) tip-to-base residual forces z(k); eps_p(k) and nu_p(k) of the passive hinges."""
+    E, r, P, a, z, y, zp = w.E_up, w.r_up, w.P, w.coriolis, w.z, s.x6, s.y6
+    z[:] = w.gyro                                   # z(k) = b(k) + the terms below
+    for i in range(m.nb - 1, -1, -1):
+        H, z_plus = c.S[i], z[i]                    # active: z+(k) = z(k)
+        if m.passive[i]:
+            T, nu, eps = dofs(w.tau, m, i), dofs(w.nu, m, i), block_view(s.e6, 0, (m.nv_joint[i],))
+            mat_vec_add(P[i], a[i], z[i], z[i])     # z(k) += P(k) a(k)  (5.4a)
+            hinge_force_sub(T, H, z[i], eps)        # ε_p(k) = T_p(k) - H(k) z(k)  (5.4a)
+            hinge_motion_add(w.G[i], eps, z[i], zp)  # z+(k) = z(k) + G_p(k) ε_p(k)  (5.4a)
+            small_mat_vec(w.Dinv[i], eps, nu)       # ν_p(k) = D_p⁻¹(k) ε_p(k)  (5.4a)
+            z_plus = zp
+        else:
+            hinge_motion_add(H, dofs(w.qdd, m, i), a[i], y)  # H*(k) β̇_a(k) + a(k)
+            mat_vec_add(P[i], y, z[i], z[i])        # z(k) += P(k) [H*(k) β̇_a(k) + a(k)]  (5.4a)
+        if m.parent[i] >= 0:                        # z(k+1) += φ(k+1,k) z+(k)  (5.4a)
+            xform_force_transpose(E[i], r[i], z_plus, z[m.parent[i]])
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def outward_sweep(m, c, w, s):
+    """(5.4b) base-to-tip: alpha(k); T_a(k) of the active hinges, qdd_p(k) of the passive."""
+    E, r, alpha, f, ap = w.E_up, w.r_up, w.alpha, w.force, s.x6
+    for i in range(m.nb):
+        p, H, qdd, tau = m.parent[i], c.S[i], dofs(w.qdd, m, i), dofs(w.tau, m, i)
+        alpha_up = alpha[p] if p >= 0 else w.alpha_base  # α(k+1); α(n+1) = [0; -g] or 0
+        xform_motion(E[i], r[i], alpha_up, ap)      # α⁺(k) = φ*(k+1,k) α(k+1)  (5.4b)
+        if m.passive[i]:
+            nu = dofs(w.nu, m, i)
+            hinge_force_sub(nu, w.G[i], ap, qdd)    # β̇_p(k) = ν_p(k) - G_p*(k) α⁺(k)  (5.4b)
+            f[i, :] = 0.0
+        else:
+            mat_vec_add(w.P[i], ap, w.z[i], f[i])   # f(k) = P(k) α⁺(k) + z(k)  (5.4b)
+            hinge_force(H, f[i], tau)               # T_a(k) = H(k) f(k)  (5.4b)
+        add(ap, w.coriolis[i], alpha[i])
+        hinge_motion_add(H, qdd, alpha[i], alpha[i])  # α(k) = α⁺(k) + a(k) + H*(k) β̇(k)  (5.4b)
 
 
 # ================================================================ compiled steps
-@njit(cache=True, error_model="numpy", fastmath=FAST)
-def _all_finite(x):
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def all_finite(x):
     for i in range(x.shape[0]):
         if not np.isfinite(x[i]):
             return False
@@ -446,8 +368,6 @@ VELOCITY = 2  # (3.1)
 ZERO_VELOCITY = 4  # V = a = b = 0 (Jacobians, mass matrices)
 SOLVE = 8  # (5.4a) + (5.4b)
 GRAVITY = 16  # with SOLVE: base acceleration [0; -g]
-
-
 ALL_STEPS = CONFIGURATION | VELOCITY | SOLVE | GRAVITY
 
 # One fixed signature (compiled at import, loaded from the cache): any other argument type
@@ -460,60 +380,51 @@ RUN_STEPS_SIGNATURE = types.int64(types.int64[::1], _VECTOR, _VECTOR, _VECTOR, _
 
 @njit(RUN_STEPS_SIGNATURE, cache=True, error_model="numpy", fastmath=FAST)
 def run_steps(ints, consts, work, q, v, qdd_active, tau_passive, flags):
-    """The section-5 algorithm, any subset of its steps, in one compiled call.
-
-    Returns -1 (ok), -2 (non-finite q), -3 (non-finite v), -4 (non-finite qdd_a or T_p),
-    -5 (wrong vector length), or the index of a body whose D_p(k) is singular.
-    """
-    (nb, nv, na, npas, parent, hinge_type, q_start, v_start, nv_joint, passive, active_dofs,
-     passive_dofs, _) = int_views(ints)
-    tree_E, tree_r, axis, S, inertia, gravity_base, tol, _ = const_views(consts, nb)
-    (E_up, r_up, vel, coriolis, gyro, P, U, Dinv, G, z, alpha, force, nu, qdd, tau, tau_active,
-     qdd_passive, alpha_base, R, P_plus, tmp66, D, L, Li, tmp6, tmp6b, _) = work_views(
-        work, nb, nv, na, npas)
-    if ((flags & CONFIGURATION and q.shape[0] != q_start[nb - 1] + (7 if hinge_type[nb - 1] == 2
-                                                                   else 1))
-            or (flags & VELOCITY and not flags & ZERO_VELOCITY and v.shape[0] != nv)
-            or (flags & SOLVE and (qdd_active.shape[0] != na or tau_passive.shape[0] != npas))):
-        return -5
-    # step 0 + 2: transforms and articulated quantities (4.6), functions of q only
-    if flags & CONFIGURATION:
-        if not _all_finite(q):
-            return -2
-        joint_transforms(hinge_type, axis, tree_E, tree_r, q_start, q, E_up, r_up, R)
-        bad = articulated_sweep(parent, S, nv_joint, passive, inertia, E_up, r_up, tol[0], P,
-                                U, Dinv, G, P_plus, tmp66, D, L, Li)
-        if bad >= 0:
-            return bad
-    # step 1: velocities, Coriolis and gyroscopic terms (3.1)
-    if flags & ZERO_VELOCITY:
-        vel[:] = 0.0
-        coriolis[:] = 0.0
-        gyro[:] = 0.0
-    elif flags & VELOCITY:
-        if not _all_finite(v):
-            return -3
-        velocity_sweep(parent, S, nv_joint, v_start, inertia, E_up, r_up, v, vel, coriolis,
-                       gyro, tmp6)
-    # step 3: residual forces (5.4a), then accelerations and forces (5.4b)
-    if flags & SOLVE:
-        if not (_all_finite(qdd_active) and _all_finite(tau_passive)):
-            return -4
-        for k in range(na):
-            qdd[active_dofs[k]] = qdd_active[k]
-        for k in range(npas):
-            tau[passive_dofs[k]] = tau_passive[k]
-        for a in range(6):
-            alpha_base[a] = gravity_base[a] if flags & GRAVITY else 0.0
-        residual_force_sweep(parent, S, nv_joint, v_start, passive, E_up, r_up, P, G, Dinv,
-                             coriolis, gyro, qdd, tau, z, nu, tmp6, tmp6b)
-        outward_sweep(parent, S, nv_joint, v_start, passive, E_up, r_up, P, G, coriolis, z, nu,
-                      alpha_base, qdd, tau, alpha, force, tmp6)
-        for k in range(na):
-            tau_active[k] = tau[active_dofs[k]]
-        for k in range(npas):
-            qdd_passive[k] = qdd[passive_dofs[k]]
-    return -1
+    """The section-5 algorithm, any subset of its steps, in one compiled call; returns a status
+    code (OK, NONFINITE_Q, NONFINITE_V, NONFINITE_INPUT, WRONG_LENGTH) or the index of a body
+    whose D_p(k) is singular."""
+    m, _ = int_views(ints)
+    c, _ = const_views(consts, m.nb)
+    w, s, _ = work_views(work, m.nb, m.nv, m.na, m.npas)
+    q, v = borrow(q), borrow(v)  # their slices count no references
+    if ((flags & CONFIGURATION and q.shape[0] != m.nq)
+            or (flags & VELOCITY and not flags & ZERO_VELOCITY and v.shape[0] != m.nv)
+            or (flags & SOLVE and (qdd_active.shape[0] != m.na
+                                   or tau_passive.shape[0] != m.npas))):
+        return WRONG_LENGTH
+    if flags & CONFIGURATION:  # steps 0 and 2: transforms and (4.6), functions of q only
+        if not all_finite(q):
+            return NONFINITE_Q
+        joint_transforms(m, c, q, w, s)
+        status = articulated_sweep(m, c, w, s)
+        if status != OK:
+            return status
+    if flags & ZERO_VELOCITY:  # step 1 with V = 0: a = b = 0
+        w.vel[:] = 0.0
+        w.coriolis[:] = 0.0
+        w.gyro[:] = 0.0
+    elif flags & VELOCITY:  # step 1: (3.1)
+        if not all_finite(v):
+            return NONFINITE_V
+        velocity_sweep(m, c, v, w, s)
+    if flags & SOLVE:  # step 3: (5.4a), then (5.4b)
+        if not (all_finite(qdd_active) and all_finite(tau_passive)):
+            return NONFINITE_INPUT
+        for k in range(m.na):
+            w.qdd[m.active_dofs[k]] = qdd_active[k]
+        for k in range(m.npas):
+            w.tau[m.passive_dofs[k]] = tau_passive[k]
+        if flags & GRAVITY:
+            w.alpha_base[:] = c.gravity_base
+        else:
+            w.alpha_base[:] = 0.0
+        residual_force_sweep(m, c, w, s)
+        outward_sweep(m, c, w, s)
+        for k in range(m.na):
+            w.tau_active[k] = w.tau[m.active_dofs[k]]
+        for k in range(m.npas):
+            w.qdd_passive[k] = w.qdd[m.passive_dofs[k]]
+    return OK
 
 
 # ================================================================ workspace
@@ -528,10 +439,6 @@ class HybridResult:
     alpha: np.ndarray  # (nb, 6) body spatial accelerations, body axes, [angular; linear]
 
 
-_WORK_NAMES = ("E_up", "r_up", "vel", "coriolis", "gyro", "P", "U", "Dinv", "G", "z", "alpha",
-               "force", "nu", "qdd", "tau", "tau_active", "qdd_passive", "alpha_base")
-
-
 class HybridDynamics:
     """Allocation-free workspace for one model and one passive set (the control-loop path).
 
@@ -539,13 +446,14 @@ class HybridDynamics:
     call and writes into the preallocated ``self.result`` (overwritten by the next call: copy
     what you keep). The steps are also callable one by one (``set_configuration``,
     ``set_velocity``, ``solve``) so that Jacobians and the mass matrix reuse (4.6).
-    Named views of every intermediate quantity (``P``, ``G``, ``Dinv``, ``z``, ``alpha``, ...)
-    are attributes, sharing memory with the compiled code.
+    Named views of every quantity of ``Work`` (``P``, ``G``, ``Dinv``, ``z``, ``alpha``, ...)
+    are attributes, sharing memory with the compiled code; ``buffers`` are the flat arrays that
+    compiled calls take (``run_steps(*ws.buffers, ...)``).
     """
 
     def __init__(self, model: RobotModel, passive_mask: np.ndarray | None = None) -> None:
         self.model = model
-        nb, nv = model.nb, model.nv
+        nb = model.nb
         mask = model.passive_joint_mask if passive_mask is None else np.asarray(passive_mask, bool)
         if mask.shape != (nb,):
             raise ValueError(f"passive_mask must have shape ({nb},)")
@@ -553,80 +461,79 @@ class HybridDynamics:
         dof_passive = np.repeat(mask, model.nv_joint)
         self.active_dofs = np.flatnonzero(~dof_passive)
         self.passive_dofs = np.flatnonzero(dof_passive)
-        na, npas = len(self.active_dofs), len(self.passive_dofs)
         self.singular_tolerance = 1e-12 * model.inertia_scale
-        self._ints = np.concatenate([
-            [nb, nv, na, npas], model.parent, model.hinge_type, model.q_start, model.v_start,
-            model.nv_joint, mask.astype(np.int64), self.active_dofs, self.passive_dofs,
-        ]).astype(np.int64)
-        gravity_base = np.zeros(6)
-        gravity_base[3:] = -model.gravity
-        self._consts = np.concatenate([
-            model.tree_rotation.ravel(), model.tree_translation.ravel(), model.axis.ravel(),
-            model.motion_subspace.ravel(), model.inertia.ravel(), gravity_base,
-            [self.singular_tolerance]])
-        self._work = np.zeros(_work_size(nb, nv, na, npas))
-        views = work_views(self._work, nb, nv, na, npas)
-        if views[-1] != self._work.size or const_views(self._consts, nb)[-1] != self._consts.size \
-                or int_views(self._ints)[-1] != self._ints.size:
-            raise AssertionError("workspace layout mismatch")  # pragma: no cover
-        for name, view in zip(_WORK_NAMES, views):
-            setattr(self, name, numpy_view(view, self._work))
-        self.alpha_base[:] = gravity_base
-        self._zero = np.zeros(0)
+        sizes = (nb, model.nq, model.nv, len(self.active_dofs), len(self.passive_dofs))
+        n_ints, n_consts, n_work = buffer_sizes(*sizes)
+        self.buffers = Buffers(np.zeros(n_ints, np.int64), np.zeros(n_consts), np.zeros(n_work))
+        ints, consts, work = self.buffers
+        ints[:5] = sizes
+        t = numpy_views(int_views(ints)[0], ints)
+        for name in ("parent", "hinge_type", "q_start", "v_start", "nv_joint"):
+            getattr(t, name)[:] = getattr(model, name)
+        t.passive[:] = mask
+        t.active_dofs[:], t.passive_dofs[:] = self.active_dofs, self.passive_dofs
+        c = numpy_views(const_views(consts, nb)[0], consts)
+        c.tree_E[:], c.tree_r[:] = model.tree_rotation, model.tree_translation
+        c.axis[:], c.S[:], c.inertia[:] = model.axis, model.motion_subspace, model.inertia
+        c.gravity_base[3:], c.tol[0] = -model.gravity, self.singular_tolerance
+        self.work = numpy_views(work_views(work, *sizes[:1], *sizes[2:])[0], work)
+        for name, view in zip(Work._fields, self.work):
+            setattr(self, name, view)
+        self.alpha_base[:] = c.gravity_base
+        self._empty = np.zeros(0)
         self.result = HybridResult(tau_active=self.tau_active, qdd_passive=self.qdd_passive,
                                    qdd=self.qdd, tau=self.tau, alpha=self.alpha)
 
-    # -- step 0 + 2: configuration-dependent quantities (transforms, (4.6)) -----------------
+    # -- steps 0 + 2: configuration-dependent quantities (transforms, (4.6)) -----------------
     def set_configuration(self, q: np.ndarray) -> None:
-        q = self._vector(q, self.model.nq, "q")
-        status = run_steps(self._ints, self._consts, self._work, q, self._zero, self._zero,
-                           self._zero, CONFIGURATION)
-        if status != -1:
-            self._raise(status, q=q)
+        q = self.as_vector(q, self.model.nq, "q")
+        status = run_steps(*self.buffers, q, self._empty, self._empty, self._empty,
+                           CONFIGURATION)
+        if status != OK:
+            self.raise_for_status(status, q=q)
 
     # -- step 1: velocity-dependent quantities (3.1) ----------------------------------------
     def set_velocity(self, v: np.ndarray | None) -> None:
+        e = self._empty
         if v is None:
-            run_steps(self._ints, self._consts, self._work, self._zero, self._zero, self._zero,
-                      self._zero, ZERO_VELOCITY)
+            run_steps(*self.buffers, e, e, e, e, ZERO_VELOCITY)
             return
-        v = self._vector(v, self.model.nv, "v")
-        if run_steps(self._ints, self._consts, self._work, self._zero, v, self._zero,
-                     self._zero, VELOCITY) != -1:
+        v = self.as_vector(v, self.model.nv, "v")
+        if run_steps(*self.buffers, e, v, e, e, VELOCITY) != OK:
             self.model.check_state(v=v)
 
     # -- step 3: (5.4a) + (5.4b) --------------------------------------------------------------
     def solve(self, qdd_active: np.ndarray, tau_passive: np.ndarray, gravity: bool = True
               ) -> HybridResult:
-        qa = self._vector(qdd_active, len(self.active_dofs), "qdd_active")
-        tp = self._vector(tau_passive, len(self.passive_dofs), "tau_passive")
+        qa = self.as_vector(qdd_active, len(self.active_dofs), "qdd_active")
+        tp = self.as_vector(tau_passive, len(self.passive_dofs), "tau_passive")
         flags = SOLVE | GRAVITY if gravity else SOLVE
-        if run_steps(self._ints, self._consts, self._work, self._zero, self._zero, qa, tp,
-                     flags) != -1:
+        if run_steps(*self.buffers, self._empty, self._empty, qa, tp, flags) != OK:
             self._check_inputs(qa, tp)
         return self.result
 
     def compute(self, q: np.ndarray, v: np.ndarray, qdd_active: np.ndarray,
                 tau_passive: np.ndarray) -> HybridResult:
         """The whole hybrid recursion in one compiled call; results in ``self.result``."""
+        ints, consts, work = self.buffers
         try:
-            status = run_steps(self._ints, self._consts, self._work, q, v, qdd_active,
-                               tau_passive, ALL_STEPS)
+            status = run_steps(ints, consts, work, q, v, qdd_active, tau_passive, ALL_STEPS)
         except TypeError:  # not writeable C-contiguous float64 vectors: convert, then retry
             return self._compute_converted(q, v, qdd_active, tau_passive)
-        if status != -1:
-            self._raise(status, q=q, v=v, qa=qdd_active, tp=tau_passive)
+        if status != OK:
+            self.raise_for_status(status, q=q, v=v, qa=qdd_active, tp=tau_passive)
         return self.result
 
     def _compute_converted(self, q, v, qdd_active, tau_passive) -> HybridResult:
         m = self.model
-        return self.compute(self._vector(q, m.nq, "q"), self._vector(v, m.nv, "v"),
-                            self._vector(qdd_active, len(self.active_dofs), "qdd_active"),
-                            self._vector(tau_passive, len(self.passive_dofs), "tau_passive"))
+        return self.compute(self.as_vector(q, m.nq, "q"), self.as_vector(v, m.nv, "v"),
+                            self.as_vector(qdd_active, len(self.active_dofs), "qdd_active"),
+                            self.as_vector(tau_passive, len(self.passive_dofs), "tau_passive"))
 
     # -- input checks (only on the error path) ------------------------------------------------
-    def _vector(self, x, n: int, name: str) -> np.ndarray:
+    def as_vector(self, x, n: int, name: str) -> np.ndarray:
+        """``x`` as a writeable C-contiguous float64 vector of length n (what the compiled calls
+        take); ValueError naming ``name`` (and its joints) if its shape is not (n,)."""
         if type(x) is not np.ndarray or x.dtype != np.float64 or not x.flags.c_contiguous \
                 or not x.flags.writeable:
             x = np.array(x, dtype=np.float64, order="C")
@@ -638,18 +545,20 @@ class HybridDynamics:
             raise ValueError(f"{name} must have shape ({n},), got {x.shape}")
         return x
 
-    def _raise(self, status: int, q=None, v=None, qa=None, tp=None) -> None:
+    def raise_for_status(self, status: int, q=None, v=None, qa=None, tp=None) -> None:
+        """Raise the error that a status code other than OK of a compiled call stands for,
+        naming the offending input, joint or entry."""
         m = self.model
-        if status == -5:  # wrong length: the named check raises
-            self._vector(q, m.nq, "q")
-            self._vector(v, m.nv, "v")
-            self._vector(qa, len(self.active_dofs), "qdd_active")
-            self._vector(tp, len(self.passive_dofs), "tau_passive")
-        if status == -2:
+        if status == WRONG_LENGTH:  # the named check raises
+            self.as_vector(q, m.nq, "q")
+            self.as_vector(v, m.nv, "v")
+            self.as_vector(qa, len(self.active_dofs), "qdd_active")
+            self.as_vector(tp, len(self.passive_dofs), "tau_passive")
+        if status == NONFINITE_Q:
             m.check_state(q=q)
-        elif status == -3:
+        elif status == NONFINITE_V:
             m.check_state(v=v)
-        elif status == -4:
+        elif status == NONFINITE_INPUT:
             self._check_inputs(qa, tp)
         elif status >= 0:
             raise SingularPassiveInertiaError(
@@ -667,46 +576,89 @@ class HybridDynamics:
                     f"{m.dof_names[idx[b]]}={arr[b]}" for b in bad[:6]))
 
 
-def _workspace(model: RobotModel, kind: str = "model") -> HybridDynamics:
-    """Cached workspace of ``model`` for its own passive set, all-active or all-passive."""
-    ws = model._workspace_cache.get(kind)
+# ================================================================ workspaces of the functions
+# The free functions below reuse one workspace per (model, kind), held here and not in the
+# model (a RobotModel is pure data). A workspace refers to its model, so a WeakKeyDictionary
+# would keep every model alive; instead at most _CACHED_MODELS models per kind are kept, the
+# oldest dropped first. Not thread-safe for one model (like any workspace): give each thread
+# its own ``workspace=``.
+_CACHED_MODELS = 16
+_KINDS = ("model", "active", "passive")  # the model's passive set, all active, all passive
+_workspaces: dict[str, dict[RobotModel, HybridDynamics]] = {kind: {} for kind in _KINDS}
+
+
+def shared_workspace(model: RobotModel, kind: str = "model") -> HybridDynamics:
+    """The workspace that the free functions use for ``model``: its own passive set
+    (``"model"``), every joint active (``"active"``) or every joint passive (``"passive"``)."""
+    cache = _workspaces[kind]
+    ws = cache.get(model)
     if ws is None:
         mask = {"model": None, "active": np.zeros(model.nb, bool),
                 "passive": np.ones(model.nb, bool)}[kind]
-        ws = model._workspace_cache[kind] = HybridDynamics(model, mask)
+        ws = HybridDynamics(model, mask)
+        while len(cache) >= _CACHED_MODELS:
+            cache.pop(next(iter(cache)), None)
+        cache[model] = ws
+    return ws
+
+
+def _checked(ws: HybridDynamics, model: RobotModel, kind: str) -> HybridDynamics:
+    """``ws`` if it is a workspace of ``model``'s robot with the passive set ``kind`` needs."""
+    if ws.model is not model and ws.model.inertia is not model.inertia:
+        raise ValueError("workspace was built for another robot")
+    if kind == "active" and ws.passive_dofs.size:
+        raise ValueError("workspace must have every joint active")
+    if kind == "passive" and ws.active_dofs.size:
+        raise ValueError("workspace must have every joint passive")
+    if kind == "model" and ws.passive is not model.passive_joint_mask \
+            and not np.array_equal(ws.passive, model.passive_joint_mask):
+        raise ValueError("workspace has another passive set than the model")
     return ws
 
 
 # ================================================================ public functions
 def hybrid_dynamics(model: RobotModel, q: np.ndarray, v: np.ndarray, qdd_active: np.ndarray,
-                    tau_passive: np.ndarray) -> HybridResult:
-    """T_a and qdd_p from qdd_a and T_p (section 5); results are fresh copies."""
-    res = _workspace(model).compute(q, v, qdd_active, tau_passive)
+                    tau_passive: np.ndarray, workspace: HybridDynamics | None = None
+                    ) -> HybridResult:
+    """T_a and qdd_p from qdd_a and T_p (section 5); results are fresh copies.
+
+    ``workspace``: a ``HybridDynamics(model)`` to use (default: one shared per model)."""
+    ws = shared_workspace(model) if workspace is None else _checked(workspace, model, "model")
+    res = ws.compute(q, v, qdd_active, tau_passive)
     return HybridResult(res.tau_active.copy(), res.qdd_passive.copy(), res.qdd.copy(),
                         res.tau.copy(), res.alpha.copy())
 
 
-def inverse_dynamics(model: RobotModel, q: np.ndarray, v: np.ndarray, qdd: np.ndarray
-                     ) -> np.ndarray:
-    """tau = M(q) qdd + C(q, v) + gravity: the hybrid recursion with every joint active."""
-    ws = _workspace(model, "active")
-    return ws.compute(q, v, qdd, ws._zero).tau.copy()
+def inverse_dynamics(model: RobotModel, q: np.ndarray, v: np.ndarray, qdd: np.ndarray,
+                     workspace: HybridDynamics | None = None) -> np.ndarray:
+    """tau = M(q) qdd + C(q, v) + gravity: the hybrid recursion with every joint active.
+
+    ``workspace``: an all-active ``HybridDynamics`` of the robot (default: a shared one)."""
+    ws = (shared_workspace(model, "active") if workspace is None
+          else _checked(workspace, model, "active"))
+    return ws.compute(q, v, qdd, ws._empty).tau.copy()
 
 
-def forward_dynamics(model: RobotModel, q: np.ndarray, v: np.ndarray, tau: np.ndarray
-                     ) -> np.ndarray:
-    """qdd = M^-1 (tau - C - gravity): the hybrid recursion with every joint passive (ABA)."""
-    ws = _workspace(model, "passive")
-    return ws.compute(q, v, ws._zero, tau).qdd.copy()
+def forward_dynamics(model: RobotModel, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
+                     workspace: HybridDynamics | None = None) -> np.ndarray:
+    """qdd = M^-1 (tau - C - gravity): the hybrid recursion with every joint passive (ABA).
+
+    ``workspace``: an all-passive ``HybridDynamics`` of the robot (default: a shared one)."""
+    ws = (shared_workspace(model, "passive") if workspace is None
+          else _checked(workspace, model, "passive"))
+    return ws.compute(q, v, ws._empty, tau).qdd.copy()
 
 
-def mass_matrix(model: RobotModel, q: np.ndarray) -> np.ndarray:
+def mass_matrix(model: RobotModel, q: np.ndarray, workspace: HybridDynamics | None = None
+                ) -> np.ndarray:
     """M(q) column by column: all joints active, zero velocity and gravity, unit accelerations.
 
     (4.6) is run once (all active: P(k) are the composite-body inertias); each column is one
-    pass of (5.4a)/(5.4b) with qdd = e_j.
+    pass of (5.4a)/(5.4b) with qdd = e_j. Returned as computed (symmetric to rounding, which
+    the tests check), not symmetrised. ``workspace`` as for ``inverse_dynamics``.
     """
-    ws = _workspace(model, "active")
+    ws = (shared_workspace(model, "active") if workspace is None
+          else _checked(workspace, model, "active"))
     ws.set_configuration(q)
     ws.set_velocity(None)
     nv = model.nv
@@ -714,6 +666,6 @@ def mass_matrix(model: RobotModel, q: np.ndarray) -> np.ndarray:
     unit = np.zeros(nv)
     for j in range(nv):
         unit[j] = 1.0
-        M[:, j] = ws.solve(unit, ws._zero, gravity=False).tau
+        M[:, j] = ws.solve(unit, ws._empty, gravity=False).tau
         unit[j] = 0.0
-    return 0.5 * (M + M.T)
+    return M

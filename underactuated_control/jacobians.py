@@ -22,10 +22,15 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from .buffers import block_view, borrow
 from .dynamics import (
+    NONFINITE_Q,
+    OK,
     HybridDynamics,
+    all_finite,
     articulated_sweep,
     const_views,
+    dofs,
     int_views,
     joint_transforms,
     outward_sweep,
@@ -34,7 +39,17 @@ from .dynamics import (
 )
 from .kinematics import body_placements, classical_acceleration, frame_jacobian_kernel
 from .model import RobotModel
-from .spatial import FAST, motion_transform_matrix, xform_force_transpose, xform_motion
+from .spatial import (
+    FAST,
+    hinge_force,
+    hinge_force_add,
+    hinge_motion_sub,
+    mat_vec,
+    motion_transform_matrix,
+    small_mat_vec,
+    xform_force_transpose,
+    xform_motion,
+)
 
 __all__ = [
     "JacobianWorkspace",
@@ -59,45 +74,38 @@ def generalized_jacobian_sweeps(ints, consts, work, q, configure, E_world, p_wor
     for q first (else they must be in the workspace). Then, with V = a = b = 0, T_p = 0 and no
     gravity, one (5.4a)/(5.4b) pass per active DOF with a unit acceleration: column k of J_D
     is qdd_p (6.13), column k of J_G the frame's acceleration (6.11).
-    Returns -1, -2 (non-finite q) or the body whose D_p(k) is singular."""
-    (nb, nv, na, npas, parent, hinge_type, q_start, v_start, nv_joint, passive, active_dofs,
-     passive_dofs, _) = int_views(ints)
-    tree_E, tree_r, axis, S, inertia, gravity_base, tol, _ = const_views(consts, nb)
-    (E_up, r_up, vel, coriolis, gyro, P, U, Dinv, G, z, alpha, force, nu, qdd, tau, tau_active,
-     qdd_passive, alpha_base, R, P_plus, tmp66, D, L, Li, tmp6, tmp6b, _) = work_views(
-        work, nb, nv, na, npas)
+    Returns OK, NONFINITE_Q or the body whose D_p(k) is singular."""
+    m, _ = int_views(ints)
+    c, _ = const_views(consts, m.nb)
+    w, s, _ = work_views(work, m.nb, m.nv, m.na, m.npas)
+    E_world, p_world, J_G, J_D = borrow(E_world), borrow(p_world), borrow(J_G), borrow(J_D)
     if configure:
-        for i in range(q.shape[0]):
-            if not np.isfinite(q[i]):
-                return -2
-        joint_transforms(hinge_type, axis, tree_E, tree_r, q_start, q, E_up, r_up, R)
-        bad = articulated_sweep(parent, S, nv_joint, passive, inertia, E_up, r_up, tol[0], P,
-                                U, Dinv, G, P_plus, tmp66, D, L, Li)
-        if bad >= 0:
-            return bad
-        body_placements(parent, E_up, r_up, E_world, p_world)
-    vel[:] = 0.0
-    coriolis[:] = 0.0
-    gyro[:] = 0.0
-    alpha_base[:] = 0.0
-    for k in range(npas):
-        tau[passive_dofs[k]] = 0.0
-    for k in range(na):
-        qdd[active_dofs[k]] = 0.0
-    for k in range(na):
-        qdd[active_dofs[k]] = 1.0
-        residual_force_sweep(parent, S, nv_joint, v_start, passive, E_up, r_up, P, G, Dinv,
-                             coriolis, gyro, qdd, tau, z, nu, tmp6, tmp6b)
-        outward_sweep(parent, S, nv_joint, v_start, passive, E_up, r_up, P, G, coriolis, z, nu,
-                      alpha_base, qdd, tau, alpha, force, tmp6)
-        qdd[active_dofs[k]] = 0.0
-        for j in range(npas):
-            J_D[j, k] = qdd[passive_dofs[j]]
+        if not all_finite(q):
+            return NONFINITE_Q
+        joint_transforms(m, c, q, w, s)
+        status = articulated_sweep(m, c, w, s)
+        if status != OK:
+            return status
+        body_placements(m.parent, w.E_up, w.r_up, E_world, p_world)
+    w.vel[:] = 0.0  # V = a = b = 0, no gravity, T_p = 0, qdd_a = 0
+    w.coriolis[:] = 0.0
+    w.gyro[:] = 0.0
+    w.alpha_base[:] = 0.0
+    for k in range(m.npas):
+        w.tau[m.passive_dofs[k]] = 0.0
+    for k in range(m.na):
+        w.qdd[m.active_dofs[k]] = 0.0
+    for k in range(m.na):
+        w.qdd[m.active_dofs[k]] = 1.0  # unit acceleration of active DOF k
+        residual_force_sweep(m, c, w, s)
+        outward_sweep(m, c, w, s)
+        w.qdd[m.active_dofs[k]] = 0.0
+        for j in range(m.npas):
+            J_D[j, k] = w.qdd[m.passive_dofs[j]]  # (6.13)
         if with_frame:
-            classical_acceleration(E_world[body], alpha[body], vel[body], offset, column)
-            for a in range(6):
-                J_G[a, k] = column[a]
-    return -1
+            classical_acceleration(E_world[body], w.alpha[body], w.vel[body], offset, column)
+            J_G[:, k] = column  # (6.11)
+    return OK
 
 
 @njit(cache=True, error_model="numpy", fastmath=FAST)
@@ -105,78 +113,46 @@ def generalized_jacobian_adjoint(ints, consts, work, body, W, J_G, seed, z_bar, 
                                  nu_bar, tmp, tmp_b):
     """J_G by rows in O(6 N): the adjoint (reverse mode) of the two (5.4) sweeps that the §6.1
     procedure runs once per column. With V = a = b = 0, T_p = 0 and no gravity the map
-    qdd_a -> alpha_b is linear, J_G = W L; row j of J_G is Lᵀ (Wᵀ e_j):
-
-      reverse (5.4b), tip to base:  ᾱ⁺(k) = ᾱ(k) - [passive] G ȳ(k),  ȳ(k) = Hᵀ ᾱ(k),
-                                    x̄(k) += [active] Hᵀ ᾱ(k),  ᾱ(parent) += φ ᾱ⁺(k)
-      reverse (5.4a), base to tip:  z̄⁺(k) = φ* z̄(parent),  ε̄ = Gᵀ z̄⁺ + D⁻¹ ν̄,
-                                    z̄(k) = z̄⁺ - [passive] H ε̄,  x̄(k) += [active] Hᵀ P z̄(k)
-
+    qdd_a -> alpha_b is linear, J_G = W L; row j of J_G is Lᵀ (Wᵀ e_j).
     The (4.6) quantities must be in the workspace (``configure`` of the forward kernel)."""
-    (nb, nv, na, npas, parent, hinge_type, q_start, v_start, nv_joint, passive, active_dofs,
-     passive_dofs, _) = int_views(ints)
-    tree_E, tree_r, axis, S, inertia, gravity_base, tol, _ = const_views(consts, nb)
-    (E_up, r_up, vel, coriolis, gyro, P, U, Dinv, G, z, alpha, force, nu, qdd, tau, tau_active,
-     qdd_passive, alpha_base, R, P_plus, tmp66, D, L, Li, tmp6, tmp6b, _) = work_views(
-        work, nb, nv, na, npas)
-    for j in range(6):
+    m, _ = int_views(ints)
+    c, _ = const_views(consts, m.nb)
+    w, _, _ = work_views(work, m.nb, m.nv, m.na, m.npas)
+    E, r = w.E_up, w.r_up
+    z_bar, alpha_bar, x_bar, nu_bar = (borrow(z_bar), borrow(alpha_bar), borrow(x_bar),
+                                       borrow(nu_bar))
+    tmp, tmp_b = borrow(tmp), borrow(tmp_b)
+    for j in range(6):  # row j of J_G (x̄ of the active DOF: set by the first sweep)
         alpha_bar[:] = 0.0
-        x_bar[:] = 0.0
         for a in range(6):
-            alpha_bar[body, a] = W[j, a]
-        # reverse of (5.4b): tip to base
-        for i in range(nb - 1, -1, -1):
-            r = nv_joint[i]
-            j0 = v_start[i]
-            for a in range(6):
-                tmp[a] = alpha_bar[i, a]  # ᾱ⁺(i)
-            for c in range(r):
-                s = 0.0
-                for a in range(6):
-                    s += S[i, a, c] * alpha_bar[i, a]
-                if passive[i]:
-                    nu_bar[j0 + c] = s
-                    for a in range(6):
-                        tmp[a] -= G[i, a, c] * s
-                else:
-                    x_bar[j0 + c] += s
-            p = parent[i]
-            if p >= 0:
-                xform_force_transpose(E_up[i], r_up[i], tmp, alpha_bar[p])
-        # reverse of (5.4a): base to tip
-        for i in range(nb):
-            r = nv_joint[i]
-            j0 = v_start[i]
-            p = parent[i]
-            if p >= 0:
-                xform_motion(E_up[i], r_up[i], z_bar[p], tmp)
+            alpha_bar[body, a] = W[j, a]  # ᾱ(body) = row j of W, every other ᾱ = 0
+        for i in range(m.nb - 1, -1, -1):  # reverse of (5.4b), tip to base
+            H, a_plus = c.S[i], alpha_bar[i]                # active: ᾱ⁺(k) = ᾱ(k)
+            if m.passive[i]:
+                nu = dofs(nu_bar, m, i)
+                hinge_force(H, alpha_bar[i], nu)            # ν̄_p(k) = H(k) ᾱ(k)
+                hinge_motion_sub(w.G[i], nu, alpha_bar[i], tmp)  # ᾱ⁺(k) = ᾱ(k) - G_p(k) ν̄_p(k)
+                a_plus = tmp
             else:
-                for a in range(6):
-                    tmp[a] = 0.0
-            if passive[i]:
-                for c in range(r):
-                    e = 0.0
-                    for a in range(6):
-                        e += G[i, a, c] * tmp[a]
-                    for d in range(r):
-                        e += Dinv[i, c, d] * nu_bar[j0 + d]
-                    tmp_b[c] = e
-                for c in range(r):
-                    for a in range(6):
-                        tmp[a] -= S[i, a, c] * tmp_b[c]
-            for a in range(6):
-                z_bar[i, a] = tmp[a]
-            if not passive[i]:
-                for c in range(r):
-                    s = 0.0
-                    for a in range(6):
-                        h = 0.0
-                        for b in range(6):
-                            h += P[i, a, b] * S[i, b, c]
-                        s += h * tmp[a]
-                    x_bar[j0 + c] += s
-        for k in range(na):
-            J_G[j, k] = x_bar[active_dofs[k]]
+                hinge_force(H, alpha_bar[i], dofs(x_bar, m, i))  # x̄_a(k) = H(k) ᾱ(k)
+            if m.parent[i] >= 0:                            # ᾱ(k+1) += φ(k+1,k) ᾱ⁺(k)
+                xform_force_transpose(E[i], r[i], a_plus, alpha_bar[m.parent[i]])
+        for i in range(m.nb):  # reverse of (5.4a), base to tip
+            p, H, z, e = m.parent[i], c.S[i], z_bar[i], block_view(tmp_b, 0, (m.nv_joint[i],))
+            if p >= 0:
+                xform_motion(E[i], r[i], z_bar[p], z)       # z̄⁺(k) = φ*(k+1,k) z̄(k+1)
+            else:
+                z[:] = 0.0
+            if m.passive[i]:
+                small_mat_vec(w.Dinv[i], dofs(nu_bar, m, i), e)
+                hinge_force_add(e, w.G[i], z, e)            # ε̄(k) = D_p⁻¹(k) ν̄(k) + G_p*(k) z̄⁺(k)
+                hinge_motion_sub(H, e, z, z)                # z̄(k) = z̄⁺(k) - H*(k) ε̄(k)
+            else:
+                mat_vec(w.P[i], z, tmp)
+                x = dofs(x_bar, m, i)
+                hinge_force_add(x, H, tmp, x)               # x̄_a(k) += H(k) P(k) z̄(k)
+        for k in range(m.na):
+            J_G[j, k] = x_bar[m.active_dofs[k]]
 
 
 class JacobianWorkspace:
@@ -212,6 +188,7 @@ class JacobianWorkspace:
         self._tmp6a = np.zeros(6)
         self._tmp6b = np.zeros(6)
         self._column = np.zeros(6)
+        self._empty = np.zeros(0)
 
     # -------------------------------------------------------------- configuration
     def set_configuration(self, q: np.ndarray) -> None:
@@ -280,13 +257,13 @@ class JacobianWorkspace:
         configure = q is not None
         if configure and (q.__class__ is not np.ndarray or q.dtype != np.float64
                           or q.shape != (self.model.nq,)):
-            q = dyn._vector(q, self.model.nq, "q")
+            q = dyn.as_vector(q, self.model.nq, "q")
         status = generalized_jacobian_sweeps(
-            dyn._ints, dyn._consts, dyn._work, q if configure else dyn._zero, configure,
+            *dyn.buffers, q if configure else self._empty, configure,
             self.E_world, self.p_world, max(body, 0), self._point if body < 0 else f.translation,
             body >= 0, self.J_G, self.J_D, self._column)
-        if status != -1:
-            dyn._raise(status, q=q)
+        if status != OK:
+            dyn.raise_for_status(status, q=q)
         return self.J_G, self.J_D
 
     def generalized_by_rows(self, frame: str, q: np.ndarray | None = None) -> np.ndarray:
@@ -307,9 +284,9 @@ class JacobianWorkspace:
         W[:3, 3:] = Rb
         W[3:, :3] = Rb
         W[3:, 3:] = 0.0
-        generalized_jacobian_adjoint(dyn._ints, dyn._consts, dyn._work, f.body, W, self.J_G,
-                                     self._column, self._z_bar, self._alpha_bar, self._x_bar,
-                                     self._nu_bar, self._tmp6a, self._tmp6b)
+        generalized_jacobian_adjoint(*dyn.buffers, f.body, W, self.J_G, self._column,
+                                     self._z_bar, self._alpha_bar, self._x_bar, self._nu_bar,
+                                     self._tmp6a, self._tmp6b)
         return self.J_G
 
     def product(self, frame: str, x: np.ndarray) -> np.ndarray:
@@ -338,73 +315,101 @@ class JacobianWorkspace:
         return self.frame_jacobian(frame) @ v
 
 
-def _ws(model: RobotModel) -> JacobianWorkspace:
-    cache = model._workspace_cache
-    if "jacobians" not in cache:
-        cache["jacobians"] = JacobianWorkspace(model)
-    return cache["jacobians"]
+# The functions below reuse one JacobianWorkspace per model, held here and not in the model;
+# as in ``dynamics.shared_workspace``, at most _CACHED_MODELS models, the oldest dropped first.
+_CACHED_MODELS = 16
+_workspaces: dict[RobotModel, JacobianWorkspace] = {}
+
+
+def shared_workspace(model: RobotModel) -> JacobianWorkspace:
+    """The JacobianWorkspace that the functions below use for ``model`` by default."""
+    ws = _workspaces.get(model)
+    if ws is None:
+        ws = JacobianWorkspace(model)
+        while len(_workspaces) >= _CACHED_MODELS:
+            _workspaces.pop(next(iter(_workspaces)), None)
+        _workspaces[model] = ws
+    return ws
+
+
+def _ws(model: RobotModel, workspace: JacobianWorkspace | None) -> JacobianWorkspace:
+    if workspace is None:
+        return shared_workspace(model)
+    if workspace.model is not model:
+        raise ValueError("workspace was built for another model (or passive set)")
+    return workspace
 
 
 # ------------------------------------------------------------------ public functions
-def frame_placement(model: RobotModel, q: np.ndarray, frame: str
+# ``workspace``: a JacobianWorkspace(model) to use (default: one shared per model).
+def frame_placement(model: RobotModel, q: np.ndarray, frame: str,
+                    workspace: JacobianWorkspace | None = None
                     ) -> tuple[np.ndarray, np.ndarray]:
     """(position (3,), rotation (3, 3)) of a link frame in root coordinates."""
-    ws = _ws(model)
+    ws = _ws(model, workspace)
     ws.set_configuration(q)
     p, R = ws.frame_placement(frame)
     return p.copy(), R.copy()
 
 
-def frame_jacobian(model: RobotModel, q: np.ndarray, frame: str) -> np.ndarray:
+def frame_jacobian(model: RobotModel, q: np.ndarray, frame: str,
+                   workspace: JacobianWorkspace | None = None) -> np.ndarray:
     """(6, nv) Jacobian of a link frame: [linear; angular], origin of the frame, root axes."""
-    ws = _ws(model)
+    ws = _ws(model, workspace)
     ws.set_configuration(q)
     return ws.frame_jacobian(frame).copy()
 
 
-def frame_velocity(model: RobotModel, q: np.ndarray, v: np.ndarray, frame: str) -> np.ndarray:
+def frame_velocity(model: RobotModel, q: np.ndarray, v: np.ndarray, frame: str,
+                   workspace: JacobianWorkspace | None = None) -> np.ndarray:
     """[linear; angular] velocity of a link frame's origin in root axes."""
-    return frame_jacobian(model, q, frame) @ np.asarray(v, dtype=float)
+    return frame_jacobian(model, q, frame, workspace) @ np.asarray(v, dtype=float)
 
 
-def generalized_jacobian(model: RobotModel, q: np.ndarray, frame: str) -> np.ndarray:
+def generalized_jacobian(model: RobotModel, q: np.ndarray, frame: str,
+                         workspace: JacobianWorkspace | None = None) -> np.ndarray:
     """J_G (6, n_active): a_frame = J_G qdd_active + drift (6.10, 6.11).
 
     Columns by §6.1 (one (5.4) pass per active DOF) for n_a <= 6, rows by the adjoint sweeps
     (six passes, O(6 N)) beyond: the same numbers, the cheaper route."""
-    ws = _ws(model)
+    ws = _ws(model, workspace)
     if model.n_active > 6:
         return ws.generalized_by_rows(frame, q).copy()
     return ws.generalized(frame, q)[0].copy()
 
 
-def disturbance_jacobian(model: RobotModel, q: np.ndarray) -> np.ndarray:
+def disturbance_jacobian(model: RobotModel, q: np.ndarray,
+                         workspace: JacobianWorkspace | None = None) -> np.ndarray:
     """J_D (n_passive, n_active): qdd_passive = J_D qdd_active + drift (6.12, 6.13)."""
-    return _ws(model).generalized(None, q)[1].copy()
+    return _ws(model, workspace).generalized(None, q)[1].copy()
 
 
-def generalized_jacobian_product(model: RobotModel, q: np.ndarray, frame: str, x: np.ndarray
-                                 ) -> np.ndarray:
+def generalized_jacobian_product(model: RobotModel, q: np.ndarray, frame: str, x: np.ndarray,
+                                 workspace: JacobianWorkspace | None = None) -> np.ndarray:
     """J_G x in O(N) (§6.1, last paragraph)."""
-    ws = _ws(model)
+    ws = _ws(model, workspace)
     ws.set_configuration(q)
     return ws.product(frame, np.asarray(x, dtype=float))
 
 
 def jacobian_drifts(model: RobotModel, q: np.ndarray, v: np.ndarray, frame: str | None,
-                    tau_passive: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    tau_passive: np.ndarray | None = None,
+                    workspace: JacobianWorkspace | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
     """(drift_G (6,), drift_D (n_passive,)): velocity-, gravity- and T_p-dependent terms."""
-    ws = _ws(model)
+    ws = _ws(model, workspace)
     ws.set_configuration(q)
     tp = np.zeros(model.n_passive) if tau_passive is None else tau_passive
     g, d = ws.drifts(v, tp, frame)
     return g.copy(), d.copy()
 
 
-def underactuated_mass_matrix(model: RobotModel, q: np.ndarray) -> np.ndarray:
+def underactuated_mass_matrix(model: RobotModel, q: np.ndarray,
+                              workspace: JacobianWorkspace | None = None) -> np.ndarray:
     """S_aa (n_active, n_active), the mass matrix seen by the actuators (4.5, 6.8): column k is
-    T_a for a unit qdd_a(k) with zero velocity, gravity and T_p."""
-    dyn = _ws(model).dynamics
+    T_a for a unit qdd_a(k) with zero velocity, gravity and T_p. Returned as computed
+    (symmetric to rounding, which the tests check), not symmetrised."""
+    dyn = _ws(model, workspace).dynamics
     dyn.set_configuration(q)
     dyn.set_velocity(None)
     na = model.n_active
@@ -415,12 +420,13 @@ def underactuated_mass_matrix(model: RobotModel, q: np.ndarray) -> np.ndarray:
         unit[k] = 1.0
         S[:, k] = dyn.solve(unit, zero, gravity=False).tau_active
         unit[k] = 0.0
-    return 0.5 * (S + S.T)
+    return S
 
 
-def spatial_momentum(model: RobotModel, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+def spatial_momentum(model: RobotModel, q: np.ndarray, v: np.ndarray,
+                     workspace: JacobianWorkspace | None = None) -> np.ndarray:
     """Total momentum [linear (3); angular about the root origin (3)] in root axes (§7)."""
-    ws = _ws(model)
+    ws = _ws(model, workspace)
     ws.set_configuration(q)
     dyn = ws.dynamics
     dyn.set_velocity(v)

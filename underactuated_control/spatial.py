@@ -16,19 +16,20 @@ so the same code serves readers, tests and the 1 kHz control loop.
 
 from __future__ import annotations
 
-import numpy as np
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
-from numba.np.arrayobj import make_array, populate_array
+import math
 
-# Safe fast-math: contraction and reassociation only (never nnan/ninf: finiteness checks
-# must survive).
-FAST = {"contract", "reassoc", "arcp"}
+import numpy as np
+from numba import njit
+
+from .buffers import block_view  # noqa: F401  (re-exported: its old home)
+
+# Safe fast-math: contraction (fused multiply-add) and reassociation only. Never nnan/ninf (the
+# finiteness checks must survive) and no arcp: x / y stays a division, not x * (1 / y), in the
+# pivots and solves of the Cholesky factorisation of D_p(k).
+FAST = {"contract", "reassoc"}
 
 __all__ = [
     "FAST",
-    "block_view",
     "skew",
     "rpy_to_matrix",
     "axis_angle_matrix",
@@ -41,43 +42,23 @@ __all__ = [
     "xform_inertia_transpose",
     "cross_motion",
     "cross_force",
+    "xform_motion_add",
+    "add",
+    "mat_vec",
+    "mat_vec_add",
+    "hinge_motion",
+    "hinge_motion_add",
+    "hinge_motion_sub",
+    "hinge_force",
+    "hinge_force_add",
+    "hinge_force_sub",
+    "mat_hinge",
+    "hinge_mat",
+    "mat_small",
+    "small_mat_vec",
+    "sub_outer",
+    "spd_inverse",
 ]
-
-
-@intrinsic
-def block_view(typingctx, buf, offset, shape):
-    """``buf[offset:offset + prod(shape)].reshape(shape)`` for a contiguous 1-D ``buf``, in
-    compiled code only: a *borrowed* view (no reference count, no bounds or contiguity checks).
-
-    The kernels unpack ~45 such views of their flat buffers per call; with ``reshape`` the
-    checks and the reference counting of every view cost ~1.9 µs per call at N = 7, a third
-    of the whole recursion. A borrowed view is valid while ``buf`` is alive, i.e. inside the
-    compiled call that received ``buf``: never return one to Python as it is (see
-    ``dynamics.numpy_view``). Callers own the layout (see ``dynamics.work_views``)."""
-    if not (isinstance(buf, types.Array) and buf.ndim == 1 and buf.layout == "C"
-            and isinstance(offset, types.Integer) and isinstance(shape, types.UniTuple)
-            and isinstance(shape.dtype, types.Integer)):
-        return None
-    ndim = shape.count
-    view_type = types.Array(buf.dtype, ndim, "C", readonly=not buf.mutable)
-
-    def codegen(context, builder, sig, args):
-        buf_value, offset_value, shape_value = args
-        source = make_array(buf)(context, builder, buf_value)
-        view = make_array(view_type)(context, builder)
-        start = context.cast(builder, offset_value, offset, types.intp)
-        dims = [context.cast(builder, d, shape.dtype, types.intp)
-                for d in cgutils.unpack_tuple(builder, shape_value, ndim)]
-        itemsize = context.get_constant(types.intp, context.get_abi_sizeof(
-            context.get_data_type(buf.dtype)))
-        strides = [itemsize]
-        for d in reversed(dims[1:]):
-            strides.insert(0, builder.mul(strides[0], d))
-        populate_array(view, data=builder.gep(source.data, [start]), shape=dims,
-                       strides=strides, itemsize=itemsize, meminfo=None)
-        return view._getvalue()
-
-    return view_type(buf, offset, shape), codegen
 
 
 def skew(v: np.ndarray) -> np.ndarray:
@@ -265,3 +246,191 @@ def cross_force(v: np.ndarray, f: np.ndarray, out: np.ndarray) -> None:
     out[3] = w1 * f[5] - w2 * f[4]
     out[4] = w2 * f[3] - w0 * f[5]
     out[5] = w0 * f[4] - w1 * f[3]
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def xform_motion_add(E: np.ndarray, r: np.ndarray, m: np.ndarray, y: np.ndarray,
+                     out: np.ndarray) -> None:
+    """out = X m + y (``out`` may be ``y``, not ``m``)."""
+    xform_motion(E, r, m, out)
+    for a in range(6):
+        out[a] += y[a]
+
+
+# ---------------------------------------------------------------- 6-D blocks of the sweeps
+# H*(k), the hinge's motion subspace, is stored as a 6x6 block whose first r = nv_joint[k]
+# columns are used; U = P H*, G_p (6 x r) and D_p^-1 (r x r) are stored the same way. Vectors
+# with one entry per hinge DOF (beta, T, nu, eps) are slices of length r.
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def add(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
+    """out = x + y (6-vectors)."""
+    for a in range(6):
+        out[a] = x[a] + y[a]
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def mat_vec(A: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
+    """out = A x (6x6 times 6; ``out`` may be ``x``)."""
+    x0, x1, x2, x3, x4, x5 = x[0], x[1], x[2], x[3], x[4], x[5]
+    for a in range(6):
+        out[a] = (A[a, 0] * x0 + A[a, 1] * x1 + A[a, 2] * x2 + A[a, 3] * x3 + A[a, 4] * x4
+                  + A[a, 5] * x5)
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def mat_vec_add(A: np.ndarray, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
+    """out = y + A x (6x6 times 6; ``out`` may be ``x`` or ``y``)."""
+    x0, x1, x2, x3, x4, x5 = x[0], x[1], x[2], x[3], x[4], x[5]
+    for a in range(6):
+        out[a] = y[a] + (A[a, 0] * x0 + A[a, 1] * x1 + A[a, 2] * x2 + A[a, 3] * x3
+                         + A[a, 4] * x4 + A[a, 5] * x5)
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def hinge_motion(H: np.ndarray, beta: np.ndarray, out: np.ndarray) -> None:
+    """out = H* beta: the spatial motion of the hinge rates ``beta`` (r = len(beta))."""
+    for a in range(6):
+        out[a] = 0.0
+    for c in range(beta.shape[0]):
+        for a in range(6):
+            out[a] += H[a, c] * beta[c]
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def hinge_motion_add(H: np.ndarray, beta: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
+    """out = x + H* beta (also x + G_p eps: any 6 x r block; ``out`` may be ``x``)."""
+    for a in range(6):
+        out[a] = x[a]
+    for c in range(beta.shape[0]):
+        for a in range(6):
+            out[a] += H[a, c] * beta[c]
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def hinge_motion_sub(H: np.ndarray, beta: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
+    """out = x - H* beta (any 6 x r block; ``out`` may be ``x``)."""
+    for a in range(6):
+        out[a] = x[a]
+    for c in range(beta.shape[0]):
+        for a in range(6):
+            out[a] -= H[a, c] * beta[c]
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def hinge_force(H: np.ndarray, f: np.ndarray, out: np.ndarray) -> None:
+    """out = H f: the hinge forces of the spatial force ``f`` (r = len(out))."""
+    for c in range(out.shape[0]):
+        s = 0.0
+        for a in range(6):
+            s += H[a, c] * f[a]
+        out[c] = s
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def hinge_force_sub(y: np.ndarray, H: np.ndarray, f: np.ndarray, out: np.ndarray) -> None:
+    """out = y - H f (also nu - G_p* alpha: any 6 x r block; r = len(out))."""
+    for c in range(out.shape[0]):
+        s = y[c]
+        for a in range(6):
+            s -= H[a, c] * f[a]
+        out[c] = s
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def hinge_force_add(y: np.ndarray, H: np.ndarray, f: np.ndarray, out: np.ndarray) -> None:
+    """out = y + H f (any 6 x r block; r = len(out); ``out`` may be ``y``)."""
+    for c in range(out.shape[0]):
+        s = y[c]
+        for a in range(6):
+            s += H[a, c] * f[a]
+        out[c] = s
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def mat_hinge(P: np.ndarray, H: np.ndarray, r: int, out: np.ndarray) -> None:
+    """out = P H* (6x6 times 6 x r)."""
+    for a in range(6):
+        for c in range(r):
+            s = 0.0
+            for b in range(6):
+                s += P[a, b] * H[b, c]
+            out[a, c] = s
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def hinge_mat(H: np.ndarray, U: np.ndarray, r: int, out: np.ndarray) -> None:
+    """out = H U (r x 6 times 6 x r), e.g. D_p = H P H* from U = P H*."""
+    for c in range(r):
+        for d in range(r):
+            s = 0.0
+            for a in range(6):
+                s += H[a, c] * U[a, d]
+            out[c, d] = s
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def mat_small(U: np.ndarray, A: np.ndarray, r: int, out: np.ndarray) -> None:
+    """out = U A (6 x r times r x r), e.g. G_p = U D_p^-1."""
+    for a in range(6):
+        for c in range(r):
+            s = 0.0
+            for d in range(r):
+                s += U[a, d] * A[d, c]
+            out[a, c] = s
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def small_mat_vec(A: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
+    """out = A x (r x r times r, r = len(x)), e.g. nu_p = D_p^-1 eps_p."""
+    for c in range(x.shape[0]):
+        s = 0.0
+        for d in range(x.shape[0]):
+            s += A[c, d] * x[d]
+        out[c] = s
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def sub_outer(P: np.ndarray, G: np.ndarray, U: np.ndarray, r: int, out: np.ndarray) -> None:
+    """out = P - G U^T (rank-r update of a 6x6; G, U 6 x r), e.g. P+ = P - G_p (P H*)^T."""
+    for a in range(6):
+        for b in range(6):
+            s = P[a, b]
+            for c in range(r):
+                s -= G[a, c] * U[b, c]
+            out[a, b] = s
+
+
+@njit(cache=True, error_model="numpy", fastmath=FAST)
+def spd_inverse(D: np.ndarray, n: int, tol: float, out: np.ndarray, L: np.ndarray,
+                Li: np.ndarray) -> bool:
+    """Inverse of the n x n symmetric positive definite D (Cholesky); False if a pivot <= tol.
+    ``L`` and ``Li`` are 6x6 scratch arrays."""
+    for j in range(n):
+        s = D[j, j]
+        for k in range(j):
+            s -= L[j, k] * L[j, k]
+        if not (s > tol):
+            return False
+        L[j, j] = math.sqrt(s)
+        for i in range(j + 1, n):
+            s = D[i, j]
+            for k in range(j):
+                s -= L[i, k] * L[j, k]
+            L[i, j] = s / L[j, j]
+    # inverse of L (lower triangular), then out = L^-T L^-1
+    for j in range(n):
+        Li[j, j] = 1.0 / L[j, j]
+        for i in range(j + 1, n):
+            s = 0.0
+            for k in range(j, i):
+                s -= L[i, k] * Li[k, j]
+            Li[i, j] = s / L[i, i]
+    for i in range(n):
+        for j in range(n):
+            s = 0.0
+            for k in range(max(i, j), n):
+                s += Li[k, i] * Li[k, j]
+            out[i, j] = s
+    return True
