@@ -19,7 +19,7 @@ def test_setpoint_reaches_a_far_goal_within_its_bounds():
                          rotation=exp(np.array([0.0, 2.5, 0.0])))
     distance = np.linalg.norm(goal.position)
     previous_v, previous_w = np.zeros(3), np.zeros(3)
-    for k in range(20000):
+    for _ in range(20000):
         sp = follower.step(goal, dt)
         assert np.linalg.norm(sp.linear_velocity) <= v_max * (1 + 1e-9)
         assert np.linalg.norm(sp.angular_velocity) <= w_max * (1 + 1e-9)

@@ -61,6 +61,10 @@ class ControlLaw(ABC):
     def hold_reference(self, q: np.ndarray) -> Any:
         """The reference that holds the measured configuration ``q``."""
 
+    def check_reference(self, reference: Any) -> None:
+        """``ValueError`` with the reason for a reference this law cannot follow."""
+        return None
+
     def carry_reference(self, reference: Any, old_model: RobotModel) -> Any:
         """The reference of a law built for ``old_model``, for this law's model (a new passive
         set); None to re-latch at the next state."""

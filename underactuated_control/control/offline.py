@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from ..jacobians import frame_placement
-from .task_space import EndEffectorTracker, TaskReference, rotation_error
+from ..so3 import rotation_error
+from .task_space import EndEffectorTracker, TaskReference
 
 __all__ = ["PlanResult", "plan_trajectory"]
 

@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 
 from ..jacobians import JacobianWorkspace
-from ..model import RobotModel
+from ..model import FLOATING, PRISMATIC, RobotModel
 from ..parameters import ParameterSpec
+from ..so3 import exp
 from .law import ControlLaw, LawOutput
 from .limits import JointLimitGuard, PoseSetpointFollower
 from .task_space import TASKS, EndEffectorTracker, TaskReference
@@ -57,6 +58,11 @@ class TaskLaw(ControlLaw):
                       "setpoint", unit="rad/s", low=1e-3, high=20.0),
         ParameterSpec("task_max_angular_acceleration", 6.0, "largest angular acceleration of "
                       "the task setpoint", unit="rad/s^2", low=1e-3, high=200.0),
+        ParameterSpec("task_max_position_error", 0.1, "the setpoint waits when it is this far "
+                      "ahead of the measured hand (a target out of reach is not chased)",
+                      unit="m", low=1e-3, high=10.0),
+        ParameterSpec("task_max_orientation_error", 0.5, "likewise for the orientation",
+                      unit="rad", low=1e-3, high=3.14),
         ParameterSpec("joint_limit_braking", 10.0, "deceleration with which task mode stops "
                       "active joints at their URDF position limits", unit="rad/s^2", low=0.1,
                       high=1e3),
@@ -73,6 +79,20 @@ class TaskLaw(ControlLaw):
             settings["task_max_speed"], settings["task_max_acceleration"],
             settings["task_max_angular_speed"], settings["task_max_angular_acceleration"])
         self._last_t: float | None = None
+        self.max_error = (settings["task_max_position_error"],
+                          settings["task_max_orientation_error"])
+        self.reach = _reach(model, frame)
+
+    def check_reference(self, reference: TaskReference) -> None:
+        """``ValueError`` for a goal no configuration can reach (farther from the first joint
+        than the sum of the chain's link lengths)."""
+        if self.reach is None:
+            return
+        center, radius = self.reach
+        distance = float(np.linalg.norm(np.asarray(reference.position) - center))
+        if self.tracker.task in ("pose", "position") and distance > radius:
+            raise ValueError(f"target {distance:.3f} m from the first joint is beyond the reach "
+                             f"of '{self.frame}' ({radius:.3f} m)")
 
     def hold_reference(self, q: np.ndarray) -> TaskReference:
         ws = self.workspace
@@ -90,6 +110,7 @@ class TaskLaw(ControlLaw):
         self._last_t = t
         setpoint = self.follower.step(reference, dt)
         res = self.tracker.step(q, v, setpoint)  # J_G, J_D of this cycle's (4.6)
+        self._leash(setpoint, res.position_error, res.orientation_error)
         ws = self.workspace
         status = "singular" if res.singular else ""
         if self.tracker.joint_limit_guard.active.any():
@@ -97,3 +118,41 @@ class TaskLaw(ControlLaw):
                                          self.tracker.joint_limit_guard.active) if b]
             status = f"{status} braking at joint limits {limited}".strip()
         return LawOutput(res.tau_active, res.qdd_passive, ws.J_G, ws.J_D, status)
+
+    def _leash(self, setpoint: TaskReference, e_position: np.ndarray,
+               e_orientation: np.ndarray) -> None:
+        """Hold the setpoint (at rest) within the largest errors of the measured pose, so that
+        it waits for a hand that cannot follow instead of running away from it."""
+        max_p, max_r = self.max_error
+        n = float(np.linalg.norm(e_position))
+        if n > max_p:
+            setpoint.position = setpoint.position - e_position * (1.0 - max_p / n)
+            setpoint.linear_velocity = np.zeros(3)
+            setpoint.linear_acceleration = np.zeros(3)
+        angle = float(np.linalg.norm(e_orientation))
+        if angle > max_r:
+            setpoint.rotation = exp(-e_orientation * (1.0 - max_r / angle)) @ setpoint.rotation
+            setpoint.angular_velocity = np.zeros(3)
+            setpoint.angular_acceleration = np.zeros(3)
+
+
+def _reach(model: RobotModel, frame: str) -> tuple[np.ndarray, float] | None:
+    """(first joint's position, sum of link lengths to the frame), or None when a floating
+    joint is on the chain (no fixed centre)."""
+    f = model.frame(frame)
+    chain = []
+    body = f.body
+    while body >= 0:
+        chain.append(body)
+        body = int(model.parent[body])
+    if not chain or any(model.hinge_type[b] == FLOATING for b in chain):
+        return None
+    first = chain[-1]
+    radius = float(np.linalg.norm(f.translation))
+    for b in chain[:-1]:
+        radius += float(np.linalg.norm(model.tree_translation[b]))
+    for b in chain:
+        if model.hinge_type[b] == PRISMATIC:
+            dof = model.v_start[b]
+            radius += float(model.position_upper[dof] - model.position_lower[dof])
+    return np.asarray(model.tree_translation[first], float), radius

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .task_space import TaskReference, rotation_error
+from .. import so3
+from ..so3 import rotation_error
+from .task_space import TaskReference
 
 __all__ = ["cycloidal", "LineTrajectory", "CircleTrajectory"]
 
@@ -26,15 +28,6 @@ def cycloidal(t: float, duration: float) -> tuple[float, float, float]:
     ds = (1 - np.cos(2 * np.pi * tau)) / duration
     dds = 2 * np.pi * np.sin(2 * np.pi * tau) / duration**2
     return s, ds, dds
-
-
-def _exp_so3(w: np.ndarray) -> np.ndarray:
-    th = float(np.linalg.norm(w))
-    if th < 1e-12:
-        return np.eye(3)
-    k = w / th
-    K = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
-    return np.eye(3) + np.sin(th) * K + (1 - np.cos(th)) * K @ K
 
 
 @dataclass
@@ -54,7 +47,7 @@ class LineTrajectory:
         s, ds, dds = cycloidal(t, self.duration)
         dp = np.asarray(self.p1) - np.asarray(self.p0)
         w = self._rotvec
-        return TaskReference(position=self.p0 + s * dp, rotation=_exp_so3(s * w) @ self.R0,
+        return TaskReference(position=self.p0 + s * dp, rotation=so3.exp(s * w) @ self.R0,
                              linear_velocity=ds * dp, angular_velocity=ds * w,
                              linear_acceleration=dds * dp, angular_acceleration=dds * w)
 
@@ -78,6 +71,13 @@ class CircleTrajectory:
         if self.profile not in ("cycloidal", "constant"):
             raise ValueError(f"profile must be 'cycloidal' or 'constant', got {self.profile!r}")
         n = np.asarray(self.normal, float)
+        if n.shape != (3,) or not np.all(np.isfinite(n)) or np.linalg.norm(n) < 1e-12:
+            raise ValueError(f"normal must be a non-zero vector of 3 finite numbers, got "
+                             f"{n.tolist()}")
+        if not (np.isfinite(self.radius) and self.radius > 0):
+            raise ValueError(f"radius must be > 0 m, got {self.radius}")
+        if not (np.isfinite(self.period) and self.period > 0):
+            raise ValueError(f"period must be > 0 s, got {self.period}")
         self._n = n / np.linalg.norm(n)
         u = np.cross(self._n, [1.0, 0.0, 0.0]) if self.start_direction is None else \
             np.asarray(self.start_direction, float)

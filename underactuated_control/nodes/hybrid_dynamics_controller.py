@@ -200,11 +200,13 @@ class HybridDynamicsController(Node):
             position, R = pose_from_message(msg, self.plan.model.root_link)
             if self.plan.law.reference_kind != "pose":
                 raise ValueError(f"mode is '{self.plan.law.mode}' (set mode:=task first)")
+            goal = TaskReference(position=position, rotation=R)
+            self.plan.law.check_reference(goal)
         except ValueError as exc:
             self.stats["rejected_references"] += 1
             self.get_logger().warning(f"~/pose_reference rejected: {exc}")
             return
-        self.reference = TaskReference(position=position, rotation=R)
+        self.reference = goal
 
     # ================================================================== control cycle
     def _send_zero_once(self, why: str) -> None:

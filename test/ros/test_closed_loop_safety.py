@@ -1,0 +1,130 @@
+"""Closed loop over DDS with MuJoCo physics, under faults: a task target far out of reach, the
+controller killed (the simulator's command watchdog), the acrobot's URDF in the simulator."""
+
+import os
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pinocchio as pin
+from geometry_msgs.msg import PoseStamped
+from helpers import ROOT
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+
+from underactuated_control import RobotModel
+
+ARM7 = ROOT / "urdf/arm7.urdf"
+Q0 = [0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8]
+
+
+class States:
+    """Every /joint_states of the simulator, with the time it was received."""
+
+    def __init__(self, ros):
+        self.t, self.q = [], []
+        ros.node.create_subscription(JointState, "/joint_states", self._on, 100)
+
+    def _on(self, msg):
+        self.t.append(time.monotonic())
+        self.q.append(np.array(msg.position))
+
+    def since(self, t0):
+        k = [i for i, t in enumerate(self.t) if t >= t0]
+        return np.array([self.t[i] for i in k]), np.array([self.q[i] for i in k])
+
+
+def kill9(node):
+    """SIGKILL the node itself (the harness runs it under `timeout`)."""
+    children = subprocess.run(["pgrep", "-P", str(node.proc.pid)], capture_output=True,
+                              text=True).stdout.split()
+    for pid in children:
+        os.kill(int(pid), signal.SIGKILL)
+
+
+def test_a_target_out_of_reach_is_approached_within_limits(ros, launch):
+    launch("mujoco_sim", {"urdf_path": str(ARM7), "initial_positions": Q0})
+    node = launch("hybrid_dynamics_controller", {
+        "urdf_path": str(ARM7), "mode": "task", "task": "position", "task_frame": "tool",
+        "publish_jacobians": False, "task_max_speed": 0.3})
+    states = States(ros)
+    commands = []
+    ros.node.create_subscription(Float64MultiArray, "/effort_controller/commands",
+                                 lambda m: commands.append(np.array(m.data)), 100)
+    pose_pub = ros.node.create_publisher(PoseStamped,
+                                         "/hybrid_dynamics_controller/pose_reference", 10)
+    assert ros.wait_for(lambda: len(commands) > 100 and pose_pub.get_subscription_count(),
+                        60), node.log()
+    def target(x, y, z):
+        msg = PoseStamped()
+        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = x, y, z
+        msg.pose.orientation.w = 1.0
+        return msg
+
+    pose_pub.publish(target(3.0, 0.0, 0.4))  # 3 m away: no configuration reaches it
+    assert ros.wait_for(lambda: "beyond the reach of 'tool'" in node.log(), 10), node.log()
+    # at the edge of the reach: the arm stretches out, singular, the hand cannot get there
+    t0 = time.monotonic()
+    pose_pub.publish(target(0.95, 0.0, 0.333))
+    ros.spin_for(4.0)
+    t, q = states.since(t0)
+    assert len(q) > 1000 and all(np.all(np.isfinite(c)) for c in commands)
+    model = RobotModel.from_urdf(ARM7)
+    lower, upper = model.position_lower, model.position_upper
+    beyond = np.maximum(q - upper, lower - q).max()
+    # the hand's speed, from Pinocchio's forward kinematics of the simulated states
+    pm = pin.buildModelFromUrdf(str(ARM7))
+    pd = pm.createData()
+    fid = pm.getFrameId("tool")
+    hand = []
+    for qk in q[::20]:
+        pin.framesForwardKinematics(pm, pd, qk)
+        hand.append(pd.oMf[fid].translation.copy())
+    hand = np.array(hand)
+    speed = np.linalg.norm(np.diff(hand, axis=0), axis=1) / np.diff(t[::20])
+    print(f"\n[sim] target out of reach: worst joint beyond its limit {beyond:+.4f} rad, hand "
+          f"speed max {speed.max():.2f} m/s (setpoint limit 0.3 m/s), moved "
+          f"{np.linalg.norm(hand[-1] - hand[0]):.2f} m toward x")
+    assert beyond < 0.02  # joints stop at their limits (the guard brakes before them)
+    assert speed.max() < 0.3 * 1.5
+    assert hand[-1][0] > hand[0][0] + 0.3  # it did go toward the target
+
+
+def test_simulator_brakes_when_the_controller_dies(ros, launch):
+    sim = launch("mujoco_sim", {"urdf_path": str(ARM7), "initial_positions": Q0,
+                                "command_timeout": 0.3})
+    controller = launch("hybrid_dynamics_controller", {
+        "urdf_path": str(ARM7), "mode": "hold", "publish_jacobians": False})
+    states = States(ros)
+    commands = []
+    ros.node.create_subscription(Float64MultiArray, "/effort_controller/commands",
+                                 lambda m: commands.append(m.data), 100)
+    assert ros.wait_for(lambda: len(commands) > 200, 60), controller.log()
+    kill9(controller)
+    t_kill = time.monotonic()
+    ros.spin_for(3.0)
+    t, q = states.since(t_kill)
+    frozen = q[t > t_kill + 1.0]
+    drift = np.abs(q - np.array(Q0)).max()
+    print(f"\n[sim] controller killed: joints moved {drift:.2e} rad before the brakes, then "
+          f"{np.ptp(frozen, axis=0).max():.1e} rad")
+    assert np.ptp(frozen, axis=0).max() == 0.0  # brakes on: not a hair of motion
+    assert drift < 0.05  # it fell for at most command_timeout (it fell 1.5-2.2 rad before)
+    assert "brakes on until commands return" in sim.log()
+    # a new controller: the brakes are released and the arm is held
+    launch("hybrid_dynamics_controller", {"urdf_path": str(ARM7), "mode": "hold",
+                                          "publish_jacobians": False})
+    assert ros.wait_for(lambda: "brakes released" in sim.log(), 60), sim.log()
+    t1 = time.monotonic()
+    ros.spin_for(1.0)
+    _, q1 = states.since(t1)
+    assert len(q1) > 200 and np.abs(q1 - q1[0]).max() < 1e-3
+
+
+def test_the_acrobot_urdf_runs_in_the_simulator(ros, launch):
+    sim = launch("mujoco_sim", {"urdf_path": str(ROOT / "urdf/acrobot.urdf"),
+                                "hold_until_first_command": False})
+    states = States(ros)
+    assert ros.wait_for(lambda: len(states.q) > 100, 60), sim.log()
+    assert "simulating 'acrobot'" in sim.log() and len(states.q[-1]) == 2
