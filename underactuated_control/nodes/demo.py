@@ -23,7 +23,7 @@ import numpy as np
 from ..jacobians import frame_placement
 from ..model import RobotModel
 from ..redundancy.arm_angle import ArmAngle
-from ..spatial import matrix_to_quaternion
+from ..so3 import matrix_to_quaternion, rotation_angle
 
 Q0 = [0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8]
 
@@ -132,8 +132,7 @@ def run_demo(urdf_path: Path, out_dir: Path, motion: float = 2.5, settle: float 
         hand = np.array([frame_placement(model, q, "tool")[0] for _, q in phase1])
         results = {
             "hand_error_at_goal_mm": 1e3 * float(np.linalg.norm(p1 - target_p)),
-            "orientation_error_at_goal_deg": float(np.degrees(np.arccos(np.clip(
-                (np.trace(R0.T @ R1) - 1) / 2, -1, 1)))),
+            "orientation_error_at_goal_deg": float(np.degrees(rotation_angle(R0.T @ R1))),
             "arm_angle_error_at_goal_deg": float(np.degrees(abs(psi1 - target_psi))),
             "max_hand_deviation_from_line_mm": 1e3 * float(np.max(np.linalg.norm(
                 np.cross(hand - p0, (target_p - p0) / np.linalg.norm(target_p - p0)), axis=1))),

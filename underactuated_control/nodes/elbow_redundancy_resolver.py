@@ -10,12 +10,20 @@ JointTrajectoryController or a position controller, and ``~/arm_angle`` (measure
 Passive joints are locked out of direct command: the plan moves the active joints only, and a
 passive joint's setpoint is its measured position (its motion is left to the controller's
 hybrid dynamics).
+
+Every setpoint is inside the URDF's position and velocity limits and the ``acceleration_limit``
+(``redundancy/limits.py``): a step the limits do not allow is scaled down along its direction
+and the motion's clock advances by that fraction (the motion is stretched in time, its path
+kept); a joint that a goal pushes against a position limit stops there (reported in the log and
+on /diagnostics). Goals the arm cannot reach (beyond the sum of its link lengths), arm angles
+outside [-π, π], malformed obstacle markers and non-finite steps are refused with a warning.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from builtin_interfaces.msg import Duration
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
@@ -29,11 +37,13 @@ from ..parameters import ParameterError, ParameterSpec, per_joint, table
 from ..redundancy.arm_angle import ArmAngle
 from ..redundancy.configuration_control import ConfigurationControl, ConfigurationTrajectory
 from ..redundancy.functions import (
+    WEIGHT_CAP,
     ArmAngleFunction,
     CollisionAvoidance,
     JointLimitAvoidance,
     Sphere,
 )
+from ..redundancy.limits import SetpointLimiter, plan_motion, reach
 from .common import pose_from_message, run_node
 from .parameters import NodeParameters
 from .robot import load_robot, robot_parameters, with_passive
@@ -75,7 +85,14 @@ PARAMETERS = table(
                   unit="m", low=1e-3, high=10.0),
     ParameterSpec("joint_limit_margin", 0.1, "joint-limit avoidance zone (0: off)", unit="rad",
                   low=0.0, high=1.0),
+    ParameterSpec("acceleration_limit", [10.0], "joint acceleration bound of the setpoints, one "
+                  "value (all joints) or one per joint (velocity and position bounds: the URDF)",
+                  unit="rad/s^2", low=1e-3, high=1e4,
+                  validator=_one_per("acceleration_limit", lambda m: m.joint_names)),
 )
+
+DIAGNOSTICS_PERIOD = 1.0  # s
+MAX_DURATION = 600.0  # s: a goal whose motion would take longer within the limits is refused
 
 
 class ElbowRedundancyResolver(Node):
@@ -93,18 +110,21 @@ class ElbowRedundancyResolver(Node):
         self.arm_angle = ArmAngle(self.model, links["shoulder_link"], links["elbow_link"],
                                   links["wrist_link"], reference=p["reference_direction"])
         self.matcher = JointStateMatcher(self.model)
+        self.reach_point, self.reach_radius = reach(self.model, self.tip)
         self.marker_spheres: list[Sphere] = []
-        self.control = self._build(p, set(PARAMETERS))
+        self.control, self.limiter = self._build(p, set(PARAMETERS))
         self.params.on_update(self._build, self._commit)
 
         self.setpoint_pub = self.create_publisher(JointTrajectory, "~/joint_setpoints", 10)
         self.psi_pub = self.create_publisher(Float64, "~/arm_angle", 10)
         self.marker_pub = self.create_publisher(MarkerArray, "~/obstacle_markers", 10)
+        self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.create_subscription(JointState, "/joint_states", self._on_state, 10)
         self.create_subscription(PoseStamped, "~/target_pose", self._on_pose, 10)
         self.create_subscription(Float64, "~/target_arm_angle", self._on_psi, 10)
         self.create_subscription(MarkerArray, "~/obstacles", self._on_obstacles, 10)
         self.timer = self.create_timer(1.0 / p["rate"], self._tick)
+        self.create_timer(DIAGNOSTICS_PERIOD, self._publish_diagnostics)
 
         self.q_measured: np.ndarray | None = None
         self.q_plan: np.ndarray | None = None
@@ -112,11 +132,18 @@ class ElbowRedundancyResolver(Node):
         self.goal_pose = None
         self.goal_psi: float | None = None
         self.trajectory: ConfigurationTrajectory | None = None
-        self.t_start = 0.0
+        self.t_motion = 0.0  # the motion's clock [s]: slows down where the limits demand
+        self.motion_time = 0.0  # setpoint time since the goal started [s]
+        self.motion_reported = True
+        self.at_limit: tuple[str, ...] = ()
+        self.counts = {"limited_samples": 0, "samples_at_position_limit": 0,
+                       "non_finite_steps": 0, "rejected_goals": 0, "rejected_markers": 0}
+        self.last_rejection = ""
+        self.last_scale = 1.0
         self.get_logger().info(
             f"resolving the elbow of '{self.model.name}' (S {links['shoulder_link']}, E "
-            f"{links['elbow_link']}, W {links['wrist_link']}; hand {self.tip}); passive "
-            f"{list(self.model.passive_joints)}")
+            f"{links['elbow_link']}, W {links['wrist_link']}; hand {self.tip}, reach "
+            f"{self.reach_radius:.3f} m); passive {list(self.model.passive_joints)}")
 
     # ---------------------------------------------------------------- configuration
     def _spheres(self, p: dict | None = None) -> list[Sphere]:
@@ -127,23 +154,26 @@ class ElbowRedundancyResolver(Node):
             for i in range(0, len(obs), 4)]
         return spheres + self.marker_spheres
 
-    def _build(self, p: dict, changed: set[str]) -> ConfigurationControl:
-        """The configuration-control step for the parameter values ``p``."""
+    def _build(self, p: dict, changed: set[str]) -> tuple[ConfigurationControl, SetpointLimiter]:
+        """The configuration-control step and the setpoint limits for the values ``p``."""
         functions = [ArmAngleFunction(self.arm_angle, p["arm_angle_weight"])]
         spheres = self._spheres(p)
         if spheres:
             functions.append(CollisionAvoidance(self.model, spheres, tip=self.tip))
         if p["joint_limit_margin"] > 0:
             functions.append(JointLimitAvoidance(self.model, p["joint_limit_margin"]))
-        return ConfigurationControl(
+        control = ConfigurationControl(
             self.model, self.tip, functions,
             task_weights=per_joint("hand_weights", p["hand_weights"], HAND_AXES),
             joint_velocity_weights=per_joint("joint_velocity_weights",
                                              p["joint_velocity_weights"],
                                              self.model.joint_names))
+        limiter = SetpointLimiter(self.model, per_joint(
+            "acceleration_limit", p["acceleration_limit"], self.model.joint_names))
+        return control, limiter
 
-    def _commit(self, control: ConfigurationControl, p: dict, changed: set[str]) -> None:
-        self.control = control
+    def _commit(self, built, p: dict, changed: set[str]) -> None:
+        self.control, self.limiter = built
         if "rate" in changed:
             self.timer.cancel()
             self.timer = self.create_timer(1.0 / p["rate"], self._tick)
@@ -161,50 +191,117 @@ class ElbowRedundancyResolver(Node):
             first = self.q_measured is None
             self.q_measured = q.copy()
             if first and (self.goal_pose is not None or self.goal_psi is not None):
-                self._start_goal()  # a goal that came before the first state starts now
+                pose, psi, self.goal_pose, self.goal_psi = self.goal_pose, self.goal_psi, None, None
+                self._start_goal(pose, psi)  # a goal that came before the first state
 
-    def _start_goal(self) -> None:
+    def _reject(self, what: str, reason: str) -> None:
+        self.counts["rejected_goals"] += 1
+        self.last_rejection = f"{what} rejected: {reason}"
+        self.get_logger().warning(self.last_rejection)
+
+    def _start_goal(self, pose=None, psi: float | None = None) -> None:
+        """Plan a motion to the new goal (``pose`` and/or ``psi``; the other part of the goal
+        stays as it was) from the current plan, or from the measured state when idle; a goal
+        the dry run does not reach is refused and the current motion goes on."""
+        goal_pose = pose if pose is not None else self.goal_pose
+        goal_psi = psi if psi is not None else self.goal_psi
         if self.q_measured is None:
+            self.goal_pose, self.goal_psi = goal_pose, goal_psi
             self.get_logger().warning("goal received before any /joint_states: it starts "
                                       "with the first state")
             return
-        q = self.q_plan if self.q_plan is not None else self.q_measured.copy()
+        moving = self.q_plan is not None and self.trajectory is not None
+        q = self.limiter.clamp(self.q_plan if moving else self.q_measured)
         ws = self.control.workspace
         ws.set_configuration(q)
         p0, R0 = ws.frame_placement(self.tip)
         psi0 = self.arm_angle.evaluate(q).psi
-        p1, R1 = self.goal_pose if self.goal_pose is not None else (p0.copy(), R0.copy())
-        psi1 = self.goal_psi if self.goal_psi is not None else psi0
+        p1, R1 = goal_pose if goal_pose is not None else (p0.copy(), R0.copy())
+        psi1 = goal_psi if goal_psi is not None else psi0
+        requested = self.params["motion_duration"]
+        what = "~/target_pose" if pose is not None else "~/target_arm_angle"
+        try:
+            plan = plan_motion(self.control, self.limiter, q, (p0, R0, psi0), (p1, R1, psi1),
+                               requested)
+        except (ValueError, np.linalg.LinAlgError) as exc:
+            self._reject(what, f"planning failed: {exc}")
+            return
+        if not plan.reached:
+            why = plan.failure or (f"{', '.join(plan.at_limit)} at a position limit"
+                                   if plan.at_limit else "the arm cannot get there")
+            self._reject(what, f"the planned motion ends {1e3 * plan.position_error:.1f} mm and "
+                         f"{np.degrees(plan.orientation_error):.1f}° from the target ({why})")
+            return
+        if plan.duration > MAX_DURATION:
+            self._reject(what, f"the motion would take {plan.duration:.0f} s within the joint "
+                         "velocity/acceleration limits (near a singularity?)")
+            return
+        if plan.duration > requested * (1 + 1e-9):
+            self.get_logger().info(
+                f"motion_duration {requested:g} s stretched to {plan.duration:.2f} s by the "
+                "joint velocity/acceleration limits")
+        self.goal_pose, self.goal_psi = goal_pose, goal_psi
+        if not moving:
+            self.v_plan = np.zeros(self.model.nv)
         self.q_plan = q.copy()
-        self.trajectory = ConfigurationTrajectory(p0, R0, psi0, p1, R1, psi1,
-                                                  self.params["motion_duration"])
-        self.t_start = self.get_clock().now().nanoseconds * 1e-9
+        self.trajectory = ConfigurationTrajectory(p0, R0, psi0, p1, R1, psi1, plan.duration)
+        self.t_motion = self.motion_time = 0.0
+        self.motion_reported = False
 
     def _on_pose(self, msg: PoseStamped) -> None:
         try:
-            self.goal_pose = pose_from_message(msg, self.model.root_link)
+            position, rotation = pose_from_message(msg, self.model.root_link)
         except ValueError as exc:
-            self.get_logger().warning(f"~/target_pose rejected: {exc}")
+            self._reject("~/target_pose", str(exc))
             return
-        self._start_goal()
+        distance = float(np.linalg.norm(position - self.reach_point))
+        if distance > self.reach_radius:
+            self._reject("~/target_pose", f"the target is {distance:.3f} m from the arm's first "
+                         f"joint at {np.round(self.reach_point, 3).tolist()}, beyond the reach "
+                         f"of {self.reach_radius:.3f} m (sum of the link lengths)")
+            return
+        self._start_goal(pose=(position, rotation))
 
     def _on_psi(self, msg: Float64) -> None:
-        if not np.isfinite(msg.data):
-            self.get_logger().warning("~/target_arm_angle rejected: not finite")
+        psi = float(msg.data)
+        if not np.isfinite(psi):
+            self._reject("~/target_arm_angle", "not finite")
             return
-        self.goal_psi = float(msg.data)
-        self._start_goal()
+        if abs(psi) > np.pi:
+            self._reject("~/target_arm_angle", f"{psi:g} rad is outside [-pi, pi] (the arm "
+                         "angle is in radians)")
+            return
+        self._start_goal(psi=psi)
 
     def _on_obstacles(self, msg: MarkerArray) -> None:
-        spheres = []
+        spheres, rejected = [], []
+        margin = self.params["obstacle_margin"]
         for mk in msg.markers:
             if mk.type != Marker.SPHERE or mk.action != Marker.ADD:
                 continue
-            r = 0.5 * max(mk.scale.x, mk.scale.y, mk.scale.z)
+            scale = np.array([mk.scale.x, mk.scale.y, mk.scale.z])
             c = mk.pose.position
-            spheres.append(Sphere([c.x, c.y, c.z], r, r + self.params["obstacle_margin"]))
+            center = np.array([c.x, c.y, c.z])
+            reason = ("scale must be finite and > 0, got " + str(scale.tolist())
+                      if not (np.all(np.isfinite(scale)) and np.all(scale > 0)) else
+                      "non-finite position " + str(center.tolist())
+                      if not np.all(np.isfinite(center)) else "")
+            if reason:
+                rejected.append(f"marker ns '{mk.ns}' id {mk.id} ignored: {reason}")
+                continue
+            r = 0.5 * float(scale.max())
+            spheres.append(Sphere(center, r, r + margin))
+        if rejected:
+            self.counts["rejected_markers"] += len(rejected)
+            self.get_logger().warning("~/obstacles: " + "; ".join(rejected),
+                                      throttle_duration_sec=1.0)
+        previous = self.marker_spheres
         self.marker_spheres = spheres
-        self.control = self._build(self.params.values, set())
+        try:
+            self.control, self.limiter = self._build(self.params.values, set())
+        except ValueError as exc:  # defensive: keep the previous obstacles
+            self.marker_spheres = previous
+            self.get_logger().warning(f"~/obstacles ignored: {exc}")
 
     # ---------------------------------------------------------------- output
     def _tick(self) -> None:
@@ -216,15 +313,41 @@ class ElbowRedundancyResolver(Node):
         if self.trajectory is None or self.q_plan is None:
             return
         dt = 1.0 / self.params["rate"]
-        t = self.get_clock().now().nanoseconds * 1e-9 - self.t_start
-        p_d, R_d, psi_d = self.trajectory(t + dt)
-        res = self.control.step(self.q_plan, (p_d, R_d), {"arm_angle": psi_d})
-        q_next = res.q_next.copy()
+        p_d, R_d, psi_d = self.trajectory(self.t_motion + dt)
         passive = self.model.passive_dofs
-        q_next[passive] = self.q_measured[passive]
-        v_next = (q_next - self.q_plan) / dt
+        res = None
+        try:
+            res = self.control.step(self.q_plan, (p_d, R_d), {"arm_angle": psi_d})
+            dq = res.q_next - self.q_plan
+            problem = "" if np.all(np.isfinite(dq)) else "non-finite joint step"
+        except (ValueError, np.linalg.LinAlgError) as exc:
+            problem = str(exc)
+        if problem:  # hold: stop the plan (at the acceleration limit), keep its clock
+            dq = np.zeros(self.model.nv)
+            self.counts["non_finite_steps"] += 1
+            self.get_logger().warning(f"configuration-control step failed ({problem}): "
+                                      "holding the last setpoint", throttle_duration_sec=2.0)
+        dq[passive] = 0.0
+        step = self.limiter.step(self.q_plan, self.v_plan, dq, dt)
+        if not problem:
+            self.t_motion += step.scale * dt
+        self.motion_time += dt
+        self.last_scale = step.scale
+        if step.scale < 1.0 - 1e-9 or step.clipped:
+            self.counts["limited_samples"] += 1
+        self.at_limit = step.at_limit
+        if step.at_limit:
+            self.counts["samples_at_position_limit"] += 1
+            self.get_logger().warning(
+                f"{', '.join(step.at_limit)} held at a position limit: the goal asks for more",
+                throttle_duration_sec=2.0)
+        if res is not None and np.any(res.weights.get("collision", np.zeros(0)) >= WEIGHT_CAP):
+            self.get_logger().warning("the arm is inside an obstacle's inner sphere",
+                                      throttle_duration_sec=2.0)
+        q_next, v_next, a_next = step.q, step.v, step.a
+        q_next[passive] = self.limiter.clamp(self.q_measured)[passive]
         v_next[passive] = 0.0
-        a_next = (v_next - self.v_plan) / dt
+        a_next[passive] = 0.0
         self.q_plan, self.v_plan = q_next, v_next
         msg = JointTrajectory()
         msg.header.stamp = self.get_clock().now().to_msg()
@@ -234,6 +357,51 @@ class ElbowRedundancyResolver(Node):
         pt.time_from_start = Duration(sec=0, nanosec=int(dt * 1e9))
         msg.points = [pt]
         self.setpoint_pub.publish(msg)
+        if res is not None:
+            self._report_motion(res, psi_d)
+
+    def _report_motion(self, res, psi_goal: float) -> None:
+        """Once per goal, when the motion's clock has run out and the plan has stopped: how
+        long it took and how close it got."""
+        if self.motion_reported or self.t_motion < self.trajectory.duration:
+            return
+        hand, turn = 1e3 * res.position_error, np.degrees(res.orientation_error)
+        psi_now = float(res.values.get("arm_angle", [psi_goal])[0])
+        psi_err = abs(np.degrees((psi_goal - psi_now + np.pi) % (2 * np.pi) - np.pi))
+        if np.abs(self.v_plan).max() > 1e-3 and not self.at_limit:
+            return  # still settling
+        self.motion_reported = True
+        duration = self.trajectory.duration
+        slowed = (f" (planned {duration:.2f} s: slowed down at the limits)"
+                  if self.motion_time > 1.05 * duration + 0.05 else "")
+        summary = (f"hand {hand:.2f} mm, {turn:.2f}° and arm angle {psi_err:.2f}° from the "
+                   f"target after {self.motion_time:.2f} s{slowed}")
+        if hand < 1.0 and turn < 0.5:
+            self.get_logger().info(f"goal reached: {summary}")
+        else:
+            why = f" ({', '.join(self.at_limit)} at a position limit)" if self.at_limit else ""
+            self.get_logger().warning(f"goal not reached: {summary}{why}")
+
+    def _publish_diagnostics(self) -> None:
+        status = DiagnosticStatus(name="elbow_redundancy_resolver: setpoints",
+                                  hardware_id=self.model.name)
+        if self.q_measured is None:
+            status.level, status.message = DiagnosticStatus.WARN, "no /joint_states"
+        elif self.at_limit:
+            status.level, status.message = DiagnosticStatus.WARN, \
+                f"held at a position limit: {', '.join(self.at_limit)}"
+        elif self.trajectory is None:
+            status.level, status.message = DiagnosticStatus.OK, "idle"
+        else:
+            status.level = DiagnosticStatus.OK
+            status.message = "moving" if not self.motion_reported else "holding the goal"
+        values = {"time_scale": f"{self.last_scale:.3f}", "last_rejection": self.last_rejection,
+                  "joints_at_position_limit": ",".join(self.at_limit),
+                  **{k: str(v) for k, v in self.counts.items()}}
+        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
+        msg = DiagnosticArray(status=[status])
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.diag_pub.publish(msg)
 
     def _publish_markers(self) -> None:
         spheres = self._spheres()

@@ -114,7 +114,9 @@ class ConfigurationControl:
             sw = np.sqrt(W)
             A = np.vstack([sw[:, None] * J, np.diag(np.sqrt(Wv[self.columns]))])
             b = np.concatenate([sw * dX, np.zeros(len(self.columns))])
-            dq_active = np.linalg.lstsq(A, b, rcond=1e-12)[0]
+            # directions weaker than 1e-7 of the strongest are not moved (a capped collision
+            # weight of 1e8 next to a near-singular row gave 1e8 rad steps with 1e-12)
+            dq_active = np.linalg.lstsq(A, b, rcond=1e-7)[0]
         dq = np.zeros(m.nv)
         dq[self.columns] = dq_active
         result.dq = dq
@@ -124,12 +126,16 @@ class ConfigurationControl:
 
 class ConfigurationTrajectory:
     """Cycloidal hand pose (straight line, geodesic orientation) and arm angle from a start to
-    a goal in ``duration`` s (ARCHITECTURE.md §5)."""
+    a goal in ``duration`` s (ARCHITECTURE.md §5). The arm angle takes the shorter way round
+    (from 170° to -170° through 180°, not through 0°)."""
 
     def __init__(self, p0, R0, psi0: float, p1, R1, psi1: float, duration: float) -> None:
         self.hand = LineTrajectory(np.asarray(p0, float), np.asarray(R0, float),
                                    np.asarray(p1, float), np.asarray(R1, float), duration)
-        self.psi0, self.psi1, self.duration = psi0, psi1, duration
+        if not (np.isfinite(psi0) and np.isfinite(psi1)):
+            raise ValueError(f"arm angles must be finite, got {psi0} and {psi1}")
+        self.psi0, self.duration = psi0, duration
+        self.psi1 = psi0 + (psi1 - psi0 + np.pi) % (2 * np.pi) - np.pi
 
     def __call__(self, t: float) -> tuple[np.ndarray, np.ndarray, float]:
         ref = self.hand(t)
