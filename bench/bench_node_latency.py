@@ -1,11 +1,17 @@
 """/joint_states -> effort command latency of hybrid_dynamics_controller, two processes.
 
     .venv/bin/python bench/bench_node_latency.py [--seconds 10] [--rates 500 1000]
+    .venv/bin/python bench/bench_node_latency.py --soak-minutes 10        # 1 kHz soak
+    .venv/bin/python bench/bench_node_latency.py --before bb89000 --rounds 3   # interleaved
 
 The controller runs in its own process (arm7, joints 2 and 4 passive, joint mode, J_G/J_D
 publication on). This process publishes sensor_msgs/JointState at each rate from a busy-wait
-schedule and matches each effort command to the oldest unanswered state (reliable QoS, FIFO).
-Prints p50/p99 latency and the fraction of states answered; writes node_latency.json.
+schedule and matches each effort command to the oldest unanswered state (FIFO: valid while
+every state is answered, which the answered fraction shows). Prints p50/p99/p99.9 latency and
+the fraction answered; the soak prints them per minute with the controller's RSS.
+``--before REV`` runs the controller of git revision REV (a temporary worktree) and of this
+checkout alternately, ``--rounds`` times each. Writes bench/results/node_latency.json (or
+node_soak.json, node_latency_compare.json).
 """
 
 from __future__ import annotations
@@ -16,12 +22,142 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+NAMES = [f"joint{i}" for i in range(1, 8)]
+Q = np.array([0.1, -0.4, 0.2, -2.0, 0.1, 1.8, 0.5])
+
+
+def start_controller(args, package_root: Path | None, limit_s: int) -> subprocess.Popen:
+    """The controller of this checkout, or of ``package_root`` (run by module path)."""
+    env = {k: v for k, v in os.environ.items() if k != "_ROS_WHEELS_BOOTSTRAP_COMPLETE"}
+    if package_root is None:
+        exe = [str(Path(sys.executable).parent / "hybrid_dynamics_controller")]
+    else:
+        env["PYTHONPATH"] = str(package_root)
+        exe = [sys.executable, "-c", "import sys; from underactuated_control.nodes."
+               "hybrid_dynamics_controller import main; sys.exit(main(sys.argv))"]
+    cmd = ["timeout", "-k", "5", str(limit_s), *exe, "--ros-args",
+           "-p", f"urdf_path:={ROOT / 'urdf/arm7.urdf'}", "-p", "passive_joints:=[joint2,joint4]",
+           "-p", "mode:=joint", "-p", "state_timeout:=1.0",
+           "-p", f"publish_jacobians:={args.publish_jacobians}", "--log-level", "warn"]
+    return subprocess.Popen(cmd, env=env, cwd=package_root or ROOT)
+
+
+def stop(controller: subprocess.Popen) -> None:
+    controller.send_signal(signal.SIGINT)
+    try:
+        controller.wait(10)
+    except subprocess.TimeoutExpired:
+        controller.kill()
+
+
+def rss_kb(controller: subprocess.Popen) -> int | None:
+    """Resident memory of the controller itself (the child of ``timeout``)."""
+    children = subprocess.run(["pgrep", "-P", str(controller.pid)], capture_output=True,
+                              text=True).stdout.split()
+    for pid in children:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        except OSError:
+            pass
+    return None
+
+
+class Driver:
+    """This process's node: publishes states on a schedule, records command arrivals."""
+
+    def __init__(self) -> None:
+        import rclpy
+        from rclpy.experimental import EventsExecutor
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import Float64MultiArray
+
+        rclpy.init()
+        self.rclpy, self.JointState = rclpy, JointState
+        self.node = rclpy.create_node("latency_driver")
+        self.executor = EventsExecutor()
+        self.executor.add_node(self.node)
+        self.received: list[int] = []
+        self.node.create_subscription(Float64MultiArray, "/effort_controller/commands",
+                                      lambda _m: self.received.append(time.perf_counter_ns()),
+                                      100)
+        self.pub = self.node.create_publisher(JointState, "/joint_states", 100)
+
+    def spin(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.executor.spin_once(timeout_sec=0.01)
+
+    def wait_for_controller(self) -> None:
+        deadline = time.monotonic() + 90
+        while self.pub.get_subscription_count() == 0 and time.monotonic() < deadline:
+            self.executor.spin_once(timeout_sec=0.05)
+        if self.pub.get_subscription_count() == 0:
+            raise SystemExit("controller did not come up")
+
+    def state(self, k: int):
+        msg = self.JointState(name=NAMES, position=(Q + 1e-4 * np.sin(k)).tolist(),
+                              velocity=[0.0] * 7)
+        msg.header.stamp = self.node.get_clock().now().to_msg()
+        return msg
+
+    def warm_up(self) -> None:
+        for k in range(200):  # compile caches, discovery settles
+            self.pub.publish(self.state(k))
+            self.executor.spin_once(timeout_sec=0.002)
+        self.spin(0.5)
+
+    def run(self, rate: float, seconds: float) -> dict:
+        self.received.clear()
+        sent: list[int] = []
+        period_ns = int(1e9 / rate)
+        t0 = time.perf_counter_ns() + 10_000_000
+        for k in range(int(seconds * rate)):
+            target = t0 + k * period_ns
+            while True:
+                now = time.perf_counter_ns()
+                if now >= target:
+                    break
+                self.executor.spin_once(timeout_sec=min(2e-4, (target - now) / 1e9))
+            msg = self.state(k)
+            sent.append(time.perf_counter_ns())
+            self.pub.publish(msg)
+        self.spin(1.0)
+        m = min(len(sent), len(self.received))
+        lat = (np.array(self.received[:m]) - np.array(sent[:m])) / 1e6
+        span = (sent[-1] - sent[0]) / 1e9
+        return {
+            "states_sent": len(sent), "commands_received": len(self.received),
+            "answered_fraction": len(self.received) / len(sent),
+            "achieved_publish_rate_hz": (len(sent) - 1) / span,
+            "latency_p50_ms": float(np.percentile(lat, 50)),
+            "latency_p99_ms": float(np.percentile(lat, 99)),
+            "latency_p999_ms": float(np.percentile(lat, 99.9)),
+            "latency_max_ms": float(lat.max()),
+        }
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self.rclpy.shutdown()
+
+
+def row(label: str, r: dict) -> str:
+    return (f"{label:>10}{r['states_sent']:>8}{100 * r['answered_fraction']:>9.2f}%"
+            f"{r['latency_p50_ms']:>9.3f}{r['latency_p99_ms']:>9.3f}"
+            f"{r['latency_p999_ms']:>10.3f}{r['latency_max_ms']:>9.3f}")
+
+
+HEADER = (f"{'':>10}{'sent':>8}{'answered':>10}{'p50 ms':>9}{'p99 ms':>9}{'p99.9 ms':>10}"
+          f"{'max ms':>9}")
 
 
 def main() -> int:
@@ -29,103 +165,113 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=10.0, help="duration per rate [s]")
     parser.add_argument("--rates", type=float, nargs="+", default=[500.0, 1000.0], help="[Hz]")
+    parser.add_argument("--soak-minutes", type=int, default=0,
+                        help="soak at 1 kHz for this many minutes (per-minute table)")
+    parser.add_argument("--before", help="git revision whose controller runs interleaved")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds with --before")
     parser.add_argument("--publish-jacobians", choices=("true", "false"), default="true")
     parser.add_argument("--out", default=str(ROOT / "bench/results"))
     args = parser.parse_args()
-    domain = 150 + os.getpid() % 50
-    os.environ["ROS_DOMAIN_ID"] = str(domain)
+    os.environ["ROS_DOMAIN_ID"] = str(150 + os.getpid() % 50)
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    env = {k: v for k, v in os.environ.items() if k != "_ROS_WHEELS_BOOTSTRAP_COMPLETE"}
-    cmd = ["timeout", "-k", "5", str(int(60 + 2 * args.seconds * len(args.rates))),
-           str(Path(sys.executable).parent / "hybrid_dynamics_controller"), "--ros-args",
-           "-p", f"urdf_path:={ROOT / 'urdf/arm7.urdf'}", "-p", "passive_joints:=[joint2,joint4]",
-           "-p", "mode:=joint", "-p", "state_timeout:=1.0",
-           "-p", f"publish_jacobians:={args.publish_jacobians}", "--log-level", "warn"]
-    controller = subprocess.Popen(cmd, env=env)
-
-    import rclpy
-    from rclpy.experimental import EventsExecutor
-    from sensor_msgs.msg import JointState
-    from std_msgs.msg import Float64MultiArray
-
-    rclpy.init()
-    node = rclpy.create_node("latency_driver")
-    executor = EventsExecutor()
-    executor.add_node(node)
-    received: list[int] = []
-    node.create_subscription(Float64MultiArray, "/effort_controller/commands",
-                             lambda _m: received.append(time.perf_counter_ns()), 100)
-    pub = node.create_publisher(JointState, "/joint_states", 100)
-    names = [f"joint{i}" for i in range(1, 8)]
-    q = np.array([0.1, -0.4, 0.2, -2.0, 0.1, 1.8, 0.5])
-    results = {}
-    try:
-        deadline = time.monotonic() + 60
-        while pub.get_subscription_count() == 0 and time.monotonic() < deadline:
-            executor.spin_once(timeout_sec=0.05)
-        if pub.get_subscription_count() == 0:
-            raise SystemExit("controller did not come up")
-        for rate in args.rates:
-            # warm-up: compile caches, discovery settles
-            for _ in range(200):
-                msg = JointState(name=names, position=q.tolist(), velocity=[0.0] * 7)
-                msg.header.stamp = node.get_clock().now().to_msg()
-                pub.publish(msg)
-                executor.spin_once(timeout_sec=0.002)
-            end_warm = time.monotonic() + 0.5
-            while time.monotonic() < end_warm:
-                executor.spin_once(timeout_sec=0.01)
-            received.clear()
-            sent: list[int] = []
-            period_ns = int(1e9 / rate)
-            n = int(args.seconds * rate)
-            t0 = time.perf_counter_ns() + 10_000_000
-            for k in range(n):
-                target = t0 + k * period_ns
-                while True:
-                    now = time.perf_counter_ns()
-                    if now >= target:
-                        break
-                    executor.spin_once(timeout_sec=min(2e-4, (target - now) / 1e9))
-                msg = JointState(name=names, position=(q + 1e-4 * np.sin(k)).tolist(),
-                                 velocity=[0.0] * 7)
-                msg.header.stamp = node.get_clock().now().to_msg()
-                sent.append(time.perf_counter_ns())
-                pub.publish(msg)
-            drain = time.monotonic() + 1.0
-            while time.monotonic() < drain:
-                executor.spin_once(timeout_sec=0.01)
-            m = min(len(sent), len(received))
-            lat = (np.array(received[:m]) - np.array(sent[:m])) / 1e6
-            span = (sent[-1] - sent[0]) / 1e9
-            results[f"{rate:g}Hz"] = {
-                "states_sent": len(sent), "commands_received": len(received),
-                "answered_fraction": len(received) / len(sent),
-                "achieved_publish_rate_hz": (len(sent) - 1) / span,
-                "latency_p50_ms": float(np.percentile(lat, 50)),
-                "latency_p99_ms": float(np.percentile(lat, 99)),
-                "latency_max_ms": float(lat.max()),
-            }
-    finally:
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.shutdown()
-        controller.send_signal(signal.SIGINT)
-        try:
-            controller.wait(10)
-        except subprocess.TimeoutExpired:
-            controller.kill()
-
-    print(f"{'rate':>8}{'sent':>8}{'answered':>10}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}")
-    for rate, r in results.items():
-        print(f"{rate:>8}{r['states_sent']:>8}{100 * r['answered_fraction']:>9.2f}%"
-              f"{r['latency_p50_ms']:>9.3f}{r['latency_p99_ms']:>9.3f}{r['latency_max_ms']:>9.3f}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    driver = Driver()
+    try:
+        if args.soak_minutes:
+            return soak(args, driver, out)
+        if args.before:
+            return compare(args, driver, out)
+        controller = start_controller(args, None, int(60 + 2 * args.seconds * len(args.rates)))
+        try:
+            driver.wait_for_controller()
+            results = {}
+            for rate in args.rates:
+                driver.warm_up()
+                results[f"{rate:g}Hz"] = driver.run(rate, args.seconds)
+        finally:
+            stop(controller)
+    finally:
+        driver.close()
+    print(HEADER)
+    for rate, r in results.items():
+        print(row(rate, r))
     (out / "node_latency.json").write_text(json.dumps(
         {"robot": "arm7, joints 2 and 4 passive", "publish_jacobians": args.publish_jacobians,
          "results": results}, indent=2))
     print(f"wrote {out / 'node_latency.json'}")
+    return 0
+
+
+def soak(args, driver: Driver, out: Path) -> int:
+    controller = start_controller(args, None, 120 + 70 * args.soak_minutes)
+    minutes = []
+    try:
+        driver.wait_for_controller()
+        driver.warm_up()
+        rss_start = rss_kb(controller)
+        print(f"soak: 1 kHz for {args.soak_minutes} min; controller RSS at start "
+              f"{rss_start} kB\n{'minute':>10}{HEADER[10:]}{'RSS kB':>10}", flush=True)
+        for minute in range(1, args.soak_minutes + 1):
+            r = driver.run(1000.0, 59.0)
+            r["rss_kb"] = rss_kb(controller)
+            minutes.append(r)
+            print(row(str(minute), r) + f"{r['rss_kb']:>10}", flush=True)
+        rss_end = rss_kb(controller)
+    finally:
+        stop(controller)
+    sent = sum(r["states_sent"] for r in minutes)
+    answered = sum(r["commands_received"] for r in minutes)
+    print(f"total: {answered} of {sent} states answered; RSS {rss_start} -> {rss_end} kB")
+    (out / "node_soak.json").write_text(json.dumps(
+        {"robot": "arm7, joints 2 and 4 passive", "rate_hz": 1000,
+         "publish_jacobians": args.publish_jacobians, "minutes": minutes,
+         "states_sent": sent, "commands_received": answered, "rss_start_kb": rss_start,
+         "rss_end_kb": rss_end}, indent=2))
+    print(f"wrote {out / 'node_soak.json'}")
+    return 0
+
+
+def compare(args, driver: Driver, out: Path) -> int:
+    """This checkout's controller and REV's, alternately (the machine is noisy)."""
+    tmp = Path(tempfile.mkdtemp(prefix="latency-before-"))
+    subprocess.run(["git", "worktree", "add", "--detach", str(tmp), args.before], cwd=ROOT,
+                   check=True, capture_output=True)
+    runs: dict[str, list[dict]] = {"before": [], "after": []}
+    try:
+        for k in range(args.rounds):
+            order = ("before", "after") if k % 2 == 0 else ("after", "before")
+            for side in order:
+                controller = start_controller(args, tmp if side == "before" else None,
+                                              int(90 + 2 * args.seconds * len(args.rates)))
+                try:
+                    driver.wait_for_controller()
+                    for rate in args.rates:
+                        driver.warm_up()
+                        r = driver.run(rate, args.seconds)
+                        r["rate_hz"] = rate
+                        runs[side].append(r)
+                        print(row(f"{side[:3]} {rate:g}", r), flush=True)
+                finally:
+                    stop(controller)
+                driver.spin(2.0)  # the old controller leaves the graph
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(tmp)], cwd=ROOT,
+                       capture_output=True)
+    print(f"\nmedian over {args.rounds} rounds ({args.before} = before, this checkout = after)")
+    print(HEADER)
+    summary = {}
+    for side, rs in runs.items():
+        for rate in args.rates:
+            sel = [r for r in rs if r["rate_hz"] == rate]
+            med = {key: float(np.median([r[key] for r in sel])) for key in sel[0]}
+            med["states_sent"] = int(med["states_sent"])
+            summary[f"{side} {rate:g}Hz"] = med
+            print(row(f"{side[:3]} {rate:g}", med))
+    (out / "node_latency_compare.json").write_text(json.dumps(
+        {"before": args.before, "rounds": args.rounds, "runs": runs, "median": summary},
+        indent=2))
+    print(f"wrote {out / 'node_latency_compare.json'}")
     return 0
 
 

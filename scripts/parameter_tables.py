@@ -24,7 +24,7 @@ NODES = {
 
 
 def block(node: str) -> re.Pattern:
-    return re.compile(rf"(<!-- parameters: {node} -->\n)(.*?)(\n?<!-- end parameters -->)", re.S)
+    return re.compile(rf"(<!-- parameters: {node} -->\n)(.*?)(<!-- end parameters -->)", re.S)
 
 
 def main(argv: list[str]) -> int:
@@ -35,9 +35,10 @@ def main(argv: list[str]) -> int:
         if match is None:
             print(f"README.md has no '<!-- parameters: {node} -->' block", file=sys.stderr)
             return 1
-        if match.group(2) != markdown_table(table):
+        expected = markdown_table(table) + "\n"
+        if match.group(2) != expected:
             stale.append(node)
-            text = text[:match.start(2)] + markdown_table(table) + text[match.end(2):]
+            text = text[:match.start(2)] + expected + text[match.end(2):]
     if "--check" in argv:
         if stale:
             print(f"README parameter tables out of date: {stale}", file=sys.stderr)

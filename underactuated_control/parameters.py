@@ -207,11 +207,12 @@ def markdown_table(specs: Mapping[str, ParameterSpec]) -> str:
         if s.kind == STRING_ARRAY:
             default = [x for x in default if x]
         if s.choices:
-            rng = " \\| ".join(s.choices)
+            rng = " | ".join(s.choices)
         elif s.low is not None or s.high is not None:
             rng = f"{_fmt(s.low)} … {_fmt(s.high)}"
         else:
             rng = ""
-        lines.append(f"| `{s.name}` | {s.kind} | `{default!r}` | {s.unit} | {rng} | "
-                     f"{'no' if s.read_only else 'yes'} | {s.description} |")
+        cells = [f"`{s.name}`", s.kind, f"`{default!r}`", s.unit, rng,
+                 "no" if s.read_only else "yes", s.description]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)
