@@ -84,3 +84,10 @@ def test_scalars_and_integers_at_start_and_at_run_time(ros, launch):
     assert not bad.successful and "parameter kp: must be >= 0" in bad.reason
     assert np.isclose(get(["kp"])[0].double_array_value[0], 50.0)
     assert node.proc.poll() is None
+
+
+def test_malformed_ros_arguments_are_one_line(launch):
+    node = launch("hybrid_dynamics_controller", None, ["--ros-args", "-p", "urdf_path:='"])
+    assert node.wait(60) == 2
+    log = node.log()
+    assert "cannot start: bad ROS arguments" in log and "Traceback" not in log, log

@@ -72,7 +72,12 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
     gives exit code 2."""
     from rclpy.signals import SignalHandlerOptions
 
-    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    try:
+        rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    except Exception as exc:  # rcl's parser: a malformed --ros-args rule is a user error
+        print(f"[ERROR] cannot start: bad ROS arguments: {str(exc).splitlines()[0]}",
+              file=sys.stderr)
+        return 2
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set())
                 for sig in (signal.SIGINT, signal.SIGTERM)}
