@@ -91,6 +91,13 @@ class PinRef:
         fid = self.pm.getFrameId(frame)
         return pin.getFrameJacobian(self.pm, self.pd, fid, pin.LOCAL_WORLD_ALIGNED)[:, self.v_perm]
 
+    def generalized_jacobians(self, q, frame: str, active, passive):
+        """Dense J_G = J_a + J_p J_D and J_D = -M_pp⁻¹ M_pa (fixed base, §6.1)."""
+        M = self.mass_matrix(q)
+        J_D = -np.linalg.solve(M[np.ix_(passive, passive)], M[np.ix_(passive, active)])
+        J = self.frame_jacobian(q, frame)
+        return J[:, active] + J[:, passive] @ J_D, J_D
+
     def rnea(self, q, v, a):
         return self.back(pin.rnea(self.pm, self.pd, self.q(q), self.v(v), self.v(a)))
 

@@ -56,17 +56,23 @@ def assert_converges(driver, q, expected, publish_ref=lambda: None, timeout=20.0
     np.testing.assert_allclose(got, expected, atol=1e-9 * max(1.0, np.abs(expected).max()))
 
 
+def publish_invalid(ros, driver, joint, value, times):
+    """States with ``value`` (NaN, inf) at ``joint``: a safety stop."""
+    bad = Q0.copy()
+    bad[joint] = value
+    for _ in range(times):
+        driver.publish_state(bad, np.zeros(7))
+        ros.spin_for(0.04)
+    return bad
+
+
 def test_references_relatch_after_a_safety_stop_and_on_mode_switches(ros, launch):
     node, driver, client = setup(ros, launch, mode="hold")
     model = RobotModel.from_urdf(ARM7, passive_joints=PASSIVE)
     a = model.active_dofs
     assert_converges(driver, Q0, holding(Q0))
     # safety stop (a NaN state), then the robot is back 0.6 rad away: hold holds it there
-    bad = Q0.copy()
-    bad[0] = np.nan
-    for _ in range(5):
-        driver.publish_state(bad, np.zeros(7))
-        ros.spin_for(0.03)
+    publish_invalid(ros, driver, 0, np.nan, 5)
     q2 = Q0.copy()
     q2[a] += 0.6 * np.array([1, -1, 1, -1, 1]) / 6
     q2[0] += 0.5
@@ -197,11 +203,7 @@ def test_best_effort_states_are_heard_and_other_publishers_reported(ros, launch)
 def test_refusals_are_counted_by_cause_and_logged_while_silent(ros, launch):
     node, driver, _ = setup(ros, launch, mode="hold")
     assert_converges(driver, Q0, holding(Q0))
-    bad = Q0.copy()
-    bad[3] = np.inf
-    for _ in range(3):
-        driver.publish_state(bad, np.zeros(7))
-        ros.spin_for(0.05)
+    bad = publish_invalid(ros, driver, 3, np.inf, 3)
     ros.spin_for(2.1)
     driver.publish_state(bad, np.zeros(7))  # still silent: the reason is logged again
     no_velocity = JointState(name=JOINTS, position=[float(x) for x in Q0])
