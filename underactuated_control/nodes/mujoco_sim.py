@@ -70,6 +70,8 @@ PARAMETERS = table(
                   read_only=True),
     ParameterSpec("timestep", 0.001, "physics step", unit="s", low=1e-5, high=0.01,
                   read_only=True),
+    ParameterSpec("integrator", "euler", "MuJoCo integrator", read_only=True,
+                  choices=("euler", "rk4", "implicit", "implicitfast")),
     ParameterSpec("publish_every", 1, "physics steps per /joint_states", low=1, high=1000,
                   read_only=True),
     ParameterSpec("real_time_factor", 1.0, "simulated / wall time (0: as fast as possible)",
@@ -110,6 +112,10 @@ class MujocoSim(Node):
 
         spec = mujoco.MjSpec.from_string(_dynamics_only(text))
         spec.option.timestep = self.timestep
+        spec.option.integrator = {
+            "euler": mujoco.mjtIntegrator.mjINT_EULER, "rk4": mujoco.mjtIntegrator.mjINT_RK4,
+            "implicit": mujoco.mjtIntegrator.mjINT_IMPLICIT,
+            "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST}[p["integrator"]]
         limits = dict(zip(model.dof_names, model.effort_limit))
         self.actuated = [n for n in self.command_joints if n in model.active_joints]
         for name in self.actuated:
