@@ -51,3 +51,123 @@ def test_inspect_bad_input_exit_code():
     assert "unknown joint 'joint9'" in out.stderr
     out = run("inspect", "arm7", "--q", "0", "1")
     assert out.returncode == 2 and "q must have shape (7,)" in out.stderr
+
+
+# ---------------------------------------------------------------- bringup: checked first
+def one_error_line(out):
+    lines = [x for x in out.stderr.splitlines() if x.strip()]
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr and "started" not in out.stderr, out.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: "), out.stderr
+    return lines[0]
+
+
+def test_bringup_checks_node_names_before_starting_anything():
+    line = one_error_line(run("bringup", "--node", "mujoco_simm"))
+    assert "--node 'mujoco_simm'" in line and "did you mean 'mujoco_sim'" in line
+    line = one_error_line(run("bringup", "--node", "mujoco_sim", "--node", "nope"))
+    assert "--node 'nope'" in line
+    line = one_error_line(run("bringup", "--node", "hybrid_dynamics_controller"))
+    assert "always starts the controller" in line
+
+
+def test_bringup_needs_the_resolver_links_of_another_robot():
+    line = one_error_line(run("bringup", "--urdf", "acrobot", "--node",
+                              "elbow_redundancy_resolver"))
+    assert "--resolver-links" in line
+    line = one_error_line(run("bringup", "--urdf", "acrobot", "--node",
+                              "elbow_redundancy_resolver", "--resolver-links", "a", "b", "c"))
+    assert "shoulder_link 'a'" in line and "not a link of 'acrobot'" in line
+
+
+def _config_with_passive(tmp_path, joints):
+    text = (ROOT / "config/arm7_controller.yaml").read_text()
+    path = tmp_path / "controller.yaml"
+    path.write_text(text.replace('passive_joints: [""]', f"passive_joints: {joints}"))
+    return path
+
+
+def test_bringup_says_when_a_passive_joint_will_fall(tmp_path):
+    """A passive joint2 under gravity (the old default) is announced with the acceleration
+    Pinocchio's dense hybrid dynamics gives at the simulator's start configuration; a passive
+    vertical axis (joint1) is not."""
+    import yaml
+
+    q0 = np.array(yaml.safe_load((ROOT / "config/arm7_sim.yaml").read_text())[
+        "mujoco_sim"]["ros__parameters"]["initial_positions"])
+    out = run("bringup", "--config", str(_config_with_passive(tmp_path, '["joint2"]')),
+              "--node", "mujoco_sim", "--print")
+    assert out.returncode == 0, out.stderr
+    text = ARM7_PATH.read_text()
+    model = RobotModel.from_urdf(text, passive_joints=["joint2"])
+    _, qdd_p = PinRef(model, text).dense_hybrid(q0, np.zeros(7), np.zeros(6), np.zeros(1),
+                                                model.active_dofs, model.passive_dofs)
+    warning = re.search(r"warning: joint2 is passive .* accelerates it at ([-+]\d+\.\d+) "
+                        r"rad/s².*toward its limit \(([-\d.]+) rad\)", out.stderr)
+    assert warning, out.stderr
+    assert abs(float(warning.group(1)) - qdd_p[0]) < 0.006
+    assert warning.group(2) == "1.7628"  # the URDF's upper limit of joint2, where it falls
+    assert "passive_joints:=[joint2]" in out.stdout  # the simulated motor is broken too
+    out = run("bringup", "--config", str(_config_with_passive(tmp_path, '["joint1"]')),
+              "--node", "mujoco_sim", "--print")
+    assert out.returncode == 0 and "warning" not in out.stderr, out.stderr
+
+
+# ---------------------------------------------------------------- plan
+PLAN = ("plan", "arm7", "--frame", "tool", "--q", "0", "-0.3", "0", "-2.2", "0", "2", "0.8")
+
+
+def test_plan_checks_its_arguments_before_integrating(tmp_path):
+    for args, text in [
+        (("--line", "0.01", "0", "0", "--out", str(tmp_path / "no/such/dir/p.csv")),
+         "--out: directory"),
+        (("--line", "0.01", "0", "0", "--out", str(tmp_path / "p.txt")),
+         "--out must end in .csv or .npz"),
+        (("--line", "0.01", "0", "0", "--out", str(tmp_path)), "is a directory"),
+        (("--circle", "0.05", "--normal", "0", "0", "0"), "--normal must be a non-zero vector"),
+        (("--line", "0.01", "0", "0", "--duration", "0"), "--duration must be > 0 s"),
+    ]:
+        out = run(*PLAN, *args)
+        line = one_error_line(out)
+        assert text in line, (args, line)
+        assert "[plan] t =" not in out.stderr  # nothing was integrated
+
+
+def test_plan_of_an_unreachable_path_fails_naming_the_effort_limits(tmp_path):
+    """A 3 m line: forces far beyond the URDF's effort limits and a tracking error that
+    grows: exit 1 with the reasons; the profile is still written for inspection."""
+    import xml.etree.ElementTree as ET
+
+    limits = {j.get("name"): float(j.find("limit").get("effort"))
+              for j in ET.parse(ARM7_PATH).getroot().findall("joint") if j.find("limit")
+              is not None}
+    out = run(*PLAN, "--line", "3", "0", "0", "--duration", "0.5", "--dt", "0.005",
+              "--out", str(tmp_path / "p.csv"))
+    assert out.returncode == 1, out.stderr
+    assert (tmp_path / "p.csv").is_file()
+    effort = re.search(r"error: the plan is not feasible: active forces beyond the URDF effort "
+                       r"limits: (.*)", out.stderr)
+    assert effort, out.stderr
+    named = re.findall(r"(joint\d) ([\d.e+]+) N·m \(limit ([\d.]+)\)", effort.group(1))
+    assert named
+    for joint, peak, limit in named:
+        assert float(limit) == limits[joint] and float(peak) > limits[joint]
+    assert "the tracking error grows to" in out.stderr
+    # a short, slow line is feasible: exit 0, no complaint
+    out = run(*PLAN, "--line", "0.02", "0", "0", "--duration", "1", "--dt", "0.005")
+    assert out.returncode == 0 and "not feasible" not in out.stderr, out.stderr
+
+
+# ---------------------------------------------------------------- demo
+def test_demo_honours_ros_domain_id():
+    from underactuated_control.nodes.demo import demo_domain
+
+    assert demo_domain({"ROS_DOMAIN_ID": "42"}) == (42, "from the environment")
+    domain, source = demo_domain({})
+    assert 100 <= domain < 200 and "process id" in source
+    env = {k: v for k, v in os.environ.items() if k != "_ROS_WHEELS_BOOTSTRAP_COMPLETE"}
+    env["ROS_DOMAIN_ID"] = "abc"
+    out = subprocess.run([sys.executable, "-m", "underactuated_control.cli", "demo"],
+                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert out.returncode == 2
+    assert "ROS_DOMAIN_ID must be an integer in 0..232, got 'abc'" in out.stderr

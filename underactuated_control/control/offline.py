@@ -39,6 +39,7 @@ class PlanResult:
     v_names: list[str]
     active_names: list[str]
     passive_names: list[str]
+    diverged: str = ""  # why the integration stopped before the end (empty: it did not)
 
     def summary(self) -> dict[str, float]:
         return {
@@ -121,10 +122,21 @@ def plan_trajectory(tracker: EndEffectorTracker, trajectory: Callable[[float], T
     m.check_state(q=q, v=v)
     n = int(round(duration / dt)) + 1
     out = {k: [] for k in ("t", "q", "v", "tau", "qddp", "ep", "eo", "sing")}
+    diverged = ""
     for k in range(n):
         t = k * dt
         ref = trajectory(t)
-        res = tracker.step(q, v, ref)
+        try:
+            res = tracker.step(q, v, ref)
+            finite = bool(np.all(np.isfinite(res.qdd)) and np.all(np.isfinite(res.tau_active)))
+            reason = "non-finite accelerations"
+        except ValueError as exc:
+            if k == 0:
+                raise  # bad input, not a diverging motion
+            finite, reason = False, str(exc)
+        if not finite:  # the motion ran away: keep what was integrated, say where it ended
+            diverged = f"the integration diverged at t = {t:.4f} s ({reason})"
+            break
         p, R = frame_placement(m, q, tracker.frame)
         out["t"].append(t)
         out["q"].append(q.copy())
@@ -134,8 +146,6 @@ def plan_trajectory(tracker: EndEffectorTracker, trajectory: Callable[[float], T
         out["ep"].append(np.linalg.norm(np.asarray(ref.position) - p))
         out["eo"].append(np.linalg.norm(rotation_error(np.asarray(ref.rotation), R)))
         out["sing"].append(res.singular)
-        if not np.all(np.isfinite(res.qdd)):
-            raise ValueError(f"non-finite accelerations at t={t:.4f} s")
         v = v + res.qdd * dt
         q = m.integrate(q, v, dt)
         if progress and n >= 10 and k % (n // 10) == 0:
@@ -147,11 +157,13 @@ def plan_trajectory(tracker: EndEffectorTracker, trajectory: Callable[[float], T
             q_names += [f"{name}/{c}" for c in ("x", "y", "z", "qx", "qy", "qz", "qw")]
         else:
             q_names.append(name)
+    n = len(out["t"])
     return PlanResult(
-        t=np.array(out["t"]), q=np.array(out["q"]), v=np.array(out["v"]),
+        t=np.array(out["t"]), q=np.array(out["q"]).reshape(n, m.nq),
+        v=np.array(out["v"]).reshape(n, m.nv),
         tau_active=np.array(out["tau"]).reshape(n, m.n_active),
         qdd_passive=np.array(out["qddp"]).reshape(n, m.n_passive),
         position_error=np.array(out["ep"]), orientation_error=np.array(out["eo"]),
         singular=np.array(out["sing"], dtype=bool), q_names=q_names,
         v_names=list(m.dof_names), active_names=[m.dof_names[i] for i in m.active_dofs],
-        passive_names=[m.dof_names[i] for i in m.passive_dofs])
+        passive_names=[m.dof_names[i] for i in m.passive_dofs], diverged=diverged)

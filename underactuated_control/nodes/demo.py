@@ -26,6 +26,21 @@ from ..redundancy.arm_angle import ArmAngle
 from ..so3 import matrix_to_quaternion, rotation_angle
 
 Q0 = [0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8]
+MAX_DOMAIN_ID = 232  # the largest ROS_DOMAIN_ID the DDS port mapping allows
+
+
+def demo_domain(environ=None) -> tuple[int, str]:
+    """(ROS domain, where it came from): ``ROS_DOMAIN_ID`` when set (a bad value is a
+    ``ValueError`` naming it), else one picked from this process id (100-199), so that two
+    demos on one machine do not talk to each other."""
+    environ = os.environ if environ is None else environ
+    text = environ.get("ROS_DOMAIN_ID", "").strip()
+    if text:
+        if not text.isdigit() or int(text) > MAX_DOMAIN_ID:
+            raise ValueError(f"ROS_DOMAIN_ID must be an integer in 0..{MAX_DOMAIN_ID}, got "
+                             f"'{text}'")
+        return int(text), "from the environment"
+    return 100 + os.getpid() % 100, "picked from the process id; set ROS_DOMAIN_ID to choose"
 
 
 def run_demo(urdf_path: Path, out_dir: Path, motion: float = 2.5, settle: float = 1.5,
@@ -40,8 +55,10 @@ def run_demo(urdf_path: Path, out_dir: Path, motion: float = 2.5, settle: float 
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64, Float64MultiArray
 
+    from ..cli import die_with_parent, stop_processes
+
     out_dir.mkdir(parents=True, exist_ok=True)
-    domain = domain if domain is not None else 100 + os.getpid() % 100
+    domain = domain if domain is not None else demo_domain()[0]
     env = {k: v for k, v in os.environ.items() if k != "_ROS_WHEELS_BOOTSTRAP_COMPLETE"}
     env.update(ROS_DOMAIN_ID=str(domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
                OPENBLAS_NUM_THREADS="1")
@@ -63,7 +80,8 @@ def run_demo(urdf_path: Path, out_dir: Path, motion: float = 2.5, settle: float 
     logs = {name: open(out_dir / f"{name}.log", "w") for name in commands}  # noqa: SIM115
     procs = {name: subprocess.Popen(["timeout", "-k", "5", limit, str(bindir / name),
                                      "--ros-args", *args], env=env, stdout=logs[name],
-                                    stderr=subprocess.STDOUT)
+                                    stderr=subprocess.STDOUT,
+                                    preexec_fn=die_with_parent(os.getpid()))
              for name, args in commands.items()}
     model = RobotModel.from_urdf(Path(urdf_path).read_text(), tip_link="tool")
     arm_angle = ArmAngle(model, "link2", "link4", "link6")
@@ -174,14 +192,7 @@ def run_demo(urdf_path: Path, out_dir: Path, motion: float = 2.5, settle: float 
         executor.shutdown()
         node.destroy_node()
         rclpy.shutdown(context=context)
-        for p in procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGINT)
-        for p in procs.values():
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(procs, signal.SIGINT)
         for fh in logs.values():
             fh.close()
 
