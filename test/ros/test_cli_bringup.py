@@ -165,7 +165,9 @@ def test_bringup_starts_the_resolver_and_its_setpoints_drive_the_arm(ros, domain
         psi0, hand0 = fk_psi(states[-1][1])
         goal = psi0 + math.radians(20)
         psi_pub.publish(Float64(data=float(goal)))
-        ros.spin_for(3.0 + 2.0)  # motion_duration 3 s in the YAML, then settling
+        # motion_duration 3 s in the YAML: wait for the resolver's report, then settle
+        assert ros.wait_for(lambda: "goal reached" in run.log(), 30), run.log()
+        ros.spin_for(2.0)
         psi1, hand1 = fk_psi(states[-1][1])
         print(f"\n[bringup] resolver via bringup: arm angle {math.degrees(psi0):.2f}° -> "
               f"{math.degrees(psi1):.2f}° (goal {math.degrees(goal):.2f}°), hand moved "
