@@ -289,6 +289,9 @@ def test_generalized_task_inertia_matches_dense_partition(name, passive, rows):
         Jbar = osp.generalized_dynamically_consistent_inverse(model, q, frame, rows)
         assert_close(Jbar, np.linalg.solve(Saa, (S @ JG).T) @ LG, 1e-8)
         assert_close(S @ JG @ Jbar, np.eye(len(S)), 1e-9)
+        ws = osp.shared_workspace(model)
+        F = rng.normal(size=len(S))
+        assert_close(ws.generalized_torque(F), (S @ JG).T @ F, 1e-10)  # O(N) J_Gᵀ F
         v = rng.normal(size=model.nv)
         tp = rng.normal(size=model.n_passive)
         mu, p = osp.generalized_task_bias(model, q, v, frame, tp, rows)

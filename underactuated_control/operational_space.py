@@ -49,6 +49,7 @@ __all__ = [
     "OperationalSpace",
     "SingularTaskError",
     "TaskInertiaInverse",
+    "GeneralizedTask",
     "BeltedEllipsoid",
     "MacroMiniInertia",
     "DextrousTorque",
@@ -74,6 +75,7 @@ __all__ = [
     "load_inertia",
     "load_bias",
     "augmented_object",
+    "shared_workspace",
 ]
 
 
@@ -176,9 +178,12 @@ class OperationalSpace:
     # ------------------------------------------------------------------ task
     def set_task(self, frame: str, rows=None, offset=None) -> None:
         """The frame (link name), its task rows and the point ``offset`` (frame axes)."""
-        key = (frame, None if rows is None else repr(rows) if not isinstance(rows, np.ndarray)
-               else rows.tobytes() + bytes(rows.shape),
-               None if offset is None else tuple(np.asarray(offset, float).ravel()))
+        if rows is None and offset is None:
+            key = frame
+        else:
+            key = (frame, repr(rows) if not isinstance(rows, np.ndarray)
+                   else rows.tobytes() + bytes(rows.shape),
+                   None if offset is None else tuple(np.asarray(offset, float).ravel()))
         if key == self._task_key:
             return
         f = self.model.frame(frame)
@@ -302,7 +307,8 @@ class OperationalSpace:
         return self.work.Jbar[:, :self.k]
 
     def null_space_torque(self, tau0: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """[I − J_Sᵀ J̄ᵀ] Γ₀ (eq. 27, 55) in O(N), without forming the projector."""
+        """[I − J_Sᵀ J̄ᵀ] Γ₀ (eq. 27, 55) in O(N), without forming the projector. Written into
+        ``out`` (default: an internal buffer, overwritten by the next call)."""
         self._require()
         if self.singular:
             raise SingularTaskError(_singular_message(self.Lambda_inv, self.S,
@@ -323,12 +329,7 @@ class OperationalSpace:
         return np.eye(self.model.nv) - self.J_task.T @ Jbar.T
 
     # ------------------------------------------------------------------ other passive sets
-    def masked_inverse(self, passive_mask: np.ndarray) -> np.ndarray:
-        """S W Ω Wᵀ Sᵀ (k x k) with only the joints of ``passive_mask`` (per body) free and
-        the others locked, at the configured q: e.g. J_p M_pp⁻¹ J_pᵀ (the model's passive
-        joints) or the mini-manipulator alone (Khatib Lemma 1). A new array."""
-        self._require()
-        mask = np.ascontiguousarray(passive_mask, dtype=bool)
+    def _masked_workspace(self, mask: np.ndarray) -> HybridDynamics:
         key = mask.tobytes()
         ws = self._masked.get(key)
         if ws is None:
@@ -336,6 +337,15 @@ class OperationalSpace:
             if len(self._masked) >= 8:
                 self._masked.pop(next(iter(self._masked)))
             self._masked[key] = ws
+        return ws
+
+    def masked_inverse(self, passive_mask: np.ndarray) -> np.ndarray:
+        """S W Ω Wᵀ Sᵀ (k x k) with only the joints of ``passive_mask`` (per body) free and
+        the others locked, at the configured q: e.g. J_p M_pp⁻¹ J_pᵀ (the model's passive
+        joints) or the mini-manipulator alone (Khatib Lemma 1). A new array."""
+        self._require()
+        mask = np.ascontiguousarray(passive_mask, dtype=bool)
+        ws = self._masked_workspace(mask)
         out = np.zeros((6, 6))
         if mask.any():
             status = masked_inverse_inertia(*ws.buffers, self.buffer, self.path, self._q,
@@ -345,10 +355,28 @@ class OperationalSpace:
         return out[:self.k, :self.k].copy()
 
     # ------------------------------------------------------------------ under-actuated
+    def generalized_torque(self, F: np.ndarray) -> np.ndarray:
+        """T_a = J_Gᵀ Sᵀ F (n_active): the active-joint forces of a task force F with the
+        passive joints free, in O(N) without J_G: J_Gᵀ = J_aᵀ + J_Dᵀ J_pᵀ and
+        J_Dᵀ J_pᵀ F = −M_ap M_pp⁻¹ J_pᵀ F is the T_a of one hybrid pass (q̈_a = 0, T_p = J_pᵀ F,
+        at rest, no gravity). A new array."""
+        self._require()
+        m = self.model
+        JtF = self.work.J.T @ (self.S.T @ np.asarray(F, dtype=float))
+        out = JtF[m.active_dofs]
+        if m.n_passive:
+            ws = self._masked_workspace(np.ascontiguousarray(m.passive_joint_mask))
+            ws.set_configuration(self._q)
+            ws.set_velocity(None)
+            out = out - ws.solve(np.zeros(m.n_active), JtF[m.passive_dofs],
+                                 gravity=False).tau_active
+        return out
+
     def generalized(self, tau_passive: np.ndarray | None = None, v: np.ndarray | None = None
                     ) -> GeneralizedTask:
         """Λ_G⁻¹, Λ_G, J̄_G and (with v) μ_G, p_G of the task seen through the model's active
-        joints (see ``generalized_task_inertia``), at the configured q."""
+        joints (see ``generalized_task_inertia``), at the configured q. New arrays; with v,
+        the workspace's own ``mu``/``p`` are stale afterwards."""
         self._require()
         m = self.model
         Linv = self.Lambda_inv.copy()
@@ -622,9 +650,16 @@ def generalized_task_inertia(model: RobotModel, q: np.ndarray, frame: str, rows=
     a = Λ_G⁻¹ F + a_free (a_free: with T_a = 0), so F = Λ_G a* + μ_G + p_G
     (``generalized_task_bias``) gives a = a*. Computed in O(N) as
     Λ_G⁻¹ = Λ⁻¹ − J_p M_pp⁻¹ J_pᵀ (block inverse of A; the second term is the same Ω recursion
-    with the active joints locked). Hence Λ_G⁻¹ ⪯ Λ⁻¹: the effective mass through the motors
-    is never below the mechanism's own (eq. 30), and it can only grow (or stay) when one
-    more joint goes passive (tested); with no passive joint Λ_G = Λ.
+    with the active joints locked); with no passive joint Λ_G = Λ.
+
+    Effective mass through the motors, 1/m_G,u = uᵀ (Λ_G⁻¹)_vv u: it is never below the
+    mechanism's own m_u (eq. 30), and it can only grow or stay when one more joint goes
+    passive. Proof: wᵀ Λ_G⁻¹ w = max_x [2 wᵀ J x − xᵀ A x] over the joint accelerations x
+    that load no passive joint, (A x)_p = 0 (x = A⁻¹ [τ_a; 0]; the maximum is at
+    τ_a = J_Gᵀ w, using (A⁻¹)_aa = S_aa⁻¹ and (A⁻¹ Jᵀ)_a = S_aa⁻¹ J_Gᵀ). One more passive
+    joint adds a constraint, the maximum cannot grow, so Λ_G⁻¹ shrinks (Loewner order) and
+    every m_G,u grows or stays (measured in test_operational_space.py). The mechanism's own
+    Λ (a force from outside, every joint free) does not depend on which joints have motors.
 
     Limits: the task dimension k must be <= n_active, and Λ_G⁻¹ is singular when the passive
     joints can absorb a task direction (e.g. a passive joint whose axis the task needs, or a
