@@ -252,9 +252,18 @@ def test_errors_are_named():
     # the UR5 at q = 0 is singular (shoulder, elbow and wrist axes aligned)
     with pytest.raises(osp.SingularTaskError, match="cannot be accelerated along"):
         osp.task_inertia(model, np.zeros(model.nq), frame)
-    # ... yet Λ⁻¹ and the effective mass exist there (inf where the point cannot move)
+    # ... yet Λ⁻¹ exists there, and Λ of the directions the frame can still move along
     inv = osp.task_inertia_inverse(model, np.zeros(model.nq), frame)
     assert np.linalg.matrix_rank(inv.full, tol=1e-9 * np.abs(inv.full).max()) < 6
+    ws = osp.OperationalSpace(model, raise_on_singular=False)
+    ws.set_task(frame)
+    ws.update(np.zeros(model.nq))
+    assert ws.singular
+    assert_close(ws.Lambda_inv, inv.full, 1e-12)
+    with pytest.raises(osp.SingularTaskError):
+        ws.bias(np.zeros(model.nv))
+    ws.update(model.random_configuration(np.random.default_rng(6)), np.zeros(model.nv))
+    assert not ws.singular and np.isfinite(ws.mu).all()
 
 
 # ================================================================ under-actuated extension
@@ -292,6 +301,9 @@ def test_generalized_task_inertia_matches_dense_partition(name, passive, rows):
         ws = osp.shared_workspace(model)
         F = rng.normal(size=len(S))
         assert_close(ws.generalized_torque(F), (S @ JG).T @ F, 1e-10)  # O(N) J_Gᵀ F
+        t0 = rng.normal(size=model.n_active)
+        assert_close(ws.generalized_null_space_torque(t0, ws.generalized()),
+                     t0 - (S @ JG).T @ (Jbar.T @ t0), 1e-9)
         v = rng.normal(size=model.nv)
         tp = rng.normal(size=model.n_passive)
         mu, p = osp.generalized_task_bias(model, q, v, frame, tp, rows)

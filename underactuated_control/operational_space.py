@@ -174,6 +174,7 @@ class OperationalSpace:
         self.S = np.eye(6)
         self._task_key = None
         self._configured = False
+        self._inverted = False
 
     # ------------------------------------------------------------------ task
     def set_task(self, frame: str, rows=None, offset=None) -> None:
@@ -250,11 +251,15 @@ class OperationalSpace:
         dyn = self.dynamics
         if q.__class__ is not np.ndarray or q.dtype != np.float64 or q.shape != (self.model.nq,):
             q = dyn.as_vector(q, self.model.nq, "q")
+        self._configured = self._inverted = False
         status = configure_task(*dyn.buffers, self.buffer, self.path, q, True, self.body,
                                 self.k, invert, self.singular_tolerance)
-        self._status(status, q)
+        if status != OK and status != SINGULAR_TASK:
+            self._status(status, q)  # raises (non-finite q, a singular D_p)
         self._q[:] = q
         self._configured = True
+        self._status(status, q)  # SingularTaskError, unless raise_on_singular is False
+        self._inverted = invert and not self.singular
 
     def _status(self, status: int, q=None) -> None:
         self.singular = status == SINGULAR_TASK
@@ -267,22 +272,31 @@ class OperationalSpace:
             return
         self.dynamics.raise_for_status(status, q=q)
 
-    def _require(self) -> None:
+    def _require(self, need_lambda: bool = False) -> None:
         if not self._configured:
             raise ValueError("call set_configuration(q) (or update) after set_task first")
+        if need_lambda and not self._inverted:
+            if self.singular:
+                raise SingularTaskError(_singular_message(self.Lambda_inv, self.S,
+                                                          f"Λ⁻¹ of frame '{self.frame}'"))
+            raise ValueError("Λ was not computed: set_configuration(q, invert=True) first")
 
     def bias(self, v: np.ndarray, tau: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(μ, p) of eqs. (24), (25) at the configured q: two articulated-body passes.
         ``tau``: joint forces applied during the free-motion pass (default zero)."""
-        self._require()
+        self._require(need_lambda=True)
+        self._free_accelerations(v, tau, self.k)
+        return self.mu, self.p
+
+    def _free_accelerations(self, v, tau, k: int) -> None:
+        """The frame's free accelerations a_v (v, tau, no gravity) and a_g (at rest, gravity)
+        into ``work.a_vel``/``work.a_grav``; with k > 0 also μ, p."""
         dyn, nv = self.dynamics, self.model.nv
         if v.__class__ is not np.ndarray or v.dtype != np.float64 or v.shape != (nv,):
             v = dyn.as_vector(v, nv, "v")
         tau = self._zero_tau if tau is None else dyn.as_vector(tau, nv, "tau")
-        k = 0 if self.singular else self.k
         if task_bias_kernel(*dyn.buffers, self.buffer, v, tau, self.body, k) != OK:
             self.model.check_state(v=v, tau=tau)
-        return self.mu, self.p
 
     def update(self, q: np.ndarray, v: np.ndarray | None = None) -> None:
         """``set_configuration(q)`` then (with v) ``bias(v)``."""
@@ -293,26 +307,20 @@ class OperationalSpace:
     def wrench_response(self, with_lambda: bool = True) -> np.ndarray:
         """Y = A⁻¹ J_Sᵀ (nv x k) by k unit-wrench force passes at once; with ``with_lambda``
         also J̄ (``dynamically_consistent_inverse``). A view."""
-        self._require()
+        self._require(need_lambda=with_lambda)
         wrench_response_kernel(*self.dynamics.buffers, self.buffer, self.path, self.body,
-                               self.k, with_lambda and not self.singular)
+                               self.k, with_lambda)
         return self.work.Y[:, :self.k]
 
     def dynamically_consistent_inverse(self) -> np.ndarray:
         """J̄ = A⁻¹ J_Sᵀ Λ (nv x k), eq. (22). A view."""
-        if self.singular:
-            raise SingularTaskError(_singular_message(self.Lambda_inv, self.S,
-                                                      f"Λ⁻¹ of frame '{self.frame}'"))
         self.wrench_response(True)
         return self.work.Jbar[:, :self.k]
 
     def null_space_torque(self, tau0: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """[I − J_Sᵀ J̄ᵀ] Γ₀ (eq. 27, 55) in O(N), without forming the projector. Written into
         ``out`` (default: an internal buffer, overwritten by the next call)."""
-        self._require()
-        if self.singular:
-            raise SingularTaskError(_singular_message(self.Lambda_inv, self.S,
-                                                      f"Λ⁻¹ of frame '{self.frame}'"))
+        self._require(need_lambda=True)
         dyn, nv = self.dynamics, self.model.nv
         if tau0.__class__ is not np.ndarray or tau0.dtype != np.float64 or tau0.shape != (nv,):
             tau0 = dyn.as_vector(tau0, nv, "tau0")
@@ -372,6 +380,20 @@ class OperationalSpace:
                                  gravity=False).tau_active
         return out
 
+    def generalized_null_space_torque(self, tau_a0: np.ndarray, task: GeneralizedTask
+                                      ) -> np.ndarray:
+        """[I − J_Gᵀ J̄_Gᵀ] Γ_a0 (n_active) in O(N): J̄_Gᵀ Γ_a0 = Λ_G J_G S_aa⁻¹ Γ_a0 is Λ_G times
+        the frame's acceleration under joint forces [Γ_a0; 0] from rest (one articulated-body
+        pass), then J_Gᵀ of it by ``generalized_torque``. ``task``: ``generalized()`` at the
+        same q. A new array."""
+        self._require()
+        m = self.model
+        ta = self.dynamics.as_vector(tau_a0, m.n_active, "tau_a0")
+        tau = np.zeros(m.nv)
+        tau[m.active_dofs] = ta
+        self._free_accelerations(self._zero_tau, tau, 0)
+        return ta - self.generalized_torque(task.Lambda @ (self.S @ self.work.a_vel))
+
     def generalized(self, tau_passive: np.ndarray | None = None, v: np.ndarray | None = None
                     ) -> GeneralizedTask:
         """Λ_G⁻¹, Λ_G, J̄_G and (with v) μ_G, p_G of the task seen through the model's active
@@ -403,11 +425,7 @@ class OperationalSpace:
             if tau_passive is not None:
                 tau[m.passive_dofs] = self.dynamics.as_vector(tau_passive, m.n_passive,
                                                               "tau_passive")
-            k_save, self.k = self.k, 0  # only the accelerations: Λ may not exist
-            try:
-                self.bias(v, tau)
-            finally:
-                self.k = k_save
+            self._free_accelerations(v, tau, 0)  # only the accelerations: Λ may not exist
             mu_G = -LG @ (self.S @ self.work.a_vel)
             p_G = -LG @ (self.S @ self.work.a_grav)
         return GeneralizedTask(Lambda=LG, Lambda_inv=LG_inv, Jbar=Jbar_G, mu=mu_G, p=p_G,
