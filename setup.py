@@ -62,10 +62,10 @@ setup(
         "console_scripts": [
             "underactuated-control = underactuated_control.cli:main",
             "hybrid_dynamics_controller = "
-            "underactuated_control.nodes.hybrid_dynamics_controller:main",
+            "underactuated_control.nodes.entry:hybrid_dynamics_controller",
             "elbow_redundancy_resolver = "
-            "underactuated_control.nodes.elbow_redundancy_resolver:main",
-            "mujoco_sim = underactuated_control.nodes.mujoco_sim:main",
+            "underactuated_control.nodes.entry:elbow_redundancy_resolver",
+            "mujoco_sim = underactuated_control.nodes.entry:mujoco_sim",
         ],
     },
 )

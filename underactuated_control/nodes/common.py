@@ -70,11 +70,12 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
     zero-effort command) runs while the context is still valid. A ``ValueError`` while
     building (bad URDF, bad parameter) or a missing optional dependency prints one line and
     gives exit code 2."""
+    from rclpy.impl.implementation_singleton import rclpy_implementation
     from rclpy.signals import SignalHandlerOptions
 
     try:
         rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    except Exception as exc:  # rcl's parser: a malformed --ros-args rule is a user error
+    except rclpy_implementation.RCLError as exc:  # a malformed --ros-args rule: user error
         print(f"[ERROR] cannot start: bad ROS arguments: {str(exc).splitlines()[0]}",
               file=sys.stderr)
         return 2
