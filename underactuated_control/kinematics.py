@@ -7,11 +7,13 @@ coordinates. Computed base-to-tip from the parent-to-body transforms (E_up, r_up
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
+from .model import FLOATING, PRISMATIC, RobotModel
 from .spatial import FAST
 
-__all__ = ["body_placements", "frame_jacobian_kernel", "classical_acceleration"]
+__all__ = ["body_placements", "frame_jacobian_kernel", "classical_acceleration", "reach"]
 
 
 @njit(cache=True, error_model="numpy", fastmath=FAST)
@@ -86,3 +88,32 @@ def classical_acceleration(E_world_b, alpha_b, vel_b, offset, out):
     for k in range(3):
         out[k] = E_world_b[0, k] * a0 + E_world_b[1, k] * a1 + E_world_b[2, k] * a2
         out[3 + k] = E_world_b[0, k] * d0 + E_world_b[1, k] * d1 + E_world_b[2, k] * d2
+
+
+def reach(model: RobotModel, tip: str) -> tuple[np.ndarray, float] | None:
+    """(point, radius): the tip of ``tip`` is never farther than ``radius`` from ``point``
+    (the origin of the chain's first joint, fixed in the root frame), whatever the joints do:
+    the sum of the distances between consecutive joint origins on the root-tip path and the
+    tip's offset, plus the travel of prismatic joints (inf if unbounded). None when a floating
+    joint is on the path."""
+    frame = model.frame(tip)
+    path = []
+    k = frame.body
+    while k >= 0:
+        path.append(k)
+        k = int(model.parent[k])
+    path.reverse()
+    if any(model.hinge_type[k] == FLOATING for k in path):
+        return None  # a free-flying chain has no fixed centre
+    if not path:  # the tip is on the root: it does not move
+        return np.asarray(frame.translation, dtype=float), 0.0
+    first = path[0]
+    point = np.asarray(model.tree_translation[first], dtype=float)
+    radius = float(np.linalg.norm(frame.translation))
+    for k in path:
+        if k != first:
+            radius += float(np.linalg.norm(model.tree_translation[k]))
+        if model.hinge_type[k] == PRISMATIC:
+            j = int(model.v_start[k])
+            radius += max(abs(model.position_lower[j]), abs(model.position_upper[j]))
+    return point, radius

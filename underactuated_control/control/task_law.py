@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from ..jacobians import JacobianWorkspace
-from ..model import FLOATING, PRISMATIC, RobotModel
+from ..kinematics import reach
+from ..model import RobotModel
 from ..parameters import ParameterSpec
 from ..so3 import exp
 from .law import ControlLaw, LawOutput
@@ -81,7 +82,7 @@ class TaskLaw(ControlLaw):
         self._last_t: float | None = None
         self.max_error = (settings["task_max_position_error"],
                           settings["task_max_orientation_error"])
-        self.reach = _reach(model, frame)
+        self.reach = reach(model, frame)
 
     def check_reference(self, reference: TaskReference) -> None:
         """``ValueError`` for a goal no configuration can reach (farther from the first joint
@@ -134,25 +135,3 @@ class TaskLaw(ControlLaw):
             setpoint.rotation = exp(-e_orientation * (1.0 - max_r / angle)) @ setpoint.rotation
             setpoint.angular_velocity = np.zeros(3)
             setpoint.angular_acceleration = np.zeros(3)
-
-
-def _reach(model: RobotModel, frame: str) -> tuple[np.ndarray, float] | None:
-    """(first joint's position, sum of link lengths to the frame), or None when a floating
-    joint is on the chain (no fixed centre)."""
-    f = model.frame(frame)
-    chain = []
-    body = f.body
-    while body >= 0:
-        chain.append(body)
-        body = int(model.parent[body])
-    if not chain or any(model.hinge_type[b] == FLOATING for b in chain):
-        return None
-    first = chain[-1]
-    radius = float(np.linalg.norm(f.translation))
-    for b in chain[:-1]:
-        radius += float(np.linalg.norm(model.tree_translation[b]))
-    for b in chain:
-        if model.hinge_type[b] == PRISMATIC:
-            dof = model.v_start[b]
-            radius += float(model.position_upper[dof] - model.position_lower[dof])
-    return np.asarray(model.tree_translation[first], float), radius

@@ -28,12 +28,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..model import FLOATING, PRISMATIC, RobotModel
+from ..kinematics import reach  # re-exported: redundancy.limits.reach
+from ..model import FLOATING, RobotModel
 from ..so3 import rotation_error
 from .configuration_control import ConfigurationControl, ConfigurationTrajectory
 
 __all__ = ["LimitedStep", "SetpointLimiter", "MotionPlan", "plan_motion", "reach",
            "wrap_angle"]
+
 
 
 def wrap_angle(x: float) -> float:
@@ -141,32 +143,6 @@ def _common_scale(u: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> float | None
         s_hi = min(s_hi, float(np.min(lo[neg] / u[neg])))
         s_lo = max(s_lo, float(np.max(hi[neg] / u[neg])))
     return s_hi if s_lo <= s_hi else None
-
-
-def reach(model: RobotModel, tip: str) -> tuple[np.ndarray, float]:
-    """(point, radius): the tip of ``tip`` is never farther than ``radius`` from ``point``
-    (the origin of the chain's first joint, fixed in the root frame), whatever the joints do:
-    the sum of the distances between consecutive joint origins on the root-tip path and the
-    tip's offset, plus the travel of prismatic joints (inf if unbounded)."""
-    frame = model.frame(tip)
-    path = []
-    k = frame.body
-    while k >= 0:
-        path.append(k)
-        k = int(model.parent[k])
-    path.reverse()
-    if not path:  # the tip is on the root: it does not move
-        return np.asarray(frame.translation, dtype=float), 0.0
-    first = path[0]
-    point = np.asarray(model.tree_translation[first], dtype=float)
-    radius = float(np.linalg.norm(frame.translation))
-    for k in path:
-        if k != first:
-            radius += float(np.linalg.norm(model.tree_translation[k]))
-        if model.hinge_type[k] == PRISMATIC:
-            j = int(model.v_start[k])
-            radius += max(abs(model.position_lower[j]), abs(model.position_upper[j]))
-    return point, radius
 
 
 @dataclass
