@@ -316,6 +316,27 @@ def test_generalized_task_inertia_matches_dense_partition(name, passive, rows):
         assert_close(S @ classical_acceleration(ref, q, v, qdd, frame), a_star, 1e-8)
 
 
+def test_generalized_task_inertia_of_a_free_flying_base():
+    """A UR5 on a passive free-flying base (a space robot, no gravity): Λ_G⁻¹ against the dense
+    partition and the task acceleration through Pinocchio's free-flyer forward dynamics."""
+    rng = np.random.default_rng(11)
+    text = EXAMPLE_URDFS["ur5"].read_text()
+    model = RobotModel.from_urdf(text, floating_base=True, gravity=(0.0, 0.0, 0.0))
+    ref = PinRef(model, text, floating=True)
+    q, v = model.random_configuration(rng), rng.normal(size=model.nv)
+    JG, Saa = dense_generalized(ref, model, q, "tool0")
+    assert_close(osp.generalized_task_inertia_inverse(model, q, "tool0").full,
+                 JG @ np.linalg.solve(Saa, JG.T), 1e-10)
+    LG = osp.generalized_task_inertia(model, q, "tool0")
+    mu, p = osp.generalized_task_bias(model, q, v, "tool0")
+    assert_close(p, np.zeros(6), 1e-12)
+    a_star = rng.normal(size=6)
+    tau = np.zeros(model.nv)
+    tau[model.active_dofs] = JG.T @ (LG @ a_star + mu + p)
+    qdd = ref.aba(q, v, tau)
+    assert_close(classical_acceleration(ref, q, v, qdd, "tool0"), a_star, 1e-8)
+
+
 def test_generalized_task_limits_are_reported():
     """k > n_a, and a direction the passive joints absorb: a passive last joint whose body is
     symmetric about its axis (centre of mass on it) cannot be spun about that axis by the
@@ -700,3 +721,24 @@ def test_random_passive_sets_keep_full_task_inertia():
     for _ in range(3):
         other = model.with_passive(random_passive_set(model, rng, 0.5))
         assert_close(osp.task_inertia(other, q, frame), Lam, 1e-12)
+
+
+def test_other_input_types_give_the_same_numbers():
+    """Lists, float32, read-only and strided q/v/Γ₀ take the converting path."""
+    rng = np.random.default_rng(12)
+    model, _, frame = load("kinova")
+    q, v, t0 = model.random_configuration(rng), rng.normal(size=model.nv), rng.normal(size=6)
+    ws = osp.OperationalSpace(model)
+    ws.set_task(frame, "linear")
+    ws.update(q, v)
+    ref = (ws.Lambda.copy(), ws.mu.copy(), ws.p.copy(), ws.null_space_torque(t0).copy())
+    ro = q.copy()
+    ro.setflags(write=False)
+    for qq, vv, tt in ((list(q), list(v), list(t0)), (ro, v[::-1][::-1].copy(), t0),
+                       (np.repeat(q, 2)[::2], np.repeat(v, 2)[::2], np.repeat(t0, 2)[::2])):
+        ws.update(qq, vv)
+        got = (ws.Lambda, ws.mu, ws.p, ws.null_space_torque(tt))
+        for a, b in zip(got, ref):
+            np.testing.assert_array_equal(a, b)
+    ws.update(q.astype(np.float32), v)
+    assert_close(ws.Lambda, ref[0], 1e-5)

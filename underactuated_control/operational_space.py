@@ -112,6 +112,12 @@ def _selection(rows) -> np.ndarray:
                      f"shape {arr.shape}")
 
 
+def _plain(x, n: int) -> bool:
+    """x is what the compiled calls take as it is: a writeable C-contiguous float64 (n,)."""
+    return (x.__class__ is np.ndarray and x.dtype == np.float64 and x.shape == (n,)
+            and x.flags.c_contiguous and x.flags.writeable)
+
+
 def _unit(x, name: str) -> np.ndarray:
     u = np.asarray(x, dtype=float)
     if u.shape[-1] != 3:
@@ -249,7 +255,7 @@ class OperationalSpace:
         if self.body < 0:
             raise ValueError("call set_task(frame, ...) first")
         dyn = self.dynamics
-        if q.__class__ is not np.ndarray or q.dtype != np.float64 or q.shape != (self.model.nq,):
+        if not _plain(q, self.model.nq):
             q = dyn.as_vector(q, self.model.nq, "q")
         self._configured = self._inverted = False
         status = configure_task(*dyn.buffers, self.buffer, self.path, q, True, self.body,
@@ -292,7 +298,7 @@ class OperationalSpace:
         """The frame's free accelerations a_v (v, tau, no gravity) and a_g (at rest, gravity)
         into ``work.a_vel``/``work.a_grav``; with k > 0 also μ, p."""
         dyn, nv = self.dynamics, self.model.nv
-        if v.__class__ is not np.ndarray or v.dtype != np.float64 or v.shape != (nv,):
+        if not _plain(v, nv):
             v = dyn.as_vector(v, nv, "v")
         tau = self._zero_tau if tau is None else dyn.as_vector(tau, nv, "tau")
         if task_bias_kernel(*dyn.buffers, self.buffer, v, tau, self.body, k) != OK:
@@ -322,7 +328,7 @@ class OperationalSpace:
         ``out`` (default: an internal buffer, overwritten by the next call)."""
         self._require(need_lambda=True)
         dyn, nv = self.dynamics, self.model.nv
-        if tau0.__class__ is not np.ndarray or tau0.dtype != np.float64 or tau0.shape != (nv,):
+        if not _plain(tau0, nv):
             tau0 = dyn.as_vector(tau0, nv, "tau0")
         out = self._null_out if out is None else out
         if null_space_kernel(*dyn.buffers, self.buffer, tau0, out, self.body, self.k) != OK:
