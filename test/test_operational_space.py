@@ -149,6 +149,33 @@ def test_operational_space_equation_through_forward_dynamics(name):
                          floor=np.abs(qdd0).max())
 
 
+def test_unified_motion_and_force_selection():
+    """§2.2: Ω̄ projects on the force-controlled directions, Ω on the others; in free space
+    F = Λ (Ω F*_m + Ω̄ F*_f) + μ + p gives ϑ̇ = Ω F*_m + Ω̄ F*_f (eqs. 11–16 without contact)."""
+    rng = np.random.default_rng(13)
+    model, ref, frame = load("panda")
+    Om, Omb = osp.motion_force_selection([2, 3])
+    assert_close(Omb, np.diag([0, 0, 1, 1, 0, 0]).astype(float), 1e-15)
+    D = rng.normal(size=(2, 6))
+    Om, Omb = osp.motion_force_selection(D)
+    assert_close(Om + Omb, np.eye(6), 1e-15)
+    assert_close(Omb @ Omb, Omb, 1e-14)
+    assert_close(Omb @ D.T, D.T, 1e-14)
+    assert_close(Om @ D.T, np.zeros((6, 2)), 1e-14)
+    q, v = model.random_configuration(rng), rng.normal(size=model.nv)
+    ws = osp.OperationalSpace(model)
+    ws.set_task(frame)
+    ws.update(q, v)
+    fm, ff = rng.normal(size=6), rng.normal(size=6)
+    F = ws.Lambda @ (Om @ fm + Omb @ ff) + ws.mu + ws.p
+    qdd = ref.aba(q, v, ws.J.T @ F)
+    acc = classical_acceleration(ref, q, v, qdd, frame)
+    assert_close(Om @ acc, Om @ fm, 1e-8)
+    assert_close(Omb @ acc, Omb @ ff, 1e-8)
+    with pytest.raises(ValueError, match="dependent"):
+        osp.motion_force_selection(np.ones((2, 6)))
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_random_trees_floating_bases_and_offset_points(seed):
     """Random trees (prismatic, continuous, fixed links), a random point fixed in a random

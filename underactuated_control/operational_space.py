@@ -31,7 +31,7 @@ import numpy as np
 
 from .buffers import numpy_views
 from .dynamics import OK, HybridDynamics
-from .model import RobotModel
+from .model import FLOATING, RobotModel
 from .operational_space_kernels import (
     SINGULAR_TASK,
     configure_task,
@@ -63,6 +63,7 @@ __all__ = [
     "task_bias",
     "effective_mass",
     "effective_inertia",
+    "motion_force_selection",
     "belted_ellipsoid",
     "surface_triangles",
     "generalized_task_inertia",
@@ -595,6 +596,23 @@ def _effective(block: np.ndarray, u: np.ndarray):
     return float(out) if out.ndim == 0 else out
 
 
+def motion_force_selection(force_directions) -> tuple[np.ndarray, np.ndarray]:
+    """(Ω, Ω̄) of §2.2, 6x6 projectors in task space [linear; angular]: Ω̄ onto the
+    force-controlled directions (indices, e.g. [2] for z, or rows of a k x 6 matrix, made
+    orthonormal), Ω = I − Ω̄ onto the motion-controlled ones. With
+    F = Λ (Ω F*_motion + Ω̄ F*_force) + μ + p + F_sensor (eqs. 11–13) the end effector obeys
+    Ω ϑ̇ = Ω F*_motion and Ω̄ ϑ̇ = Ω̄ F*_force (+ contact), eqs. (15), (16)."""
+    if force_directions is None or (np.ndim(force_directions) == 1
+                                    and len(force_directions) == 0):
+        return np.eye(6), np.zeros((6, 6))
+    D = _selection(force_directions)
+    Q, R = np.linalg.qr(D.T)
+    if np.abs(np.diag(R)).min() <= 1e-12 * np.abs(R).max():
+        raise ValueError("force_directions are linearly dependent")
+    Omega_bar = Q @ Q.T
+    return np.eye(6) - Omega_bar, Omega_bar
+
+
 # ---------------------------------------------------------------------- §4.4 belted ellipsoid
 @dataclass
 class BeltedEllipsoid:
@@ -809,7 +827,7 @@ def dextrous_coordination_torque(model: RobotModel, q: np.ndarray, frame: str, m
     if not (np.isfinite(gain) and gain >= 0):
         raise ValueError("gain must be finite and >= 0")
     dofs = np.concatenate([model.joint_dofs(n) for n, b in zip(model.joint_names, mask) if b])
-    if (model.hinge_type[mask] == 2).any():
+    if (model.hinge_type[mask] == FLOATING).any():
         raise ValueError("mini_joints: floating joints have no mid-range")
     if midrange is None:
         lo, hi = model.position_lower[dofs], model.position_upper[dofs]
