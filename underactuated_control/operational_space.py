@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .buffers import numpy_views
-from .dynamics import OK, HybridDynamics
+from .dynamics import NONFINITE_V, OK, HybridDynamics
 from .model import FLOATING, RobotModel
 from .operational_space_kernels import (
     SINGULAR_TASK,
@@ -41,6 +41,7 @@ from .operational_space_kernels import (
     os_views,
     scaled_spd_inverse,
     task_bias_kernel,
+    update_kernel,
     wrench_response_kernel,
 )
 from .so3 import skew
@@ -306,10 +307,28 @@ class OperationalSpace:
             self.model.check_state(v=v, tau=tau)
 
     def update(self, q: np.ndarray, v: np.ndarray | None = None) -> None:
-        """``set_configuration(q)`` then (with v) ``bias(v)``."""
-        self.set_configuration(q)
-        if v is not None:
-            self.bias(v)
+        """``set_configuration(q)`` then (with v) ``bias(v)``, in one compiled call."""
+        if v is None:
+            self.set_configuration(q)
+            return
+        if self.body < 0:
+            raise ValueError("call set_task(frame, ...) first")
+        m, dyn = self.model, self.dynamics
+        if not _plain(q, m.nq):
+            q = dyn.as_vector(q, m.nq, "q")
+        if not _plain(v, m.nv):
+            v = dyn.as_vector(v, m.nv, "v")
+        self._configured = self._inverted = False
+        status = update_kernel(*dyn.buffers, self.buffer, self.path, q, v, self._zero_tau,
+                               self.body, self.k, self.singular_tolerance)
+        if status == NONFINITE_V:
+            m.check_state(v=v)
+        if status != OK and status != SINGULAR_TASK:
+            self._status(status, q)  # raises (non-finite q, a singular D_p)
+        self._q[:] = q
+        self._configured = True
+        self._status(status, q)
+        self._inverted = not self.singular
 
     def wrench_response(self, with_lambda: bool = True) -> np.ndarray:
         """Y = A⁻¹ J_Sᵀ (nv x k) by k unit-wrench force passes at once; with ``with_lambda``

@@ -58,6 +58,7 @@ __all__ = [
     "configure_task",
     "masked_inverse_inertia",
     "task_bias_kernel",
+    "update_kernel",
     "wrench_response_kernel",
     "null_space_kernel",
     "scaled_spd_inverse",
@@ -365,19 +366,10 @@ def path_omega(m, c, w, path, body, Om, T, Z, C):
 
 
 # ================================================================ entry points
-@njit(cache=True, error_model="numpy", fastmath=FAST)
-def configure_task(ints, consts, work, buf, path, q, configure, body, k, invert, rcond):
-    """Per configuration, in one call: (with ``configure``) transforms, (4.6) and placements;
-    then the frame point, J, the pick-off W, Ω(body) and
-        Λ⁻¹ = W Ω Wᵀ (eq. 17, blocks eq. 33),  S Λ⁻¹ Sᵀ,  (with ``invert``) Λ = (S Λ⁻¹ Sᵀ)⁻¹.
-    Returns OK, NONFINITE_Q, the body whose D_p(k) is singular, or SINGULAR_TASK (Λ⁻¹, J and
-    the rest are then still valid; only Λ is not)."""
-    m, _ = int_views(ints)
-    c, _ = const_views(consts, m.nb)
-    w, s, _ = work_views(work, m.nb, m.nv, m.na, m.npas)
-    o, _ = os_views(buf, m.nb, m.nv)
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def task_configuration(m, c, w, s, o, path, q, configure, body, k, invert, rcond):
+    """The body of ``configure_task``."""
     if configure:
-        q = borrow(q)
         if q.shape[0] != m.nq or not all_finite(q):
             return NONFINITE_Q
         joint_transforms(m, c, q, w, s)
@@ -401,6 +393,37 @@ def configure_task(ints, consts, work, buf, path, q, configure, body, k, invert,
         if not scaled_spd_inverse(o.Linv, k, rcond, o.Lam, o.L, o.Li, o.B, o.d):
             return SINGULAR_TASK
     return OK
+
+
+@njit(cache=True, error_model="numpy", fastmath=FAST)
+def configure_task(ints, consts, work, buf, path, q, configure, body, k, invert, rcond):
+    """Per configuration, in one call: (with ``configure``) transforms, (4.6) and placements;
+    then the frame point, J, the pick-off W, Ω(body) and
+        Λ⁻¹ = W Ω Wᵀ (eq. 17, blocks eq. 33),  S Λ⁻¹ Sᵀ,  (with ``invert``) Λ = (S Λ⁻¹ Sᵀ)⁻¹.
+    Returns OK, NONFINITE_Q, the body whose D_p(k) is singular, or SINGULAR_TASK (Λ⁻¹, J and
+    the rest are then still valid; only Λ is not)."""
+    m, _ = int_views(ints)
+    c, _ = const_views(consts, m.nb)
+    w, s, _ = work_views(work, m.nb, m.nv, m.na, m.npas)
+    o, _ = os_views(buf, m.nb, m.nv)
+    return task_configuration(m, c, w, s, o, path, borrow(q), configure, body, k, invert, rcond)
+
+
+@njit(cache=True, error_model="numpy", fastmath=FAST)
+def update_kernel(ints, consts, work, buf, path, q, v, tau, body, k, rcond):
+    """``configure_task`` (with Λ) then ``task_bias_kernel`` in one call. Returns the first
+    status other than OK (after a SINGULAR_TASK the free accelerations are still computed,
+    μ and p are not)."""
+    m, _ = int_views(ints)
+    c, _ = const_views(consts, m.nb)
+    w, s, _ = work_views(work, m.nb, m.nv, m.na, m.npas)
+    o, _ = os_views(buf, m.nb, m.nv)
+    status = task_configuration(m, c, w, s, o, path, borrow(q), True, body, k, True, rcond)
+    if status != OK and status != SINGULAR_TASK:
+        return status
+    bias = task_free_motion(m, c, w, s, o, borrow(v), borrow(tau), body,
+                            k if status == OK else 0)
+    return status if status != OK else bias
 
 
 @njit(cache=True, error_model="numpy", fastmath=FAST)
@@ -441,20 +464,9 @@ def free_frame_acceleration(m, c, w, s, o, body, out):
     classical_acceleration(Eb, x, w.vel[body], o.offset, out)
 
 
-@njit(cache=True, error_model="numpy", fastmath=FAST)
-def task_bias_kernel(ints, consts, work, buf, v, tau, body, k):
-    """μ and p (eq. 24, 25) by two passes of the articulated-body recursion (every joint free):
-
-    * joint forces ``tau`` (zero for eq. 24), velocities v, no gravity: the frame's classical
-      acceleration a_v = J q̈ + J̇ q̇ = −J A⁻¹ (b − tau) + J̇ q̇, so μ = J̄ᵀ b − Λ J̇ q̇ = −Λ S a_v;
-    * at rest under gravity: a_g = −J A⁻¹ g, so p = J̄ᵀ g = −Λ S a_g.
-
-    Needs ``configure_task`` (Λ) at the same q first. Returns OK or NONFINITE_V."""
-    m, _ = int_views(ints)
-    c, _ = const_views(consts, m.nb)
-    w, s, _ = work_views(work, m.nb, m.nv, m.na, m.npas)
-    o, _ = os_views(buf, m.nb, m.nv)
-    v, tau = borrow(v), borrow(tau)
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def task_free_motion(m, c, w, s, o, v, tau, body, k):
+    """The body of ``task_bias_kernel``."""
     if v.shape[0] != m.nv or tau.shape[0] != m.nv or not (all_finite(v) and all_finite(tau)):
         return NONFINITE_V
     velocity_sweep(m, c, v, w, s)  # (3.1)
@@ -485,6 +497,22 @@ def task_bias_kernel(ints, consts, work, buf, v, tau, body, k):
         o.mu[a] = -sv
         o.p[a] = -sg
     return OK
+
+
+@njit(cache=True, error_model="numpy", fastmath=FAST)
+def task_bias_kernel(ints, consts, work, buf, v, tau, body, k):
+    """μ and p (eq. 24, 25) by two passes of the articulated-body recursion (every joint free):
+
+    * joint forces ``tau`` (zero for eq. 24), velocities v, no gravity: the frame's classical
+      acceleration a_v = J q̈ + J̇ q̇ = −J A⁻¹ (b − tau) + J̇ q̇, so μ = J̄ᵀ b − Λ J̇ q̇ = −Λ S a_v;
+    * at rest under gravity: a_g = −J A⁻¹ g, so p = J̄ᵀ g = −Λ S a_g.
+
+    Needs ``configure_task`` (Λ) at the same q first. Returns OK or NONFINITE_V."""
+    m, _ = int_views(ints)
+    c, _ = const_views(consts, m.nb)
+    w, s, _ = work_views(work, m.nb, m.nv, m.na, m.npas)
+    o, _ = os_views(buf, m.nb, m.nv)
+    return task_free_motion(m, c, w, s, o, borrow(v), borrow(tau), body, k)
 
 
 @njit(cache=True, error_model="numpy", fastmath=FAST)
