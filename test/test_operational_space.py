@@ -291,6 +291,16 @@ def test_errors_are_named():
         ws.bias(np.zeros(model.nv))
     ws.update(model.random_configuration(np.random.default_rng(6)), np.zeros(model.nv))
     assert not ws.singular and np.isfinite(ws.mu).all()
+    with pytest.raises(ValueError, match="v has non-finite entries: elbow_joint=nan"):
+        ws.update(model.random_configuration(np.random.default_rng(6)),
+                  np.array([0, 0, np.nan, 0, 0, 0]))
+    kinova, _, kframe = load("kinova")
+    kq = kinova.random_configuration(np.random.default_rng(7))
+    with pytest.raises(ValueError, match=r"without finite position limits: \['j2s6s200_joint_6'"):
+        osp.dextrous_coordination_torque(kinova, kq, kframe, ["j2s6s200_joint_6"], 1.0)
+    with pytest.raises(ValueError, match="midrange must have 1 entries"):
+        osp.dextrous_coordination_torque(kinova, kq, kframe, ["j2s6s200_joint_6"], 1.0,
+                                         midrange=[0.0, 0.0])
 
 
 # ================================================================ under-actuated extension
