@@ -252,8 +252,10 @@ class OperationalSpace:
         return self.work.point
 
     # ------------------------------------------------------------------ per cycle
-    def set_configuration(self, q: np.ndarray, invert: bool = True) -> None:
-        """Transforms, (4.6), J, Λ⁻¹ and (``invert``) Λ at q: one compiled call."""
+    def set_configuration(self, q: np.ndarray, invert: bool = True,
+                          raise_on_singular: bool | None = None) -> None:
+        """Transforms, (4.6), J, Λ⁻¹ and (``invert``) Λ at q: one compiled call.
+        ``raise_on_singular``: this call's choice (default: the workspace's)."""
         if self.body < 0:
             raise ValueError("call set_task(frame, ...) first")
         dyn = self.dynamics
@@ -266,15 +268,15 @@ class OperationalSpace:
             self._status(status, q)  # raises (non-finite q, a singular D_p)
         self._q[:] = q
         self._configured = True
-        self._status(status, q)  # SingularTaskError, unless raise_on_singular is False
+        self._status(status, q, raise_on_singular)  # SingularTaskError, unless not wanted
         self._inverted = invert and not self.singular
 
-    def _status(self, status: int, q=None) -> None:
+    def _status(self, status: int, q=None, raise_on_singular: bool | None = None) -> None:
         self.singular = status == SINGULAR_TASK
         if status == OK:
             return
         if status == SINGULAR_TASK:
-            if self.raise_on_singular:
+            if self.raise_on_singular if raise_on_singular is None else raise_on_singular:
                 raise SingularTaskError(_singular_message(self.Lambda_inv, self.S,
                                                           f"Λ⁻¹ of frame '{self.frame}'"))
             return
@@ -520,12 +522,7 @@ def _configured(model, q, frame, rows, offset, workspace, invert=True) -> Operat
     if ws.model is not model and ws.model.inertia is not model.inertia:
         raise ValueError("workspace was built for another robot")
     ws.set_task(frame, rows, offset)
-    raise_save = ws.raise_on_singular
-    ws.raise_on_singular = True
-    try:
-        ws.set_configuration(q, invert=invert)
-    finally:
-        ws.raise_on_singular = raise_save
+    ws.set_configuration(q, invert, True)
     return ws
 
 
