@@ -566,6 +566,58 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ellipsoid(args: argparse.Namespace) -> int:
+    """Belted vs ordinary inertia ellipsoids of the frame's linear Λ⁻¹ block for several
+    configurations of one arm (Khatib §4.4, the situation of his Fig. 7), one PNG."""
+    from .operational_space import belted_ellipsoid, effective_mass, task_inertia_inverse
+
+    out = _check_output(args.out, "--out", (".png",))
+    try:
+        import matplotlib
+    except ImportError:
+        raise ValueError("--out needs matplotlib (pip install matplotlib)") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    model = _load_model(args)
+    model.frame(args.frame)
+    configurations = args.q or [model.neutral_configuration().tolist()]
+    fig = plt.figure(figsize=(5 * len(configurations), 5))
+    for k, qk in enumerate(configurations):
+        q = np.asarray(qk, dtype=float)
+        if q.shape != (model.nq,):
+            raise ValueError(f"--q number {k + 1} has {q.size} values, the model has nq = "
+                             f"{model.nq} ({list(model.joint_names)})")
+        model.check_state(q=q)
+        blocks = task_inertia_inverse(model, q, args.frame)
+        shapes = belted_ellipsoid(blocks.linear, n=24)
+        ax = fig.add_subplot(1, len(configurations), k + 1, projection="3d")
+        ax.plot_surface(*shapes.belted.transpose(2, 0, 1), color="tab:red", alpha=0.35,
+                        linewidth=0)
+        scale = shapes.radii.max() / np.abs(shapes.ellipsoid).max()
+        ax.plot_wireframe(*(scale * shapes.ellipsoid).transpose(2, 0, 1), color="tab:blue",
+                          linewidth=0.4, rstride=2, cstride=2)
+        masses = [effective_mass(model, q, args.frame, u) for u in np.eye(3)]
+        ax.set_title(f"q{k + 1}: m_x {masses[0]:.2f}, m_y {masses[1]:.2f}, "
+                     f"m_z {masses[2]:.2f} kg", fontsize=9)
+        ax.set_xlabel("x [kg]")
+        ax.set_ylabel("y [kg]")
+        ax.set_zlabel("z [kg]")
+        reach = 1.05 * shapes.radii.max()
+        for axis in (ax.set_xlim, ax.set_ylim, ax.set_zlim):
+            axis(-reach, reach)
+        ax.set_box_aspect((1, 1, 1))
+        print(f"q{k + 1} = {np.round(q, 3).tolist()}: effective mass at '{args.frame}' along "
+              f"x, y, z = {masses[0]:.3f}, {masses[1]:.3f}, {masses[2]:.3f} kg; range "
+              f"{shapes.radii.min():.3f} .. {shapes.radii.max():.3f} kg")
+    fig.suptitle(f"{model.name} '{args.frame}': belted ellipsoid (red, radius = effective "
+                 "mass) and inertia ellipsoid (blue, scaled)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    print(f"wrote {out}")
+    return 0
+
+
 def cmd_robots(_: argparse.Namespace) -> int:
     for name, path in builtin_robots().items():
         print(f"{name:<16}{path}")
@@ -669,6 +721,14 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out", default="demo_output", help="directory for logs, JSON and PNG")
     d.add_argument("--motion", type=float, default=2.5, help="goal motion duration [s]")
     d.set_defaults(func=cmd_demo)
+    e = sub.add_parser("ellipsoid", help="belted vs ordinary inertia ellipsoids of a frame "
+                                         "for configurations of one arm (Khatib §4.4)")
+    _model_arguments(e)
+    e.add_argument("--frame", required=True, help="link frame")
+    e.add_argument("--q", nargs="+", type=float, action="append",
+                   help="a configuration [rad|m] (repeat --q for several)")
+    e.add_argument("--out", default="ellipsoids.png", help="PNG file")
+    e.set_defaults(func=cmd_ellipsoid)
     r = sub.add_parser("robots", help="list bundled robots")
     r.set_defaults(func=cmd_robots)
     return parser

@@ -42,6 +42,8 @@ class LawOutput:
     J_G: np.ndarray | None = None  # (6, n_active) of the task frame, when asked
     J_D: np.ndarray | None = None  # (n_passive, n_active), when asked
     status: str = ""  # e.g. "singular" when the task lost rank (shown in diagnostics)
+    task_inertia_inverse: np.ndarray | None = None  # (6, 6) Λ⁻¹ of the task frame, if known
+    task_point: np.ndarray | None = None  # (3,) where the task frame is (root axes)
 
 
 class ControlLaw(ABC):

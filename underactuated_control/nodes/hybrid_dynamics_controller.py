@@ -23,12 +23,13 @@ from typing import Any
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from geometry_msgs.msg import PoseStamped
+from geometry_msgs.msg import Point, PoseStamped, WrenchStamped
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
+from visualization_msgs.msg import Marker, MarkerArray
 
 from ..control.joint_space import (
     EffortMapper,
@@ -41,6 +42,7 @@ from ..control.registry import CONTROL_LAWS, law_parameters
 from ..control.task_space import TaskReference
 from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
+from ..operational_space import belted_ellipsoid
 from ..parameters import ParameterSpec, table
 from .common import matrix_message, pose_from_message, run_node
 from .parameters import NodeParameters
@@ -78,6 +80,14 @@ PARAMETERS = table(
                   "times this", low=1e-3, high=10.0),
     ParameterSpec("publish_jacobians", True, "publish J_G, J_D and the passive accelerations "
                   "every cycle"),
+    ParameterSpec("publish_ellipsoids", False, "publish the task frame's belted and ordinary "
+                  "inertia ellipsoids (visualization_msgs/MarkerArray on ~/ellipsoids, at most "
+                  "10 Hz; modes that compute the task inertia: operational_space)"),
+    ParameterSpec("ellipsoid_scale", 0.05, "size of the drawn ellipsoids per unit of "
+                  "effective mass", unit="m/kg", low=1e-4, high=10.0),
+    ParameterSpec("wrench_topic", "~/wrench", "geometry_msgs/WrenchStamped measured at the "
+                  "task frame (root axes: frame_id empty or the root link), for force-"
+                  "controlled directions", read_only=True),
     ParameterSpec("diagnostics_period", 1.0, "period of /diagnostics", unit="s", low=0.05,
                   high=60.0, read_only=True),
 )
@@ -126,6 +136,10 @@ class HybridDynamicsController(Node):
         self.create_subscription(JointTrajectory, "~/joint_reference", self._on_joint_reference,
                                  10)
         self.create_subscription(PoseStamped, "~/pose_reference", self._on_pose_reference, 10)
+        self.measured_wrench: np.ndarray | None = None
+        self.create_subscription(WrenchStamped, p["wrench_topic"], self._on_wrench, sensor_qos)
+        self.ellipsoid_pub = self.create_publisher(MarkerArray, "~/ellipsoids", 10)
+        self._last_ellipsoids = 0.0
         self.create_timer(p["diagnostics_period"], self._publish_diagnostics)
         self.create_timer(min(0.05, p["state_timeout"] / 2), self._watchdog)
 
@@ -167,6 +181,8 @@ class HybridDynamicsController(Node):
     def _commit(self, plan: Plan, p: dict[str, Any], changed: set[str]) -> None:
         old = self.plan
         self.plan = plan
+        if hasattr(plan.law, "measured_wrench"):
+            plan.law.measured_wrench = self.measured_wrench
         if "mode" in changed and p["mode"] != old.law.mode:
             self.reference = None  # a new law starts from the measured state
         elif self.reference is not None:
@@ -207,6 +223,45 @@ class HybridDynamicsController(Node):
             self.get_logger().warning(f"~/pose_reference rejected: {exc}")
             return
         self.reference = goal
+
+    def _on_wrench(self, msg: WrenchStamped) -> None:
+        f, m = msg.wrench.force, msg.wrench.torque
+        wrench = np.array([f.x, f.y, f.z, m.x, m.y, m.z])
+        if msg.header.frame_id not in ("", self.plan.model.root_link) or \
+                not np.all(np.isfinite(wrench)):
+            self.get_logger().warning(f"{self.params['wrench_topic']} ignored: give a finite "
+                                      f"wrench in '{self.plan.model.root_link}' axes",
+                                      throttle_duration_sec=2.0)
+            return
+        self.measured_wrench = wrench
+        if hasattr(self.plan.law, "measured_wrench"):
+            self.plan.law.measured_wrench = wrench
+
+    def _publish_ellipsoids(self, out) -> None:
+        """Belted (red) and ordinary (blue) ellipsoids of the linear block of Λ⁻¹ at the task
+        point, as TRIANGLE_LIST markers (Khatib §4.4, Fig. 7)."""
+        now = time.monotonic()
+        if now - self._last_ellipsoids < 0.1:
+            return
+        self._last_ellipsoids = now
+        shapes = belted_ellipsoid(out.task_inertia_inverse[:3, :3], n=12)
+        scale = self.params["ellipsoid_scale"]
+        array = MarkerArray()
+        for k, (which, color) in enumerate((("belted", (0.9, 0.2, 0.2)),
+                                            ("ellipsoid", (0.2, 0.4, 0.9)))):
+            mk = Marker(type=Marker.TRIANGLE_LIST, action=Marker.ADD, id=k, ns=which)
+            mk.header.frame_id = self.plan.model.root_link
+            mk.header.stamp = self.get_clock().now().to_msg()
+            mk.pose.position.x, mk.pose.position.y, mk.pose.position.z = map(
+                float, out.task_point)
+            mk.pose.orientation.w = 1.0
+            mk.scale.x = mk.scale.y = mk.scale.z = 1.0
+            mk.color.r, mk.color.g, mk.color.b = color
+            mk.color.a = 0.5
+            mk.points = [Point(x=float(x), y=float(y), z=float(z))
+                         for x, y, z in scale * shapes.triangles(which).reshape(-1, 3)]
+            array.markers.append(mk)
+        self.ellipsoid_pub.publish(array)
 
     # ================================================================== control cycle
     def _send_zero_once(self, why: str) -> None:
@@ -306,6 +361,8 @@ class HybridDynamicsController(Node):
                 out.qdd_passive.reshape(-1, 1), plan.passive_label, "cols:qdd"))
             self.jg_pub.publish(matrix_message(out.J_G, _FRAME_ROWS, plan.active_label))
             self.jd_pub.publish(matrix_message(out.J_D, plan.passive_label, plan.active_label))
+        if self.params["publish_ellipsoids"] and out.task_inertia_inverse is not None:
+            self._publish_ellipsoids(out)
         self.stats["cycles"] += 1
         now = time.perf_counter()
         self._compute_times.append(now - t0)

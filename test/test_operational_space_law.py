@@ -1,0 +1,109 @@
+"""The ``operational_space`` control law against Pinocchio: the commanded torques, applied to the
+true dynamics (Pinocchio's ABA), give the frame exactly the commanded acceleration F*, with or
+without the posture torques (dynamic consistency), with passive joints through the active ones;
+force-controlled directions carry the force law (F = J̄ᵀ Γ with Pinocchio's dense J̄)."""
+
+import numpy as np
+import pinocchio as pin
+import pytest
+from helpers import ARM7_PATH, assert_close
+from oracle import PinRef
+
+from underactuated_control import RobotModel
+from underactuated_control.control.operational_space_law import OperationalSpaceLaw
+from underactuated_control.control.registry import law_parameters
+from underactuated_control.parameters import coerce
+
+ARM7 = ARM7_PATH.read_text()
+Q = np.array([0.1, -0.4, 0.2, -2.0, 0.1, 1.8, 0.5])
+
+
+def settings(**overrides):
+    specs = [*law_parameters(), *OperationalSpaceLaw.parameters]
+    values = {s.name: coerce(s, s.default) for s in specs}
+    values.update(overrides)
+    return values
+
+
+def frame_acceleration(ref, q, v, tau, frame="tool"):
+    """[classical linear; angular] acceleration of the frame under joint forces tau (ABA)."""
+    qdd = ref.aba(q, v, tau)
+    pin.forwardKinematics(ref.pm, ref.pd, ref.q(q), ref.v(v), ref.v(qdd))
+    pin.updateFramePlacements(ref.pm, ref.pd)
+    return pin.getFrameClassicalAcceleration(ref.pm, ref.pd, ref.pm.getFrameId(frame),
+                                             pin.LOCAL_WORLD_ALIGNED).vector, qdd
+
+
+def urdf_passive_torque(v):
+    """T_p from the arm7 URDF's <dynamics damping="0.05" friction="0.1">."""
+    return -0.05 * v - 0.1 * np.tanh(v / 1e-2)
+
+
+def commanded(law, q, v, offset=np.zeros(3)):
+    """The law's torques with its setpoint at rest ``offset`` away from the measured pose."""
+    reference = law.hold_reference(q)
+    reference.position = reference.position + offset
+    law.follower.reset(reference.position, reference.rotation)
+    return law.compute(q, v, reference, 0.0, with_jacobians=False)
+
+
+@pytest.fixture
+def velocity():
+    return np.random.default_rng(4).uniform(-0.5, 0.5, 7)
+
+
+@pytest.mark.parametrize("posture_kp", [0.0, 25.0])
+def test_the_frame_gets_exactly_the_commanded_acceleration(velocity, posture_kp):
+    model = RobotModel.from_urdf(ARM7)
+    ref = PinRef(model, ARM7)
+    law = OperationalSpaceLaw(model, settings(posture_kp=posture_kp, posture="mid_range"),
+                              "tool")
+    offset = np.array([0.02, -0.01, 0.03])
+    out = commanded(law, Q, velocity, offset)
+    a, qdd = frame_acceleration(ref, Q, velocity, out.tau_active)
+    twist = ref.frame_jacobian(Q, "tool") @ velocity
+    f_star = np.r_[100.0 * offset, np.zeros(3)] - 20.0 * twist  # kp e + kd (0 - J q̇)
+    assert_close(a, f_star, 1e-9)
+    if posture_kp:  # the posture torques moved the joints, not the hand
+        plain = OperationalSpaceLaw(model, settings(posture_kp=0.0, posture_kd=0.0), "tool")
+        _, qdd_plain = frame_acceleration(ref, Q, velocity,
+                                          commanded(plain, Q, velocity, offset).tau_active)
+        assert np.abs(qdd - qdd_plain).max() > 1e-3
+
+
+def test_through_the_active_joints_with_a_passive_joint(velocity):
+    model = RobotModel.from_urdf(ARM7, passive_joints=["joint2"])
+    ref = PinRef(model, ARM7)
+    law = OperationalSpaceLaw(model, settings(os_task="position"), "tool")
+    offset = np.array([0.01, 0.02, -0.01])
+    out = commanded(law, Q, velocity, offset)
+    tau = np.zeros(7)
+    tau[model.active_dofs] = out.tau_active
+    tau[model.passive_dofs] = urdf_passive_torque(velocity[model.passive_dofs])
+    a, _ = frame_acceleration(ref, Q, velocity, tau)
+    twist = ref.frame_jacobian(Q, "tool") @ velocity
+    assert_close(a[:3], 100.0 * offset - 20.0 * twist[:3], 1e-9)
+    with pytest.raises(ValueError, match="6 directions but only 5 joints are active"):
+        OperationalSpaceLaw(model.with_passive(["joint2", "joint4"]), settings(), "tool")
+
+
+def test_force_controlled_direction_carries_the_force_law():
+    model = RobotModel.from_urdf(ARM7)
+    ref = PinRef(model, ARM7)
+    law = OperationalSpaceLaw(model, settings(force_axes=[0.0, 0.0, 1.0],
+                                              force_target=[0.0, 0.0, -5.0], force_kp=0.5),
+                              "tool")
+    law.measured_wrench = np.array([0.0, 0.0, -3.0, 0.0, 0.0, 0.0])
+    v = np.zeros(7)
+    offset = np.array([0.02, -0.01, 0.03])
+    tau = commanded(law, Q, v, offset).tau_active
+    # dense: F = J̄ᵀ Γ = Λ J A⁻¹ Γ (the posture torques drop out), p = Λ J A⁻¹ g
+    M = ref.mass_matrix(Q)
+    J = ref.frame_jacobian(Q, "tool")
+    Lam = np.linalg.inv(J @ np.linalg.solve(M, J.T))
+    F = Lam @ J @ np.linalg.solve(M, tau)
+    p = Lam @ J @ np.linalg.solve(M, ref.nle(Q, v))
+    force = -5.0 + 0.5 * (-5.0 - -3.0)  # F_d + k_f (F_d - F_measured) along z (v = 0)
+    # F - p = Λ Ω F* + Ω̄ F_force (10): the motion part has no z row
+    motion = np.linalg.solve(Lam, F - p - np.r_[0, 0, force, 0, 0, 0])
+    assert_close(motion, np.r_[100.0 * offset[:2], 0.0, np.zeros(3)], 1e-9)

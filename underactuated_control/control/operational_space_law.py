@@ -1,0 +1,212 @@
+"""Mode ``operational_space``: Khatib's operational-space control (Khatib 1995, §2.1–2.3).
+
+Each cycle, with Λ, μ, p of the task frame from the O(N) recursions of
+``operational_space.OperationalSpace`` (J the frame's Jacobian, S the task rows of ``task``):
+
+    F* = a_sp + kd (v_sp − J q̇) + kp e(sp)                     PD on the bounded setpoint
+    F  = Λ Ω F* + Ω̄ F_force + μ + p                            (10), (23): motion and force
+    Γ  = Jᵀ F + [I − Jᵀ J̄ᵀ] Γ₀,   Γ₀ = A (kp₀ (q₀ − q) − kd₀ q̇)  (19)–(22), (27): posture
+
+Ω selects the motion-controlled directions and Ω̄ = I − Ω the force-controlled ones
+(``force_axes``, root axes); F_force = F_d + k_f (F_d − F_measured) − Λ k_v v (eq. 11–16),
+F_measured from ``measured_wrench`` (set by the node from a geometry_msgs/WrenchStamped).
+Γ₀ pulls the joints toward the posture (``posture``: the configuration where the mode started,
+or mid-range of each joint's limits) without disturbing the task.
+
+With passive joints the same algebra runs through the active joints only (Λ_G of
+``OperationalSpace.generalized``: Λ_G⁻¹ = J_G S_aa⁻¹ J_Gᵀ, Γ_a = J_Gᵀ F + [I − J_Gᵀ J̄_Gᵀ] Γ_a0);
+a task with more directions than active joints, or one the passive joints absorb, is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..dynamics import HybridDynamics
+from ..jacobians import JacobianWorkspace
+from ..model import RobotModel
+from ..operational_space import OperationalSpace, SingularTaskError
+from ..parameters import ParameterSpec
+from ..passive_forces import PassiveForceModel
+from ..so3 import rotation_error
+from .law import ControlLaw, LawOutput
+from .limits import PoseSetpointFollower
+from .task_law import TaskLaw
+from .task_space import TaskReference
+
+__all__ = ["OperationalSpaceLaw"]
+
+_ROWS = {"pose": None, "position": [0, 1, 2], "orientation": [3, 4, 5]}
+_SHARED = ("task_kp_position", "task_kd_position", "task_kp_orientation", "task_kd_orientation",
+           "task_max_speed", "task_max_acceleration", "task_max_angular_speed",
+           "task_max_angular_acceleration")
+_MAX_STEP = 0.1  # s
+
+
+def _unit_flags(value: list[float], model: RobotModel | None) -> None:
+    if len(value) != 3 or any(x not in (0.0, 1.0) for x in value):
+        raise ValueError("give three flags (0 or 1) for x, y, z in root axes")
+
+
+def _three(value: list[float], model: RobotModel | None) -> None:
+    if len(value) != 3:
+        raise ValueError("give three values (x, y, z in root axes)")
+
+
+class OperationalSpaceLaw(ControlLaw):
+    mode = "operational_space"
+    reference_kind = "pose"
+    parameters = (
+        ParameterSpec("os_task", "pose", "operational-space task rows", choices=tuple(_ROWS)),
+        ParameterSpec("posture", "start", "posture the null-space torques pull toward",
+                      choices=("start", "mid_range")),
+        ParameterSpec("posture_kp", 25.0, "posture stiffness (Γ₀ = A (kp (q₀ − q) − kd q̇))",
+                      unit="1/s^2", low=0.0, high=1e4),
+        ParameterSpec("posture_kd", 10.0, "posture damping", unit="1/s", low=0.0, high=1e3),
+        ParameterSpec("force_axes", [0.0, 0.0, 0.0], "force-controlled directions x, y, z "
+                      "(root axes, 1: force, 0: motion)", validator=_unit_flags),
+        ParameterSpec("force_target", [0.0, 0.0, 0.0], "force the hand applies along the "
+                      "force-controlled directions (root axes)", unit="N", low=-1e4, high=1e4,
+                      validator=_three),
+        ParameterSpec("force_kp", 0.5, "force error gain", low=0.0, high=100.0),
+        ParameterSpec("force_kd", 20.0, "velocity damping along force-controlled directions",
+                      unit="1/s", low=0.0, high=1e4),
+    ) + tuple(s for s in TaskLaw.parameters if s.name in _SHARED)
+
+    def __init__(self, model: RobotModel, settings: Mapping[str, Any], frame: str,
+                 workspace: JacobianWorkspace | None = None) -> None:
+        super().__init__(model, settings, frame, workspace)
+        rows = _ROWS[settings["os_task"]]
+        k = 6 if rows is None else len(rows)
+        if k > model.n_active:
+            raise ValueError(f"os_task '{settings['os_task']}' has {k} directions but only "
+                             f"{model.n_active} joints are active ({list(model.active_joints)})"
+                             ": use os_task position or orientation")
+        self.rows = np.arange(6) if rows is None else np.asarray(rows)
+        self.osp = OperationalSpace(model)
+        self.osp.set_task(frame, rows)
+        self._frame = model.frame(frame)
+        self.gains = np.array([settings["task_kp_position"]] * 3
+                              + [settings["task_kp_orientation"]] * 3)[self.rows]
+        self.damping = np.array([settings["task_kd_position"]] * 3
+                                + [settings["task_kd_orientation"]] * 3)[self.rows]
+        self.posture_gains = (settings["posture_kp"], settings["posture_kd"])
+        self.posture_kind = settings["posture"]
+        self.posture: np.ndarray | None = None
+        force = np.zeros(6)
+        force[:3] = settings["force_axes"]
+        self.force_select = force[self.rows]  # Ω̄ on the task rows
+        self.force_target = np.r_[settings["force_target"], np.zeros(3)][self.rows]
+        self.force_kp, self.force_kd = settings["force_kp"], settings["force_kd"]
+        self.measured_wrench: np.ndarray | None = None  # [force; moment], root axes
+        self.follower = PoseSetpointFollower(
+            settings["task_max_speed"], settings["task_max_acceleration"],
+            settings["task_max_angular_speed"], settings["task_max_angular_acceleration"])
+        self._last_t: float | None = None
+        self.passive_forces = PassiveForceModel(model)
+        self.inertia = HybridDynamics(model, np.zeros(model.nb, bool))  # A q̈ products
+        self._tau0 = np.zeros(model.nv)
+        self._zero = np.zeros(0)
+
+    def hold_reference(self, q: np.ndarray) -> TaskReference:
+        ws = self.workspace
+        ws.set_configuration(q)
+        position, rotation = ws.frame_placement(self.frame)
+        self.follower.reset(position, rotation)
+        self._last_t = None
+        m = self.model
+        if self.posture_kind == "mid_range":
+            lo, hi = m.position_lower, m.position_upper
+            mid = np.where(np.isfinite(lo) & np.isfinite(hi), 0.5 * (lo + hi), 0.0)
+            self.posture = mid
+        else:
+            self.posture = q[[m.q_start[m.joint_index(n)] for n in m.joint_names]].copy()
+        return TaskReference(position=position.copy(), rotation=rotation.copy())
+
+    def compute(self, q: np.ndarray, v: np.ndarray, reference: TaskReference, t: float,
+                with_jacobians: bool) -> LawOutput:
+        if self.follower.setpoint is None or self.posture is None:
+            self.hold_reference(q)
+        dt = 0.0 if self._last_t is None else min(max(t - self._last_t, 0.0), _MAX_STEP)
+        self._last_t = t
+        sp = self.follower.step(reference, dt)
+        m, osp = self.model, self.osp
+        osp.set_configuration(q)  # transforms, (4.6), J, Λ⁻¹, Λ: one compiled call
+        J = osp.J
+        twist = J @ v
+        position = osp.point
+        rotation = (self._frame.rotation @ osp.work.E_world[self._frame.body]).T
+        error = np.r_[sp.position - position, rotation_error(sp.rotation, rotation)]
+        a_sp = np.r_[sp.linear_acceleration, sp.angular_acceleration]
+        v_sp = np.r_[sp.linear_velocity, sp.angular_velocity]
+        f_star = (a_sp + self.damping_full(v_sp - twist) + self.gains_full(error))[self.rows]
+        tau_p = self.passive_forces(q, v)
+        tau0 = self._posture_torque(q, v)
+        if m.n_passive == 0:
+            mu, p = osp.bias(v)
+            Lam = osp.Lambda
+            F = self._task_force(Lam, f_star, twist, mu, p)
+            tau = osp.J_task.T @ F + osp.null_space_torque(tau0)  # (19), (27)
+            tau_active = tau[m.active_dofs]
+        else:
+            try:
+                task = osp.generalized(tau_p, v)  # Λ_G, J̄_G, μ_G, p_G (passive joints free)
+            except SingularTaskError as exc:
+                raise ValueError(str(exc)) from None
+            F = self._task_force(task.Lambda, f_star, twist, task.mu, task.p)
+            tau_active = osp.generalized_torque(F) + osp.generalized_null_space_torque(
+                tau0[m.active_dofs], task)
+        J_G = J_D = None
+        qdd_passive = np.zeros(m.n_passive)
+        if with_jacobians:
+            J_G, J_D = self.workspace.generalized(self.frame, q)
+            if m.n_passive:  # the passive joints' response to this command (forward dynamics)
+                tau = np.zeros(m.nv)
+                tau[m.active_dofs] = tau_active
+                tau[m.passive_dofs] = tau_p
+                qdd_passive = self._forward(q, v, tau)[m.passive_dofs]
+        return LawOutput(np.asarray(tau_active, float), qdd_passive, J_G, J_D,
+                         task_inertia_inverse=osp.Lambda_inv_full, task_point=position)
+
+    # -- pieces ---------------------------------------------------------------------------
+    def gains_full(self, error: np.ndarray) -> np.ndarray:
+        g = np.zeros(6)
+        g[self.rows] = self.gains
+        return g * error
+
+    def damping_full(self, velocity_error: np.ndarray) -> np.ndarray:
+        d = np.zeros(6)
+        d[self.rows] = self.damping
+        return d * velocity_error
+
+    def _task_force(self, Lam, f_star, twist, mu, p) -> np.ndarray:
+        """F = Λ Ω F* + Ω̄ F_force + μ + p (10), F_force = F_d + k_f (F_d − F_m) − Λ k_v v."""
+        omega_bar = self.force_select
+        if not omega_bar.any():
+            return Lam @ f_star + mu + p
+        measured = np.zeros(6) if self.measured_wrench is None else self.measured_wrench
+        f_force = (self.force_target + self.force_kp
+                   * (self.force_target - measured[self.rows]))
+        f_force = f_force - Lam @ (self.force_kd * twist[self.rows] * omega_bar)
+        return Lam @ ((1.0 - omega_bar) * f_star) + omega_bar * f_force + mu + p
+
+    def _posture_torque(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Γ₀ = A (kp₀ (q₀ − q) − kd₀ q̇): one inverse-dynamics pass (no velocity, no
+        gravity) of the posture acceleration."""
+        kp, kd = self.posture_gains
+        m = self.model
+        qj = q[[m.q_start[m.joint_index(n)] for n in m.joint_names]]
+        qdd0 = kp * (self.posture - qj) - kd * v
+        dyn = self.inertia
+        dyn.set_configuration(q)
+        dyn.set_velocity(None)
+        self._tau0[:] = dyn.solve(qdd0, self._zero, gravity=False).tau
+        return self._tau0
+
+    def _forward(self, q: np.ndarray, v: np.ndarray, tau: np.ndarray) -> np.ndarray:
+        from ..dynamics import forward_dynamics
+
+        return forward_dynamics(self.model, q, v, tau)
