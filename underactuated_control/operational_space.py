@@ -150,7 +150,7 @@ class OperationalSpace:
 
         os = OperationalSpace(model)
         os.set_task("tool", rows=None)         # once, or when the task changes
-        os.update(q, v)                        # Λ⁻¹, Λ, J, μ, p in two compiled calls
+        os.update(q, v)                        # Λ⁻¹, Λ, J, μ, p in one compiled call
         F = os.Lambda @ f_star + os.mu + os.p  # (23)
         tau = os.J_task.T @ F + os.null_space_torque(tau0)   # (27)
 
