@@ -6,9 +6,10 @@
 
 The controller runs in its own process (arm7, joints 2 and 4 passive, joint mode, J_G/J_D
 publication on). This process publishes sensor_msgs/JointState at each rate from a busy-wait
-schedule and matches each effort command to the oldest unanswered state (FIFO: valid while
-every state is answered, which the answered fraction shows). Prints p50/p99/p99.9 latency and
-the fraction answered; the soak prints them per minute with the controller's RSS.
+schedule and matches each effort command to the oldest unanswered state (FIFO: exact when every
+state got one command; a run that lost or gained commands reports its answered fraction and no
+latency). Prints p50/p99/p99.9 latency and the fraction answered; the soak prints them per
+minute with the controller's RSS.
 ``--before REV`` runs the controller of git revision REV (a temporary worktree) and of this
 checkout alternately, ``--rounds`` times each. Writes bench/results/node_latency.json (or
 node_soak.json, node_latency_compare.json).
@@ -130,19 +131,22 @@ class Driver:
             msg = self.state(k)
             sent.append(time.perf_counter_ns())
             self.pub.publish(msg)
-        self.spin(1.0)
-        m = min(len(sent), len(self.received))
-        lat = (np.array(self.received[:m]) - np.array(sent[:m])) / 1e6
+        self.spin(0.3)  # shorter than the controller's state_timeout: no watchdog command
+        answered = len(self.received)
         span = (sent[-1] - sent[0]) / 1e9
-        return {
-            "states_sent": len(sent), "commands_received": len(self.received),
-            "answered_fraction": len(self.received) / len(sent),
+        result = {
+            "states_sent": len(sent), "commands_received": answered,
+            "answered_fraction": answered / len(sent),
             "achieved_publish_rate_hz": (len(sent) - 1) / span,
-            "latency_p50_ms": float(np.percentile(lat, 50)),
-            "latency_p99_ms": float(np.percentile(lat, 99)),
-            "latency_p999_ms": float(np.percentile(lat, 99.9)),
-            "latency_max_ms": float(lat.max()),
         }
+        # FIFO matching (command j answers state j) is exact only when every state got exactly
+        # one command; otherwise the latencies are not reported (the fraction still is)
+        lat = (np.array(self.received[:len(sent)]) - np.array(sent[:answered])) / 1e6
+        valid = answered == len(sent) and lat.min() > 0
+        for key, pct in (("p50", 50), ("p99", 99), ("p999", 99.9)):
+            result[f"latency_{key}_ms"] = float(np.percentile(lat, pct)) if valid else None
+        result["latency_max_ms"] = float(lat.max()) if valid else None
+        return result
 
     def close(self) -> None:
         self.executor.shutdown()
@@ -151,9 +155,12 @@ class Driver:
 
 
 def row(label: str, r: dict) -> str:
+    def ms(x, width):
+        return f"{x:>{width}.3f}" if x is not None else f"{'n/a':>{width}}"
+
     return (f"{label:>10}{r['states_sent']:>8}{100 * r['answered_fraction']:>9.2f}%"
-            f"{r['latency_p50_ms']:>9.3f}{r['latency_p99_ms']:>9.3f}"
-            f"{r['latency_p999_ms']:>10.3f}{r['latency_max_ms']:>9.3f}")
+            f"{ms(r['latency_p50_ms'], 9)}{ms(r['latency_p99_ms'], 9)}"
+            f"{ms(r['latency_p999_ms'], 10)}{ms(r['latency_max_ms'], 9)}")
 
 
 HEADER = (f"{'':>10}{'sent':>8}{'answered':>10}{'p50 ms':>9}{'p99 ms':>9}{'p99.9 ms':>10}"
@@ -264,7 +271,8 @@ def compare(args, driver: Driver, out: Path) -> int:
     for side, rs in runs.items():
         for rate in args.rates:
             sel = [r for r in rs if r["rate_hz"] == rate]
-            med = {key: float(np.median([r[key] for r in sel])) for key in sel[0]}
+            med = {key: float(np.median([r[key] for r in sel if r[key] is not None]))
+                   for key in sel[0]}
             med["states_sent"] = int(med["states_sent"])
             summary[f"{side} {rate:g}Hz"] = med
             print(row(f"{side[:3]} {rate:g}", med))

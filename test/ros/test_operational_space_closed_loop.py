@@ -102,3 +102,47 @@ def test_operational_space_tracks_a_circle_and_moves_the_posture_in_the_null_spa
     assert [m.type for m in last] == [Marker.TRIANGLE_LIST] * 2
     assert all(len(m.points) % 3 == 0 and len(m.points) > 100 for m in last)
     assert last[0].header.frame_id == "base_link"
+
+
+def test_a_force_controlled_direction_holds_a_force_against_a_contact(ros, launch):
+    """z force-controlled at -10 N (pushing down) through the simulator's contact wrench."""
+    from geometry_msgs.msg import WrenchStamped
+
+    pm = pin.buildModelFromUrdf(str(ARM7))
+    pd = pm.createData()
+    pin.framesForwardKinematics(pm, pd, np.array(Q0))
+    start = pd.oMf[pm.getFrameId("tool")].translation.copy()
+    radius, gap, half = 0.02, 0.03, 0.05
+    box = [start[0], start[1], start[2] - radius - gap - half, 0.2, 0.2, half]
+    sim = launch("mujoco_sim", {"urdf_path": str(ARM7), "initial_positions": Q0,
+                                "contact_box": box, "contact_link": "tool",
+                                "contact_radius": radius})
+    node = launch("hybrid_dynamics_controller", {
+        "urdf_path": str(ARM7), "mode": "operational_space", "os_task": "position",
+        "task_frame": "tool", "publish_jacobians": False, "force_axes": [0.0, 0.0, 1.0],
+        "force_target": [0.0, 0.0, -10.0], "wrench_topic": "/mujoco_sim/contact_wrench"})
+    wrenches, states = [], []
+    ros.node.create_subscription(WrenchStamped, "/mujoco_sim/contact_wrench",
+                                 lambda m: wrenches.append((time.monotonic(), m.wrench.force.z)),
+                                 100)
+    ros.node.create_subscription(JointState, "/joint_states",
+                                 lambda m: states.append(np.array(m.position)), 100)
+    pose_pub = ros.node.create_publisher(PoseStamped, f"{NODE}/pose_reference", 10)
+    assert ros.wait_for(lambda: len(states) > 200 and pose_pub.get_subscription_count(), 60), \
+        node.log() + sim.log()
+    hold = PoseStamped()
+    hold.pose.position.x, hold.pose.position.y, hold.pose.position.z = map(float, start)
+    hold.pose.orientation.w = 1.0
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 5.0:
+        pose_pub.publish(hold)
+        ros.spin_for(0.05)
+    last = np.array([f for t, f in wrenches if t > t0 + 4.0])
+    pin.framesForwardKinematics(pm, pd, states[-1])
+    hand = pd.oMf[pm.getFrameId("tool")].translation
+    print(f"\n[os] force control along z: contact force {last.mean():.2f} N (target -10 N), "
+          f"std {last.std():.3f} N over the last second; hand moved "
+          f"{1e3 * np.linalg.norm(hand[:2] - start[:2]):.2f} mm in x-y (motion-controlled), "
+          f"{1e3 * (start[2] - hand[2]):.1f} mm down to the box")
+    assert len(last) > 200 and abs(last.mean() + 10.0) < 1.0
+    assert np.linalg.norm(hand[:2] - start[:2]) < 5e-3

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..parameters import ParameterSpec
 from .joint_law import HoldLaw, JointLaw
 from .law import ControlLaw
+from .operational_space_law import OperationalSpaceLaw
 from .task_law import TaskLaw
 
 __all__ = ["CONTROL_LAWS", "law_parameters"]
@@ -13,6 +14,7 @@ CONTROL_LAWS: dict[str, type[ControlLaw]] = {
     "joint": JointLaw,
     "hold": HoldLaw,
     "task": TaskLaw,
+    "operational_space": OperationalSpaceLaw,
 }
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from geometry_msgs.msg import WrenchStamped
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
@@ -60,6 +61,16 @@ def _check_initial_positions(value: list[float], model: RobotModel | None) -> No
         initial_configuration(value, model)
 
 
+def _check_box(value: list[float], model: RobotModel | None) -> None:
+    if value not in ([], [0.0]) and (len(value) != 6 or min(value[3:]) <= 0):
+        raise ValueError("give x, y, z, half_x, half_y, half_z (half sizes > 0), or [0.0]")
+
+
+def _check_link(value: str, model: RobotModel | None) -> None:
+    if value and model is not None:
+        model.frame(value)
+
+
 PARAMETERS = table(
     *robot_parameters(chain=False, passive_description="joints without motor (added to those "
                       "<ros2_control> leaves without a command interface)"),
@@ -81,6 +92,14 @@ PARAMETERS = table(
     ParameterSpec("command_timeout", 0.5, "no effort command for this long: zero effort and "
                   "brakes on (as a hardware interface that lost its controller), released when "
                   "commands return; 0: off", unit="s", low=0.0, high=60.0, read_only=True),
+    ParameterSpec("contact_box", [0.0], "a fixed box x, y, z, half_x, half_y, half_z (root "
+                  "frame) that contact_link touches; [0.0]: none", unit="m",
+                  validator=_check_box, read_only=True),
+    ParameterSpec("contact_link", "", "link carrying a collision sphere of contact_radius "
+                  "that touches contact_box; its contact force is published on "
+                  "~/contact_wrench", validator=_check_link, read_only=True),
+    ParameterSpec("contact_radius", 0.02, "radius of contact_link's sphere", unit="m",
+                  low=1e-3, high=1.0, read_only=True),
     ParameterSpec("initial_positions", [0.0], "start configuration per joint (model order), "
                   "within the URDF limits; one value: all joints, clipped into their limits",
                   unit="rad|m", read_only=True, validator=_check_initial_positions),
@@ -116,6 +135,8 @@ class MujocoSim(Node):
             "euler": mujoco.mjtIntegrator.mjINT_EULER, "rk4": mujoco.mjtIntegrator.mjINT_RK4,
             "implicit": mujoco.mjtIntegrator.mjINT_IMPLICIT,
             "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST}[p["integrator"]]
+        self.contact = self._add_contact(spec, model, p) if p["contact_box"] not in (
+            [], [0.0]) else None
         limits = dict(zip(model.dof_names, model.effort_limit))
         self.actuated = [n for n in self.command_joints if n in model.active_joints]
         for name in self.actuated:
@@ -135,6 +156,10 @@ class MujocoSim(Node):
         mujoco.mj_forward(self.m, self.d)
         self._slot = [self.ctrl_index.get(n, -1) for n in self.command_joints]
 
+        if self.contact is not None:
+            self.contact = (self.m.geom(self.contact[0]).id, self.m.geom(self.contact[1]).id)
+            self.wrench_pub = self.create_publisher(WrenchStamped, "~/contact_wrench", 10)
+            self.root_link = model.root_link
         self.state_pub = self.create_publisher(JointState, "/joint_states", 10)
         self.clock_pub = self.create_publisher(Clock, "/clock", 10)
         self.create_subscription(Float64MultiArray, self.command_topic, self._on_command, 10)
@@ -164,6 +189,37 @@ class MujocoSim(Node):
             if self.commands_received > 1:
                 self.get_logger().info("effort commands are back: brakes released")
 
+    def _add_contact(self, spec, model: RobotModel, p: dict) -> tuple[str, str]:
+        """A sphere on ``contact_link`` and a fixed box: the only collision pair."""
+        mj = self.mj
+        if not p["contact_link"]:
+            raise ParameterError("parameter contact_link: name the link that touches "
+                                 "contact_box")
+        frame = model.frame(p["contact_link"])
+        if frame.body < 0:
+            raise ParameterError(f"parameter contact_link: '{p['contact_link']}' does not move")
+        sphere = spec.body(model.body_names[frame.body]).add_geom()
+        sphere.name, sphere.type = "contact_sphere", mj.mjtGeom.mjGEOM_SPHERE
+        sphere.size = [p["contact_radius"], 0.0, 0.0]
+        sphere.pos = frame.translation
+        box = spec.worldbody.add_geom()
+        box.name, box.type = "contact_box", mj.mjtGeom.mjGEOM_BOX
+        box.pos, box.size = p["contact_box"][:3], p["contact_box"][3:]
+        return "contact_sphere", "contact_box"
+
+    def contact_force(self) -> np.ndarray:
+        """Force the sphere applies to the box (root axes), summed over their contacts."""
+        total, f6 = np.zeros(3), np.zeros(6)
+        sphere, box = self.contact
+        for i in range(self.d.ncon):
+            c = self.d.contact[i]
+            if {int(c.geom1), int(c.geom2)} != {sphere, box}:
+                continue
+            self.mj.mj_contactForce(self.m, self.d, i, f6)
+            on_geom2 = c.frame.reshape(3, 3).T @ f6[:3]  # what geom1 exerts on geom2, world
+            total += on_geom2 if int(c.geom1) == sphere else -on_geom2
+        return total
+
     def publish_state(self) -> None:
         msg = JointState()
         msg.header.stamp = self.get_clock().now().to_msg()
@@ -176,6 +232,12 @@ class MujocoSim(Node):
         sec = int(self.d.time)
         clock.clock.sec, clock.clock.nanosec = sec, int((self.d.time - sec) * 1e9)
         self.clock_pub.publish(clock)
+        if self.contact is not None:
+            wrench = WrenchStamped()
+            wrench.header.stamp, wrench.header.frame_id = msg.header.stamp, self.root_link
+            f = wrench.wrench.force
+            f.x, f.y, f.z = map(float, self.contact_force())
+            self.wrench_pub.publish(wrench)
 
     def _check_command_watchdog(self) -> None:
         """Zero effort and brakes on when the controller has gone quiet (wall time)."""
