@@ -42,7 +42,7 @@ import numpy as np  # noqa: E402
 import pinocchio as pin  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
-from oracle import random_tree_urdf  # noqa: E402
+from oracle import PinRef, random_tree_urdf  # noqa: E402
 
 import underactuated_control  # noqa: E402
 from underactuated_control import RobotModel  # noqa: E402
@@ -76,13 +76,12 @@ class Case:
         self.name, self.frame = name, frame
         self.model = RobotModel.from_urdf(text, mimic=mimic)
         self.N = self.model.nv
-        self.pm = pin.buildModelFromXML(text)
-        self.pd = self.pm.createData()
-        self.pm.gravity.linear = np.asarray(self.model.gravity, dtype=float)
-        order = [self.pm.joints[self.pm.getJointId(n)].idx_v for n in self.model.joint_names]
-        assert order == list(range(self.N)) and self.pm.nq == self.model.nq
+        ref = PinRef(self.model, text)  # Pinocchio model; q map (continuous: cos, sin)
+        self.pm, self.pd = ref.pm, ref.pd
+        assert (ref.v_perm == np.arange(self.N)).all(), "chains keep Pinocchio's DOF order"
         rng = np.random.default_rng(1)
-        self.q = self.model.random_configuration(rng)
+        self.q_ours = self.model.random_configuration(rng)
+        self.q = ref.q(self.q_ours)  # Pinocchio's
         self.v = rng.normal(size=self.N)
         self.zero = np.zeros(self.N)
         self.fid = self.pm.getFrameId(frame)
@@ -91,15 +90,15 @@ class Case:
 
     # --- ours -------------------------------------------------------------------------------
     def ours_lambda(self):
-        self.ws.set_configuration(self.q)
+        self.ws.set_configuration(self.q_ours)
         return self.ws.Lambda
 
     def ours_public(self):
-        return osp.task_inertia(self.model, self.q, self.frame)
+        return osp.task_inertia(self.model, self.q_ours, self.frame)
 
     def ours_all(self):
         ws = self.ws
-        ws.update(self.q, self.v)
+        ws.update(self.q_ours, self.v)
         return ws.Lambda, ws.mu, ws.p, ws.dynamically_consistent_inverse()
 
     # --- Pinocchio, dense ---------------------------------------------------------------------
