@@ -339,7 +339,7 @@ def test_generalized_task_inertia_matches_dense_partition(name, passive, rows):
         F = rng.normal(size=len(S))
         assert_close(ws.generalized_torque(F), (S @ JG).T @ F, 1e-10)  # O(N) J_Gᵀ F
         t0 = rng.normal(size=model.n_active)
-        assert_close(ws.generalized_null_space_torque(t0, ws.generalized()),
+        assert_close(ws.generalized_null_space_torque(t0, ws.generalized(with_jbar=False)),
                      t0 - (S @ JG).T @ (Jbar.T @ t0), 1e-9)
         v = rng.normal(size=model.nv)
         tp = rng.normal(size=model.n_passive)
@@ -351,6 +351,11 @@ def test_generalized_task_inertia_matches_dense_partition(name, passive, rows):
         tau[model.active_dofs], tau[model.passive_dofs] = Ta, tp
         qdd = ref.aba(q, v, tau)
         assert_close(S @ classical_acceleration(ref, q, v, qdd, frame), a_star, 1e-8)
+    # J_Gᵀ F at a new configuration without generalized() first (its (4.6) must follow q)
+    q2 = model.random_configuration(rng)
+    ws.set_configuration(q2, invert=False)
+    JG2, _ = dense_generalized(ref, model, q2, frame)
+    assert_close(ws.generalized_torque(F), (S @ JG2).T @ F, 1e-10)
 
 
 def test_generalized_task_inertia_of_a_free_flying_base():

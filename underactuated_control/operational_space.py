@@ -175,6 +175,8 @@ class OperationalSpace:
         self._zero_tau = np.zeros(nv)
         self._null_out = np.zeros(nv)
         self._masked: dict[bytes, HybridDynamics] = {}
+        self._masked_stamp: dict[bytes, int] = {}  # the configuration each one is at
+        self._stamp = 0  # counts configurations
         self._q = np.zeros(model.nq)
         self.frame: str | None = None
         self.body = -1
@@ -267,6 +269,7 @@ class OperationalSpace:
         if status != OK and status != SINGULAR_TASK:
             self._status(status, q)  # raises (non-finite q, a singular D_p)
         self._q[:] = q
+        self._stamp += 1
         self._configured = True
         self._status(status, q, raise_on_singular)  # SingularTaskError, unless not wanted
         self._inverted = invert and not self.singular
@@ -328,6 +331,7 @@ class OperationalSpace:
         if status != OK and status != SINGULAR_TASK:
             self._status(status, q)  # raises (non-finite q, a singular D_p)
         self._q[:] = q
+        self._stamp += 1
         self._configured = True
         self._status(status, q)
         self._inverted = not self.singular
@@ -371,7 +375,9 @@ class OperationalSpace:
         if ws is None:
             ws = HybridDynamics(self.model, mask)
             if len(self._masked) >= 8:
-                self._masked.pop(next(iter(self._masked)))
+                dropped = next(iter(self._masked))
+                self._masked.pop(dropped)
+                self._masked_stamp.pop(dropped, None)
             self._masked[key] = ws
         return ws
 
@@ -388,6 +394,7 @@ class OperationalSpace:
                                             self.body, self.k, out)
             if status != OK:
                 ws.raise_for_status(status, q=self._q)
+            self._masked_stamp[mask.tobytes()] = self._stamp  # its (4.6) is at this q now
         return out[:self.k, :self.k].copy()
 
     # ------------------------------------------------------------------ under-actuated
@@ -401,8 +408,11 @@ class OperationalSpace:
         JtF = self.work.J.T @ (self.S.T @ np.asarray(F, dtype=float))
         out = JtF[m.active_dofs]
         if m.n_passive:
-            ws = self._masked_workspace(np.ascontiguousarray(m.passive_joint_mask))
-            ws.set_configuration(self._q)
+            mask = np.ascontiguousarray(m.passive_joint_mask)
+            ws = self._masked_workspace(mask)
+            if self._masked_stamp.get(mask.tobytes()) != self._stamp:
+                ws.set_configuration(self._q)  # (4.6) of the model's passive set, once per q
+                self._masked_stamp[mask.tobytes()] = self._stamp
             ws.set_velocity(None)
             out = out - ws.solve(np.zeros(m.n_active), JtF[m.passive_dofs],
                                  gravity=False).tau_active
@@ -422,11 +432,13 @@ class OperationalSpace:
         self._free_accelerations(self._zero_tau, tau, 0)
         return ta - self.generalized_torque(task.Lambda @ (self.S @ self.work.a_vel))
 
-    def generalized(self, tau_passive: np.ndarray | None = None, v: np.ndarray | None = None
-                    ) -> GeneralizedTask:
+    def generalized(self, tau_passive: np.ndarray | None = None, v: np.ndarray | None = None,
+                    with_jbar: bool = True) -> GeneralizedTask:
         """Λ_G⁻¹, Λ_G, J̄_G and (with v) μ_G, p_G of the task seen through the model's active
         joints (see ``generalized_task_inertia``), at the configured q. New arrays; with v,
-        the workspace's own ``mu``/``p`` are stale afterwards."""
+        the workspace's own ``mu``/``p`` are stale afterwards. ``with_jbar=False`` skips
+        J̄_G (the six wrench passes, O(36 N)); ``generalized_null_space_torque`` needs only
+        Λ_G."""
         self._require()
         m = self.model
         Linv = self.Lambda_inv.copy()
@@ -445,8 +457,9 @@ class OperationalSpace:
                 LG_inv, self.S, f"Λ_G⁻¹ of frame '{self.frame}' through the active joints "
                 f"(passive: {list(m.passive_joints)}); the passive joints absorb a task "
                 "direction, and"))
-        Y = self.wrench_response(False)
-        Jbar_G = Y[m.active_dofs] @ LG  # S_aa⁻¹ J_Gᵀ Λ_G: rows of A⁻¹ J_Sᵀ at the active DOF
+        Jbar_G = None
+        if with_jbar:  # S_aa⁻¹ J_Gᵀ Λ_G: rows of A⁻¹ J_Sᵀ at the active DOF
+            Jbar_G = self.wrench_response(False)[m.active_dofs] @ LG
         mu_G = p_G = None
         if v is not None:
             tau = np.zeros(m.nv)
@@ -495,7 +508,7 @@ class GeneralizedTask:
 
     Lambda: np.ndarray  # Λ_G (k x k)
     Lambda_inv: np.ndarray  # Λ_G⁻¹ = J_G S_aa⁻¹ J_Gᵀ (k x k)
-    Jbar: np.ndarray  # J̄_G = S_aa⁻¹ J_Gᵀ Λ_G (n_active x k)
+    Jbar: np.ndarray | None  # J̄_G = S_aa⁻¹ J_Gᵀ Λ_G (n_active x k); None: not asked for
     mu: np.ndarray | None  # μ_G (k): velocity and passive-joint-force terms
     p: np.ndarray | None  # p_G (k): gravity
     absorbed: np.ndarray  # J_p M_pp⁻¹ J_pᵀ (k x k): what the passive joints take away
