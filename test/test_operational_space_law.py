@@ -39,7 +39,7 @@ def urdf_passive_torque(v):
     return -0.05 * v - 0.1 * np.tanh(v / 1e-2)
 
 
-def commanded(law, q, v, offset=np.zeros(3)):
+def commanded(law, q, v, offset=(0.0, 0.0, 0.0)):
     """The law's torques with its setpoint at rest ``offset`` away from the measured pose."""
     reference = law.hold_reference(q)
     reference.position = reference.position + offset

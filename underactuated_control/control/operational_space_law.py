@@ -5,7 +5,7 @@ Each cycle, with Λ, μ, p of the task frame from the O(N) recursions of
 
     F* = a_sp + kd (v_sp − J q̇) + kp e(sp)                     PD on the bounded setpoint
     F  = Λ Ω F* + Ω̄ F_force + μ + p                            (10), (23): motion and force
-    Γ  = Jᵀ F + [I − Jᵀ J̄ᵀ] Γ₀,   Γ₀ = A (kp₀ (q₀ − q) − kd₀ q̇)  (19)–(22), (27): posture
+    Γ  = Jᵀ F + [I − Jᵀ J̄ᵀ] Γ₀,   Γ₀ = A (kp₀ (q₀ − q) − kd₀ q̇) + b + g   (19)–(22), (27)
 
 Ω selects the motion-controlled directions and Ω̄ = I − Ω the force-controlled ones
 (``force_axes``, root axes); F_force = F_d + k_f (F_d − F_measured) − Λ k_v v (eq. 11–16),
@@ -63,7 +63,8 @@ class OperationalSpaceLaw(ControlLaw):
         ParameterSpec("os_task", "pose", "operational-space task rows", choices=tuple(_ROWS)),
         ParameterSpec("posture", "start", "posture the null-space torques pull toward",
                       choices=("start", "mid_range")),
-        ParameterSpec("posture_kp", 25.0, "posture stiffness (Γ₀ = A (kp (q₀ − q) − kd q̇))",
+        ParameterSpec("posture_kp", 25.0, "posture stiffness (Γ₀ = A (kp (q₀ − q) − kd q̇) + b "
+                      "+ g)",
                       unit="1/s^2", low=0.0, high=1e4),
         ParameterSpec("posture_kd", 10.0, "posture damping", unit="1/s", low=0.0, high=1e3),
         ParameterSpec("force_axes", [0.0, 0.0, 0.0], "force-controlled directions x, y, z "
@@ -107,8 +108,10 @@ class OperationalSpaceLaw(ControlLaw):
             settings["task_max_angular_speed"], settings["task_max_angular_acceleration"])
         self._last_t: float | None = None
         self.passive_forces = PassiveForceModel(model)
-        self.inertia = HybridDynamics(model, np.zeros(model.nb, bool))  # A q̈ products
+        self.inertia = HybridDynamics(model, np.zeros(model.nb, bool))  # inverse dynamics
         self._tau0 = np.zeros(model.nv)
+        self._q_joints = np.array([model.q_start[model.joint_index(n)]
+                                   for n in model.joint_names], dtype=np.int64)
         self._zero = np.zeros(0)
 
     def hold_reference(self, q: np.ndarray) -> TaskReference:
@@ -123,7 +126,7 @@ class OperationalSpaceLaw(ControlLaw):
             mid = np.where(np.isfinite(lo) & np.isfinite(hi), 0.5 * (lo + hi), 0.0)
             self.posture = mid
         else:
-            self.posture = q[[m.q_start[m.joint_index(n)] for n in m.joint_names]].copy()
+            self.posture = q[self._q_joints].copy()
         return TaskReference(position=position.copy(), rotation=rotation.copy())
 
     def compute(self, q: np.ndarray, v: np.ndarray, reference: TaskReference, t: float,
@@ -153,7 +156,7 @@ class OperationalSpaceLaw(ControlLaw):
             tau_active = tau[m.active_dofs]
         else:
             try:
-                task = osp.generalized(tau_p, v)  # Λ_G, J̄_G, μ_G, p_G (passive joints free)
+                task = osp.generalized(tau_p, v, with_jbar=False)  # Λ_G, μ_G, p_G
             except SingularTaskError as exc:
                 raise ValueError(str(exc)) from None
             F = self._task_force(task.Lambda, f_star, twist, task.mu, task.p)
@@ -194,16 +197,13 @@ class OperationalSpaceLaw(ControlLaw):
         return Lam @ ((1.0 - omega_bar) * f_star) + omega_bar * f_force + mu + p
 
     def _posture_torque(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """Γ₀ = A (kp₀ (q₀ − q) − kd₀ q̇): one inverse-dynamics pass (no velocity, no
-        gravity) of the posture acceleration."""
+        """Γ₀ = A (kp₀ (q₀ − q) − kd₀ q̇) + b + g: the posture's joint-space law with the full
+        dynamics, one inverse-dynamics pass. Projected by N it compensates what Jᵀ(μ + p)
+        leaves out (the null-space part of gravity and Coriolis forces)."""
         kp, kd = self.posture_gains
-        m = self.model
-        qj = q[[m.q_start[m.joint_index(n)] for n in m.joint_names]]
+        qj = q[self._q_joints]
         qdd0 = kp * (self.posture - qj) - kd * v
-        dyn = self.inertia
-        dyn.set_configuration(q)
-        dyn.set_velocity(None)
-        self._tau0[:] = dyn.solve(qdd0, self._zero, gravity=False).tau
+        self._tau0[:] = self.inertia.compute(q, v, qdd0, self._zero).tau
         return self._tau0
 
     def _forward(self, q: np.ndarray, v: np.ndarray, tau: np.ndarray) -> np.ndarray:
