@@ -40,7 +40,7 @@ def assert_dense_jacobians(out, ref, model, q):
 
 
 def test_registry_modes_and_parameters():
-    assert set(CONTROL_LAWS) == {"joint", "hold", "task"}
+    assert {"joint", "hold", "task", "operational_space"} <= set(CONTROL_LAWS)
     for mode, law in CONTROL_LAWS.items():
         assert issubclass(law, ControlLaw) and law.mode == mode
         assert law.reference_kind in ("joint", "pose", "none")

@@ -159,8 +159,8 @@ def test_bringup_starts_the_resolver_and_its_setpoints_drive_the_arm(ros, domain
     run = Bringup(domain, tmp_path, "--node", "mujoco_sim", "--node",
                   "elbow_redundancy_resolver", "--duration", "90")
     try:
-        assert ros.wait_for(lambda: len(efforts) > 100 and psi_pub.get_subscription_count(),
-                            60), run.log()
+        assert ros.wait_for(lambda: len(efforts) > 100 and len(states) > 100
+                            and psi_pub.get_subscription_count(), 60), run.log()
         ros.spin_for(0.5)
         psi0, hand0 = fk_psi(states[-1][1])
         goal = psi0 + math.radians(20)

@@ -9,7 +9,8 @@ bounded profile, never stepped to). Per axis group (position; orientation as a r
 
 ``JointLimitGuard``: bounds on the active joints' accelerations that brake each joint before
 its URDF position limit: a joint at distance d from a limit moving toward it at speed s may
-accelerate at most k (min(sqrt(2 a_brake d), k d / 4) − s) toward it (beyond: pushed back).
+accelerate at most k (min(sqrt(2 a_brake d), k d / 4) − s) toward it (beyond: pushed back),
+and at most k (v_max − s) beyond its URDF velocity limit v_max.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ class JointLimitGuard:
         self._v_index = np.asarray(dofs, dtype=np.int64)
         self.lower = np.asarray(model.position_lower, float)[dofs]
         self.upper = np.asarray(model.position_upper, float)[dofs]
+        self.speed = np.asarray(model.velocity_limit, float)[dofs]  # inf where none
         self.braking, self.gain = braking, gain
         self.active = np.zeros(len(dofs), dtype=bool)  # bound applied in the last clamp
 
@@ -116,6 +118,11 @@ class JointLimitGuard:
                                * np.minimum(to_lower, 0.0) + va)
         up = np.where(np.isfinite(self.upper), up, np.inf)
         lo = np.where(np.isfinite(self.lower), lo, -np.inf)
+        with np.errstate(invalid="ignore"):  # the URDF velocity limits, the same way
+            up = np.minimum(up, np.where(np.isfinite(self.speed),
+                                         self.gain * (self.speed - va), np.inf))
+            lo = np.maximum(lo, np.where(np.isfinite(self.speed),
+                                         self.gain * (-self.speed - va), -np.inf))
         return lo, np.maximum(up, lo)
 
     def clamp(self, q: np.ndarray, v: np.ndarray, qdd_active: np.ndarray) -> np.ndarray:

@@ -68,7 +68,8 @@ class OperationalSpaceLaw(ControlLaw):
                       unit="1/s^2", low=0.0, high=1e4),
         ParameterSpec("posture_kd", 10.0, "posture damping", unit="1/s", low=0.0, high=1e3),
         ParameterSpec("force_axes", [0.0, 0.0, 0.0], "force-controlled directions x, y, z "
-                      "(root axes, 1: force, 0: motion)", validator=_unit_flags),
+                      "(root axes, 1: force, 0: motion)", low=0.0, high=1.0,
+                      validator=_unit_flags),
         ParameterSpec("force_target", [0.0, 0.0, 0.0], "force the hand applies along the "
                       "force-controlled directions (root axes)", unit="N", low=-1e4, high=1e4,
                       validator=_three),
