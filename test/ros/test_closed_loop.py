@@ -46,7 +46,8 @@ def test_passive_joint_has_no_motor_in_the_simulation(ros, launch):
                                 "passive_joints": ["joint4"]})
     pub = ros.node.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)
     assert ros.wait_for(lambda: pub.get_subscription_count() > 0, 60), sim.log()
-    big = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]  # 6 active joints: joint4 has no slot
+    # 6 active joints, joint4 has no slot; a non-zero command releases the brakes
+    big = [1e-6, 0.0, 0.0, 0.0, 0.0, 0.0]
     for _ in range(5):
         pub.publish(Float64MultiArray(data=big))
         ros.spin_for(0.02)

@@ -10,7 +10,7 @@ bounded profile, never stepped to). Per axis group (position; orientation as a r
 ``JointLimitGuard``: bounds on the active joints' accelerations that brake each joint before
 its URDF position limit: a joint at distance d from a limit moving toward it at speed s may
 accelerate at most k (min(sqrt(2 a_brake d), k d / 4) − s) toward it (beyond: pushed back),
-and at most k (v_max − s) beyond its URDF velocity limit v_max.
+and at most 5 k (v_max − s) toward its URDF velocity limit v_max.
 """
 
 from __future__ import annotations
@@ -97,6 +97,7 @@ class JointLimitGuard:
         self.upper = np.asarray(model.position_upper, float)[dofs]
         self.speed = np.asarray(model.velocity_limit, float)[dofs]  # inf where none
         self.braking, self.gain = braking, gain
+        self.velocity_gain = 5.0 * gain  # 1/s: at rest, up to 100 v_max of acceleration
         self.active = np.zeros(len(dofs), dtype=bool)  # bound applied in the last clamp
 
     def _allowed_speed(self, distance: np.ndarray) -> np.ndarray:
@@ -120,9 +121,9 @@ class JointLimitGuard:
         lo = np.where(np.isfinite(self.lower), lo, -np.inf)
         with np.errstate(invalid="ignore"):  # the URDF velocity limits, the same way
             up = np.minimum(up, np.where(np.isfinite(self.speed),
-                                         self.gain * (self.speed - va), np.inf))
+                                         self.velocity_gain * (self.speed - va), np.inf))
             lo = np.maximum(lo, np.where(np.isfinite(self.speed),
-                                         self.gain * (-self.speed - va), -np.inf))
+                                         self.velocity_gain * (-self.speed - va), -np.inf))
         return lo, np.maximum(up, lo)
 
     def clamp(self, q: np.ndarray, v: np.ndarray, qdd_active: np.ndarray) -> np.ndarray:

@@ -88,7 +88,7 @@ PARAMETERS = table(
     ParameterSpec("real_time_factor", 1.0, "simulated / wall time (0: as fast as possible)",
                   low=0.0, high=100.0, read_only=True),
     ParameterSpec("hold_until_first_command", True, "keep the robot still (brakes on) until "
-                  "the first effort command arrives", read_only=True),
+                  "the first non-zero effort command arrives", read_only=True),
     ParameterSpec("command_timeout", 0.5, "no effort command for this long: zero effort and "
                   "brakes on (as a hardware interface that lost its controller), released when "
                   "commands return; 0: off", unit="s", low=0.0, high=60.0, read_only=True),
@@ -184,8 +184,8 @@ class MujocoSim(Node):
                 self.d.ctrl[slot] = value
         self.commands_received += 1
         self.last_command = time.monotonic()
-        if self.braked:
-            self.braked = False
+        if self.braked and np.any(data != 0.0):  # a zero command (a controller refusing its
+            self.braked = False                   # states) does not release the brakes
             if self.commands_received > 1:
                 self.get_logger().info("effort commands are back: brakes released")
 
