@@ -6,6 +6,7 @@ from ..parameters import ParameterSpec
 from .joint_law import HoldLaw, JointLaw
 from .law import ControlLaw
 from .operational_space_law import OperationalSpaceLaw
+from .swing_up_law import SwingUpLaw
 from .task_law import TaskLaw
 
 __all__ = ["CONTROL_LAWS", "law_parameters"]
@@ -15,6 +16,7 @@ CONTROL_LAWS: dict[str, type[ControlLaw]] = {
     "hold": HoldLaw,
     "task": TaskLaw,
     "operational_space": OperationalSpaceLaw,
+    "swing_up": SwingUpLaw,
 }
 
 

@@ -1,0 +1,444 @@
+"""Scenario ``swing_up``: the acrobot or the pendubot swung up and balanced over DDS.
+
+``run_swing_up(robot, out_dir, ...)`` starts ``mujoco_sim`` (RK4, 2 ms, real time) and
+``hybrid_dynamics_controller`` in mode ``swing_up`` as processes (as ``demo.py`` does: a ROS
+domain of its own, discovery on this machine only, children that die with the parent), lets the
+robot hang still until the controller's first command, records /joint_states and the effort
+commands for ``duration`` seconds, scores the run like the public double-pendulum leaderboards
+(``scoring.py``) and writes ``run.npz``, ``summary.json``, ``swing_up.png`` (angles, torque,
+energy) and a rosbag2 MCAP bag (``bag/``, with ``rosbags``).
+
+``two_link_urdf`` builds the two-link robots (acrobot: passive shoulder; pendubot: passive
+elbow) that the bundled URDFs, the tests and ``bench/bench_swing_up.py`` use. Importing this
+module needs no ROS; ``run_swing_up`` imports rclpy when it runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+ROBOTS = ("acrobot", "pendubot")
+
+
+# ====================================================================== robots
+@dataclass(frozen=True)
+class TwoLink:
+    """A planar two-link arm hanging along -z at q = 0, both axes along y (SI units).
+
+    ``r1``/``r2``: centre of mass along each link from its joint; ``I1``/``I2``: inertia
+    about the centre of mass (about the joint axis); ``effort``: the motor's limit."""
+
+    l1: float = 0.2
+    l2: float = 0.3
+    m1: float = 0.5234602302310271
+    m2: float = 0.6255677234174437
+    r1: float = 0.2
+    r2: float = 0.25569305436052964
+    I1: float = 0.010949  # 0.031887 about the joint (leaderboard design C.1) - m1 r1²
+    I2: float = 0.009971  # 0.050870 about the joint - m2 r2²
+    effort: float = 6.0
+    passive_damping: float = 0.0
+    active_damping: float = 0.0
+    velocity: float = 30.0
+
+
+def two_link_urdf(robot: str, p: TwoLink = TwoLink(), name: str | None = None) -> str:
+    """URDF of an acrobot (``robot="acrobot"``: passive shoulder) or a pendubot (passive
+    elbow), with a ``<ros2_control>`` block whose passive joint has no command interface."""
+    if robot not in ROBOTS:
+        raise ValueError(f"robot must be one of {list(ROBOTS)}, got '{robot}'")
+    passive = "shoulder" if robot == "acrobot" else "elbow"
+    effort = {j: (0.0 if j == passive else p.effort) for j in ("shoulder", "elbow")}
+    damping = {j: (p.passive_damping if j == passive else p.active_damping)
+               for j in ("shoulder", "elbow")}
+
+    def inertial(m, r, I):  # noqa: E741 - the inertia's usual letter
+        return (f'<inertial><origin xyz="0 0 {-r:.10g}" rpy="0 0 0"/><mass value="{m:.10g}"/>'
+                f'<inertia ixx="{I:.10g}" ixy="0" ixz="0" iyy="{I:.10g}" iyz="0" '
+                f'izz="{1e-3 * I:.10g}"/></inertial>')
+
+    def joint(j, parent, child, z):
+        return (f'  <joint name="{j}" type="continuous">\n'
+                f'    <parent link="{parent}"/><child link="{child}"/>\n'
+                f'    <origin xyz="0 0 {z:.10g}" rpy="0 0 0"/><axis xyz="0 1 0"/>\n'
+                f'    <limit effort="{effort[j]:.10g}" velocity="{p.velocity:.10g}"/>\n'
+                f'    <dynamics damping="{damping[j]:.10g}" friction="0.0"/>\n'
+                f'  </joint>\n')
+
+    def interfaces(j):
+        command = "" if j == passive else '<command_interface name="effort"/>'
+        note = ("<!-- no command interface: passive -->" if j == passive else "")
+        return (f'    <joint name="{j}">{note}{command}<state_interface name="position"/>'
+                f'<state_interface name="velocity"/></joint>\n')
+
+    name = name or robot
+    return (
+        f'<?xml version="1.0"?>\n'
+        f'<!-- {robot}: {"passive shoulder, actuated elbow" if robot == "acrobot" else "actuated shoulder, passive elbow"}'  # noqa: E501
+        f'. Links hang along -z at q = 0; upright is shoulder = pi, elbow = 0. -->\n'
+        f'<robot name="{name}">\n'
+        f'  <link name="world"/>\n'
+        f'  <joint name="world_to_base" type="fixed"><parent link="world"/>'
+        f'<child link="base_link"/><origin xyz="0 0 1.0" rpy="0 0 0"/></joint>\n'
+        f'  <link name="base_link"><inertial><mass value="1.0"/><inertia ixx="0.01" ixy="0" '
+        f'ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial></link>\n'
+        + joint("shoulder", "base_link", "upper_link", 0.0)
+        + f'  <link name="upper_link">{inertial(p.m1, p.r1, p.I1)}</link>\n'
+        + joint("elbow", "upper_link", "lower_link", -p.l1)
+        + f'  <link name="lower_link">{inertial(p.m2, p.r2, p.I2)}</link>\n'
+        f'  <joint name="tip_joint" type="fixed"><parent link="lower_link"/><child link="tip"/>'
+        f'<origin xyz="0 0 {-p.l2:.10g}" rpy="0 0 0"/></joint>\n'
+        f'  <link name="tip"/>\n'
+        f'  <ros2_control name="{name}_system" type="system">\n'
+        f'    <hardware><plugin>mock_components/GenericSystem</plugin></hardware>\n'
+        + interfaces("shoulder") + interfaces("elbow")
+        + '  </ros2_control>\n</robot>\n')
+
+
+def robot_variants() -> dict[str, TwoLink]:
+    """The mass/length sets of the swing-up matrix (bench, tests, docs): the leaderboards'
+    design C.1 (0.2 + 0.3 m, 1.15 kg, 6 N·m), a light short arm (0.35 m, 0.55 kg, 2 N·m) and a
+    heavy long one (0.7 m, 2.2 kg, 18 N·m). For the pendubot each limit is about 1.5 times the
+    torque that holds the straight arm horizontal (the hard end of the leaderboards' range)."""
+    return {
+        "design_c1": TwoLink(),
+        "light_short": TwoLink(l1=0.15, l2=0.2, m1=0.25, m2=0.3, r1=0.15, r2=0.17, I1=0.0012,
+                               I2=0.0015, effort=2.0),
+        "heavy_long": TwoLink(l1=0.3, l2=0.4, m1=1.0, m2=1.2, r1=0.3, r2=0.34, I1=0.02,
+                              I2=0.03, effort=18.0),
+    }
+
+
+# ====================================================================== offline loop (no ROS)
+def mujoco_model(urdf: str, timestep: float = 0.002, integrator: str = "rk4"):
+    """(MjModel, joint names, motor joint): the URDF in MuJoCo as ``mujoco_sim`` loads it
+    (dynamics only, a motor on the active joint, its ctrlrange the URDF effort limit)."""
+    import xml.etree.ElementTree as ET
+
+    import mujoco
+
+    from ..model import RobotModel
+
+    model = RobotModel.from_urdf(urdf)
+    root = ET.fromstring(urdf.lstrip("\ufeff"))
+    for parent in list(root.iter()):
+        for child in list(parent):
+            if child.tag in ("visual", "collision", "ros2_control", "gazebo", "transmission"):
+                parent.remove(child)
+    spec = mujoco.MjSpec.from_string(ET.tostring(root, encoding="unicode"))
+    spec.option.timestep = timestep
+    spec.option.integrator = {"rk4": mujoco.mjtIntegrator.mjINT_RK4,
+                              "euler": mujoco.mjtIntegrator.mjINT_EULER}[integrator]
+    active = model.active_joints[0]
+    limit = float(model.effort_limit[model.joint_index(active)])
+    act = spec.add_actuator()
+    act.name, act.target, act.trntype = f"motor_{active}", active, mujoco.mjtTrn.mjTRN_JOINT
+    act.ctrlrange = [-limit, limit]
+    act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
+    return spec.compile(), list(model.joint_names), active
+
+
+def simulate_offline(urdf: str, duration: float = 10.0, settings: dict | None = None,
+                     timestep: float = 0.002, latency_steps: int = 0,
+                     q0: tuple[float, float] = (0.0, 0.0)) -> dict:
+    """The swing-up law against MuJoCo physics stepped in this process (RK4): each step the
+    law sees the state and its torque is applied ``latency_steps`` steps later. Returns
+    t, q, v, tau (joint torques, N×2), phase and the law."""
+    import mujoco
+
+    from ..control.swing_up_law import SwingUpLaw
+    from ..model import RobotModel
+
+    model = RobotModel.from_urdf(urdf)
+    names = {s.name: s.default for s in SwingUpLaw.parameters}
+    names.update(settings or {})
+    law = SwingUpLaw(model, names, model.body_names[-1])
+    m, joints, active = mujoco_model(urdf, timestep)
+    d = mujoco.MjData(m)
+    qadr = [m.jnt_qposadr[m.joint(n).id] for n in joints]
+    vadr = [m.jnt_dofadr[m.joint(n).id] for n in joints]
+    d.qpos[qadr] = q0
+    mujoco.mj_forward(m, d)
+    steps = int(round(duration / timestep))
+    a = model.joint_index(active)
+    t = np.empty(steps + 1)
+    q = np.empty((steps + 1, 2))
+    v = np.empty((steps + 1, 2))
+    tau = np.zeros((steps + 1, 2))
+    phase = np.zeros(steps + 1, dtype=np.int8)
+    pending = [0.0] * latency_steps
+    for k in range(steps + 1):
+        t[k], q[k], v[k] = d.time, d.qpos[qadr], d.qvel[vadr]
+        out = law.compute(q[k], v[k], None, float(d.time), False)
+        pending.append(float(out.tau_active[0]))
+        d.ctrl[0] = pending.pop(0)
+        tau[k, a] = np.clip(d.ctrl[0], -m.actuator_ctrlrange[0, 1], m.actuator_ctrlrange[0, 1])
+        phase[k] = law.phase == "balancing"
+        if k < steps:
+            mujoco.mj_step(m, d)
+    return {"t": t, "q": q, "v": v, "tau": tau, "balancing": phase, "law": law}
+
+
+# ====================================================================== the scenario over DDS
+def run_swing_up(robot: str, out_dir: Path | str, duration: float = 10.0,
+                 domain: int | None = None, urdf_path: Path | str | None = None,
+                 config_path: Path | str | None = None, overrides: dict | None = None,
+                 plot: bool = True, bag: bool = True, log=print) -> dict:
+    """Swing ``robot`` ("acrobot" or "pendubot") up over DDS and score the run.
+
+    Starts ``mujoco_sim`` and ``hybrid_dynamics_controller`` (mode ``swing_up``) with
+    ``config/<robot>.yaml`` (or ``config_path``) on ``urdf/<robot>.urdf`` (or ``urdf_path``);
+    ``overrides``: extra ``-p name:=value`` for the controller. The robot hangs still until
+    the controller's first command; ``duration`` seconds from then are recorded and scored.
+    Writes into ``out_dir``: ``summary.json``, ``run.npz`` (t, q, v, tau), ``swing_up.png``,
+    ``bag/`` (rosbag2, MCAP: /joint_states and the effort commands) and the nodes' logs.
+    Returns the summary. ``domain``: ROS domain (default: ROS_DOMAIN_ID or one from the pid).
+    """
+    import rclpy
+    from rclpy.experimental import EventsExecutor
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+
+    from ..cli import die_with_parent, stop_processes
+    from .demo import demo_domain
+
+    if robot not in ROBOTS:
+        raise ValueError(f"robot must be one of {list(ROBOTS)}, got '{robot}'")
+    if not (np.isfinite(duration) and 0.5 <= duration <= 600.0):
+        raise ValueError(f"duration must be within 0.5 .. 600 s, got {duration}")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    urdf_path = Path(urdf_path) if urdf_path else ROOT / "urdf" / f"{robot}.urdf"
+    config_path = Path(config_path) if config_path else ROOT / "config" / f"{robot}.yaml"
+    for what, path in (("urdf_path", urdf_path), ("config_path", config_path)):
+        if not path.is_file():
+            raise ValueError(f"{what}: file '{path}' not found")
+    from ..model import RobotModel
+
+    model = RobotModel.from_urdf(urdf_path.read_text())
+    domain = domain if domain is not None else demo_domain()[0]
+    env = {k: v for k, v in os.environ.items() if k != "_ROS_WHEELS_BOOTSTRAP_COMPLETE"}
+    env.update(ROS_DOMAIN_ID=str(domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
+               OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    bindir = Path(sys.executable).parent
+    extra = [x for k, v in (overrides or {}).items() for x in ("-p", f"{k}:={_param(v)}")]
+    common = ["--params-file", str(config_path), "-p", f"urdf_path:={urdf_path}"]
+    commands = {"mujoco_sim": common,
+                "hybrid_dynamics_controller": common + extra}
+    limit = str(int(90 + 2 * duration))
+    logs = {name: open(out_dir / f"{name}.log", "w") for name in commands}  # noqa: SIM115
+    procs = {}
+    os.environ.update(ROS_DOMAIN_ID=str(domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=domain)
+    node = rclpy.create_node("swing_up_recorder", context=context)
+    executor = EventsExecutor(context=context)
+    executor.add_node(node)
+    states: list = []  # (receipt monotonic, JointState)
+    commands_seen: list = []  # (receipt monotonic, Float64MultiArray)
+    qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+    node.create_subscription(JointState, "/joint_states",
+                             lambda m: states.append((time.monotonic(), m)), qos)
+    node.create_subscription(Float64MultiArray, "/effort_controller/commands",
+                             lambda m: commands_seen.append((time.monotonic(), m)), qos)
+
+    def spin(seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            executor.spin_once(timeout_sec=0.01)
+
+    def released() -> int | None:
+        """Index of the first state in which the motor acts (the simulator holds the robot
+        still, braked, until the controller's first command)."""
+        for i, (_, m) in enumerate(states):
+            if any(e != 0.0 for e in m.effort):
+                return i
+        return None
+
+    def check_alive() -> None:
+        for name, p in procs.items():
+            if p.poll() is not None:
+                raise RuntimeError(f"{name} exited: see {out_dir / (name + '.log')}")
+
+    steps = int(round(duration / 0.002))
+    try:
+        log(f"[swing_up] {robot}: starting mujoco_sim (RK4, 2 ms) and hybrid_dynamics_controller "
+            f"(mode swing_up) on ROS domain {domain} ...")
+        for name, args in commands.items():  # the simulator first: it waits, braked
+            procs[name] = subprocess.Popen(
+                ["timeout", "-k", "5", limit, str(bindir / name), "--ros-args", *args],
+                env=env, stdout=logs[name], stderr=subprocess.STDOUT,
+                preexec_fn=die_with_parent(os.getpid()))
+            deadline = time.monotonic() + 90
+            while name == "mujoco_sim" and not states and time.monotonic() < deadline:
+                spin(0.05)  # record from the first state on: the release is in the record
+                check_alive()
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and released() is None:
+            spin(0.05)
+            check_alive()
+        first = released()
+        if first is None:
+            raise RuntimeError("the controller sent no effort within 90 s: the nodes did not "
+                               f"connect (see the logs in {out_dir})")
+        t_start = states[first][0]
+        log(f"[swing_up] released at the first command; recording {duration:g} s")
+        next_report = t_start + 1.0
+        while len(states) - first <= steps and time.monotonic() < t_start + 2 * duration + 10:
+            spin(0.02)
+            if time.monotonic() >= next_report:
+                next_report += 1.0
+                msg = states[-1][1]
+                a = model.active_dofs[0]
+                log(f"[swing_up] t = {time.monotonic() - t_start:4.1f} s  q = "
+                    f"{np.round(np.asarray(msg.position), 2).tolist()} rad  torque "
+                    f"{msg.effort[a]:+.2f} N·m")
+            check_alive()
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.shutdown(context=context)
+        stop_processes(procs, signal.SIGINT)
+        for fh in logs.values():
+            fh.close()
+
+    # -- the recorded run ------------------------------------------------------------------
+    names = list(model.joint_names)
+    start = max(first - 1, 0)  # the last braked sample: the robot at rest, hanging
+    run = [m for _, m in states[start:start + steps + 1]]
+    idx = [list(run[0].name).index(n) for n in names]
+    stamp = np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in run])
+    q = np.array([np.asarray(m.position)[idx] for m in run])
+    v = np.array([np.asarray(m.velocity)[idx] for m in run])
+    tau = np.array([np.asarray(m.effort)[idx] for m in run])
+    t = 0.002 * np.arange(len(run))  # one state per physics step: the simulated time
+    np.savez(out_dir / "run.npz", t=t, q=q, v=v, tau=tau, joint_names=np.array(names))
+    summary = summarize(model, urdf_path, t, q, v, tau, duration)
+    summary.update(robot=robot, ros_domain=domain, config=str(config_path),
+                   overrides=overrides or {}, states_recorded=int(len(t)),
+                   commands_recorded=len(commands_seen),
+                   real_time_factor=float(t[-1] / max(stamp[-1] - stamp[0], 1e-9)))
+    dt = np.diff(stamp)  # wall-clock spacing of the states (the simulator runs in real time)
+    summary["state_period_ms"] = {"median": 1e3 * float(np.median(dt)),
+                                  "max": 1e3 * float(dt.max())}
+    if bag:
+        try:
+            summary["bag"] = str(write_bag(out_dir / "bag", states, commands_seen))
+        except Exception as exc:  # noqa: BLE001 - the run's data are in run.npz anyway
+            summary["bag"] = f"not written: {exc}"
+    if plot:
+        summary["plot"] = str(plot_run(out_dir / "swing_up.png", model, t, q, tau, summary))
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    s = summary["score"]
+    log(f"[swing_up] {robot}: success {s['success']}, swing-up time {s['swingup_time']}, "
+        f"score {s['score']:.3f} (energy {s['energy']:.2f} J, torque cost "
+        f"{s['torque_cost']:.2f} N²m²s, smoothness {s['torque_smoothness']:.4f} N·m, velocity "
+        f"cost {s['velocity_cost']:.1f} rad²/s); final error {summary['final_error_rad']:.4f} "
+        f"rad; wrote {out_dir}")
+    return summary
+
+
+def _param(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(_param(x) for x in v) + "]"
+    return str(v)
+
+
+def summarize(model, urdf_path, t, q, v, tau, duration: float, tip_frame: str = "tip") -> dict:
+    """Scores (``scoring.score_run``) and how well the upright is held."""
+    from ..control.swing_up_law import SwingUpLaw
+    from ..scoring import full_tip_height, score_run, tip_heights, upright_error
+
+    law = SwingUpLaw(model, {s.name: s.default for s in SwingUpLaw.parameters}, tip_frame)
+    h = tip_heights(model, q, tip_frame)
+    full = full_tip_height(model, tip_frame)
+    score = score_run(t, q, v, tau, h, full)
+    err = upright_error(q, law.q_up, law.continuous)
+    out = {"urdf": str(urdf_path), "duration_s": float(t[-1]), "requested_duration_s": duration,
+           "score": score, "full_tip_height_m": full, "final_error_rad": float(err[-1]),
+           "q_up": law.q_up.tolist()}
+    if score["success"]:
+        held = t >= score["swingup_time"] + 1.0
+        out["max_error_from_1s_after_swing_up_rad"] = float(err[held].max()) if held.any() \
+            else None
+    return out
+
+
+def write_bag(path: Path, states: list, commands: list) -> Path:
+    """rosbag2 (MCAP) of the recorded messages, serialised by rclpy, written by rosbags."""
+    import shutil
+
+    from rclpy.serialization import serialize_message
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    if path.exists():
+        shutil.rmtree(path)
+    typestore = get_typestore(Stores.ROS2_KILTED)
+    with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        for topic, msgtype, items in (("/joint_states", "sensor_msgs/msg/JointState", states),
+                                      ("/effort_controller/commands",
+                                       "std_msgs/msg/Float64MultiArray", commands)):
+            conn = writer.add_connection(topic, msgtype, typestore=typestore)
+            for receipt, msg in items:
+                writer.write(conn, int(receipt * 1e9), serialize_message(msg))
+    return path
+
+
+def plot_run(path: Path, model, t, q, tau, summary: dict, tip_frame: str = "tip") -> Path | str:
+    """Angles, torque, energy and tip height against time (PNG)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "not written: matplotlib is not installed"
+    from ..control.swing_up_law import SwingUpLaw
+    from ..scoring import tip_heights
+
+    law = SwingUpLaw(model, {s.name: s.default for s in SwingUpLaw.parameters}, tip_frame)
+    v = np.gradient(q, t, axis=0) if len(t) > 2 else np.zeros_like(q)
+    energy = np.array([law.energy(x, y) for x, y in zip(q, v)])
+    h = tip_heights(model, q, tip_frame)
+    fig, ax = plt.subplots(4, 1, figsize=(9, 10), sharex=True)
+    for k, name in enumerate(model.joint_names):
+        kind = "passive" if name in model.passive_joints else "motor"
+        ax[0].plot(t, q[:, k], label=f"{name} ({kind})")
+        ax[0].axhline(law.q_up[k], color=f"C{k}", ls=":", lw=0.8)
+    ax[0].set_ylabel("angle [rad]")
+    ax[0].legend(fontsize=8)
+    s = summary["score"]
+    ax[0].set_title(f"{model.name}: swing-up {s['swingup_time'] if s['success'] else 'failed'}"
+                    f" s, score {s['score']:.3f}")
+    a = model.active_dofs[0]
+    ax[1].plot(t, tau[:, a])
+    limit = model.effort_limit[a]
+    for sgn in (1, -1):
+        ax[1].axhline(sgn * limit, color="k", ls=":", lw=0.8)
+    ax[1].set_ylabel(f"{model.joint_names[a]} torque [N·m]")
+    ax[2].plot(t, energy - law.energy_up)
+    ax[2].axhline(0.0, color="k", ls=":", lw=0.8)
+    ax[2].set_ylabel("E − E_up [J]")
+    ax[3].plot(t, h)
+    ax[3].axhline(s["threshold_height"], color="r", ls=":", lw=0.8, label="90 % of full height")
+    ax[3].set_ylabel("tip height [m]")
+    ax[3].set_xlabel("t [s]")
+    ax[3].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
