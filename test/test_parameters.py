@@ -83,6 +83,9 @@ def test_every_tunable_scalar_has_a_range_and_a_description():
         assert spec.description and not spec.read_only
         if spec.kind in ("double", "integer", "double[]"):
             assert spec.low is not None and spec.high is not None, spec.name
-            # dimensionless: weights, gains on a force error, flags
-            assert spec.unit or spec.name in ("passive_weight", "force_kp", "force_axes"), \
-                spec.name
+            # dimensionless: weights, gains on a force error, flags, normalised gains whose
+            # description names their scale ("in units of ω0")
+            words = ("units of", "ratio", "multiple", "share")
+            assert (spec.unit or any(w in spec.description for w in words)
+                    or "sign" in spec.name
+                    or spec.name in ("passive_weight", "force_kp", "force_axes")), spec.name
