@@ -70,10 +70,10 @@ PUMPING, LOCKED, BALANCING = "pumping", "locked", "balancing"
 # Defaults that differ between the two kinds (tuned in normalised units on three mass/length
 # sets each, bench/bench_swing_up.py); a parameter left at 0 (the kick: negative) takes these.
 KIND_DEFAULTS = {
-    "acrobot": {"swing_ke": 4.7, "swing_kp": 0.38, "swing_torque_fraction": 0.39,
-                "swing_kick": 0.04, "lock_energy_tolerance": 0.03, "lqr_roa_scale": 0.39},
-    "pendubot": {"swing_ke": 2.06, "swing_kp": 1.19, "swing_torque_fraction": 0.72,
-                 "swing_kick": 0.55, "lock_energy_tolerance": 0.0079, "lqr_roa_scale": 0.72},
+    "acrobot": {"swing_ke": 5.44, "swing_kp": 0.311, "swing_torque_fraction": 0.39,
+                "swing_kick": 0.03, "lock_energy_tolerance": 0.048, "lqr_roa_scale": 0.263},
+    "pendubot": {"swing_ke": 2.38, "swing_kp": 1.19, "swing_torque_fraction": 0.72,
+                 "swing_kick": 0.67, "lock_energy_tolerance": 0.0074, "lqr_roa_scale": 0.583},
 }
 _KICK_ENERGY = 0.05  # the kick fades out over the first 5 % of ΔE
 _MAX_STEP = 0.05  # s: a longer gap between states does not advance the torque filter further
@@ -146,10 +146,10 @@ class SwingUpLaw(ControlLaw):
     parameters = (
         ParameterSpec("swing_ke", 0.0, "swing-up: energy-pumping gain k_e in units of ω0/ΔE "
                       "(the active joint's acceleration σ·k_e·Ẽ·v_passive); 0: the default of the "
-                      "robot's kind (acrobot 4.7, pendubot 2.06)", low=0.0, high=1e3),
+                      "robot's kind (acrobot 5.44, pendubot 2.38)", low=0.0, high=1e3),
         ParameterSpec("swing_kp", 0.0, "swing-up: stiffness pulling the active joint to its "
                       "upright angle while pumping, in units of ω0² (ω0: the upright's falling "
-                      "rate); 0: the default of the robot's kind (acrobot 0.38, pendubot 1.19)",
+                      "rate); 0: the default of the robot's kind (acrobot 0.311, pendubot 1.19)",
                       low=0.0, high=100.0),
         ParameterSpec("swing_damping", 0.37, "swing-up: damping ratio of the active joint while "
                       "pumping", low=0.0, high=10.0),
@@ -168,11 +168,11 @@ class SwingUpLaw(ControlLaw):
                       "0.39, pendubot 0.72)", low=0.0, high=1.0),
         ParameterSpec("swing_kick", -1.0, "swing-up: offset of the active joint's target while "
                       "the energy is within 5 % of ΔE of hanging at rest (where the pumping "
-                      "term vanishes); negative: the default of the robot's kind (acrobot 0.04, "
-                      "pendubot 0.55)", unit="rad", low=-1.0, high=3.0),
+                      "term vanishes); negative: the default of the robot's kind (acrobot 0.03, "
+                      "pendubot 0.67)", unit="rad", low=-1.0, high=3.0),
         ParameterSpec("lock_energy_tolerance", 0.0, "swing-up: lock the active joint when the "
                       "rigid pendulum it leaves has the target energy within this share of ΔE; "
-                      "0: the default of the robot's kind (acrobot 0.03, pendubot 0.0079)",
+                      "0: the default of the robot's kind (acrobot 0.048, pendubot 0.0074)",
                       low=0.0, high=0.5),
         ParameterSpec("lock_angle", 0.1, "swing-up: ... and the active joint is this close to "
                       "upright", unit="rad", low=1e-3, high=1.0),
@@ -190,7 +190,7 @@ class SwingUpLaw(ControlLaw):
                       "units of its effort limit", low=1e-6, high=1e6),
         ParameterSpec("lqr_roa_scale", 0.0, "switch to the LQR inside this multiple of the "
                       "region-of-attraction level found at start-up; 0: the default of the "
-                      "robot's kind (acrobot 0.39, pendubot 0.72)", low=0.0, high=100.0),
+                      "robot's kind (acrobot 0.263, pendubot 0.583)", low=0.0, high=100.0),
         ParameterSpec("lqr_exit_factor", 4.0, "fall back to pumping beyond this multiple of "
                       "the switch level", low=1.0, high=1000.0),
         ParameterSpec("torque_filter_time", 0.015, "swing-up: time constant of the first-order "
@@ -285,6 +285,9 @@ class SwingUpLaw(ControlLaw):
         self.lock_omega = s["lock_bandwidth"] * self.omega0
         self.lock_timeout = s["lock_timeout"] / self.omega0
         self.energy_target = self.energy_up + s["swing_energy_margin"] * self.delta_energy
+        self._loss_x, self._loss_i = self._orbit_loss_table()
+        self.orbit_loss = float(self._loss_i[-1])  # the passive joint's losses, bottom to top
+        self.pump_target = self.energy_target + self.orbit_loss
 
         # -- run-time state --------------------------------------------------------------------
         self.phase = PUMPING
@@ -533,6 +536,37 @@ class SwingUpLaw(ControlLaw):
         self._qdd_p[0] = p0 + Jd * u
         return LawOutput(self._tau, self._qdd_p, J_G, J_D, self.phase)
 
+    def _orbit_loss_table(self, samples: int = 91) -> tuple[np.ndarray, np.ndarray]:
+        """(x, W(x)): the energy the passive joint's URDF damping d and friction f take on
+        the homoclinic orbit (active joint locked upright) from x rad off upright to the top,
+        W(x) = d ∫ |v_p| dq_p + f |x| with the orbit's speed v_p(q) from the energy, for
+        x in [0, π] (the orbit is symmetric)."""
+        d = float(self.model.damping[self.p])
+        f = float(self.model.friction[self.p])
+        x = np.linspace(0.0, np.pi, samples)
+        if d == 0.0 and f == 0.0:
+            return x, np.zeros(samples)
+        speed = np.empty(samples)
+        for i, xi in enumerate(x):
+            q = self.q_up.copy()
+            q[self.p] += xi
+            M = self.mass_matrix(q)
+            speed[i] = np.sqrt(max(0.0, 2.0 * (self.energy_up - self.potential(q))
+                                   / M[self.p, self.p]))
+        dx = np.diff(x)
+        integral = np.concatenate([[0.0], np.cumsum(0.5 * (speed[1:] + speed[:-1]) * dx)])
+        return x, d * integral + f * x
+
+    def coast_loss(self, offset: float, speed: float) -> float:
+        """Energy lost coasting from ``offset`` rad off upright (passive joint) to the top, the
+        short way when moving toward it, else round through the bottom."""
+        if self.orbit_loss == 0.0:
+            return 0.0
+        x = float(abs(_wrap(offset)))
+        near = float(np.interp(x, self._loss_x, self._loss_i))
+        toward = speed * _wrap(offset) <= 0.0
+        return near if toward else 2.0 * self.orbit_loss - near
+
     def _active_error(self, q: np.ndarray, offset: float) -> float:
         """The active joint's angle from upright (+ offset), on the nearest 2π branch with
         hysteresis (a continuous joint may have turned over while pumping)."""
@@ -555,14 +589,15 @@ class SwingUpLaw(ControlLaw):
         potential = self.potential(q)
         energy = float(0.5 * v @ M @ v) + potential
         self.energy_now = energy
-        e_energy = energy - self.energy_target
+        e_energy = energy - self.pump_target
         kick = s["swing_kick"] * float(np.clip(
             1.0 - (energy - self.energy_down) / (_KICK_ENERGY * self.delta_energy), 0.0, 1.0))
         e = self._active_error(q, kick)
         if self.phase == PUMPING:
             momentum = float(M[p] @ v)  # conserved through a quick lock of the active joint
             rigid = 0.5 * momentum ** 2 / M[p, p] + potential
-            if abs(e) < s["lock_angle"] and abs(rigid - self.energy_target) < \
+            needed = self.energy_target + self.coast_loss(q[p] - self.q_up[p], v[p])
+            if abs(e) < s["lock_angle"] and abs(rigid - needed) < \
                     s["lock_energy_tolerance"] * self.delta_energy:
                 self.phase = LOCKED
                 self.locks += 1

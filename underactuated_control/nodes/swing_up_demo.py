@@ -248,8 +248,16 @@ def run_swing_up(robot: str, out_dir: Path | str, duration: float = 10.0,
     states: list = []  # (receipt monotonic, JointState)
     commands_seen: list = []  # (receipt monotonic, Float64MultiArray)
     qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
-    node.create_subscription(JointState, "/joint_states",
-                             lambda m: states.append((time.monotonic(), m)), qos)
+    joint_names = set(model.joint_names)
+
+    def on_state(msg) -> None:  # only the simulator's states of this robot (another node on
+        if set(msg.name) == joint_names and len(msg.effort) == len(msg.name):  # the domain?)
+            states.append((time.monotonic(), msg))
+        else:
+            ignored[0] += 1
+
+    ignored = [0]
+    node.create_subscription(JointState, "/joint_states", on_state, qos)
     node.create_subscription(Float64MultiArray, "/effort_controller/commands",
                              lambda m: commands_seen.append((time.monotonic(), m)), qos)
 
@@ -327,7 +335,7 @@ def run_swing_up(robot: str, out_dir: Path | str, duration: float = 10.0,
     summary = summarize(model, urdf_path, t, q, v, tau, duration)
     summary.update(robot=robot, ros_domain=domain, config=str(config_path),
                    overrides=overrides or {}, states_recorded=int(len(t)),
-                   commands_recorded=len(commands_seen),
+                   commands_recorded=len(commands_seen), foreign_states_ignored=ignored[0],
                    real_time_factor=float(t[-1] / max(stamp[-1] - stamp[0], 1e-9)))
     dt = np.diff(stamp)  # wall-clock spacing of the states (the simulator runs in real time)
     summary["state_period_ms"] = {"median": 1e3 * float(np.median(dt)),
