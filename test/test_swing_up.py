@@ -282,3 +282,18 @@ def test_swing_up_against_mujoco_physics(robot):
     assert error < 0.1
     assert law.phase == BALANCING and law.fallbacks == 0
     assert np.abs(run["tau"]).max() <= model.effort_limit[law.a] + 1e-9
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"robot": "cartpole"}, r"^robot must be one of \['acrobot', 'pendubot'\], got 'cartpole'"),
+    ({"duration": 0.0}, r"^duration must be within 0.5 .. 600 s, got 0.0"),
+    ({"urdf_path": "/nonexistent.urdf"}, r"^urdf_path: file '/nonexistent.urdf' not found"),
+])
+def test_run_swing_up_bad_input_is_one_line_naming_it(kwargs, message, tmp_path):
+    from underactuated_control.nodes.swing_up_demo import run_swing_up
+
+    args = {"robot": "acrobot", "out_dir": tmp_path / "out"}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        run_swing_up(**args)
+    assert not (tmp_path / "out").exists()  # nothing started, nothing written

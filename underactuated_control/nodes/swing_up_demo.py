@@ -204,6 +204,18 @@ def run_swing_up(robot: str, out_dir: Path | str, duration: float = 10.0,
     ``bag/`` (rosbag2, MCAP: /joint_states and the effort commands) and the nodes' logs.
     Returns the summary. ``domain``: ROS domain (default: ROS_DOMAIN_ID or one from the pid).
     """
+    if robot not in ROBOTS:
+        raise ValueError(f"robot must be one of {list(ROBOTS)}, got '{robot}'")
+    if not (np.isfinite(duration) and 0.5 <= duration <= 600.0):
+        raise ValueError(f"duration must be within 0.5 .. 600 s, got {duration}")
+    urdf_path = Path(urdf_path) if urdf_path else bundled("urdf", f"{robot}.urdf")
+    config_path = Path(config_path) if config_path else bundled("config", f"{robot}.yaml")
+    for what, path in (("urdf_path", urdf_path), ("config_path", config_path)):
+        if not path.is_file():
+            raise ValueError(f"{what}: file '{path}' not found")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
     import rclpy
     from rclpy.experimental import EventsExecutor
     from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -211,20 +223,8 @@ def run_swing_up(robot: str, out_dir: Path | str, duration: float = 10.0,
     from std_msgs.msg import Float64MultiArray
 
     from ..cli import die_with_parent, stop_processes
-    from .demo import demo_domain
-
-    if robot not in ROBOTS:
-        raise ValueError(f"robot must be one of {list(ROBOTS)}, got '{robot}'")
-    if not (np.isfinite(duration) and 0.5 <= duration <= 600.0):
-        raise ValueError(f"duration must be within 0.5 .. 600 s, got {duration}")
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    urdf_path = Path(urdf_path) if urdf_path else ROOT / "urdf" / f"{robot}.urdf"
-    config_path = Path(config_path) if config_path else ROOT / "config" / f"{robot}.yaml"
-    for what, path in (("urdf_path", urdf_path), ("config_path", config_path)):
-        if not path.is_file():
-            raise ValueError(f"{what}: file '{path}' not found")
     from ..model import RobotModel
+    from .demo import demo_domain
 
     model = RobotModel.from_urdf(urdf_path.read_text())
     domain = domain if domain is not None else demo_domain()[0]
@@ -355,6 +355,16 @@ def run_swing_up(robot: str, out_dir: Path | str, duration: float = 10.0,
         f"cost {s['velocity_cost']:.1f} rad²/s); final error {summary['final_error_rad']:.4f} "
         f"rad; wrote {out_dir}")
     return summary
+
+
+def bundled(kind: str, name: str) -> Path:
+    """A bundled file (``urdf/…``, ``config/…``) of a source checkout or an installed package
+    (``share/underactuated_control/…``); the checkout's path when none exists."""
+    import sysconfig
+
+    candidates = [ROOT / kind / name,
+                  Path(sysconfig.get_paths()["data"]) / "share/underactuated_control" / kind / name]
+    return next((c for c in candidates if c.is_file()), candidates[0])
 
 
 def _param(v) -> str:
