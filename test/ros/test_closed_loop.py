@@ -27,8 +27,9 @@ def collect(ros, seconds):
 
 def test_controller_holds_the_simulated_arm_against_gravity(ros, launch):
     launch("mujoco_sim", {"urdf_path": str(ARM7), "initial_positions": Q0})
+    # state_timeout 0.5 s: on a loaded machine late states must not be refused as stale here
     launch("hybrid_dynamics_controller", {"urdf_path": str(ARM7), "mode": "hold",
-                                          "publish_jacobians": False})
+                                          "publish_jacobians": False, "state_timeout": 0.5})
     commands = []
     ros.node.create_subscription(Float64MultiArray, "/effort_controller/commands",
                                  lambda m: commands.append(m.data), 50)
