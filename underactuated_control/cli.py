@@ -556,12 +556,33 @@ def cmd_bringup(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    """The closed-loop demo (MuJoCo + controller + resolver over DDS); see nodes/demo.py."""
-    from .nodes.demo import demo_domain, run_demo
+DEMO_SCENARIOS = ("arm", "space", "snake", "acrobot", "pendubot")
 
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The closed-loop scenario demos over DDS (MuJoCo + nodes): ``arm`` (nodes/demo.py),
+    ``space`` and ``snake`` (nodes/scenarios.py), ``acrobot`` and ``pendubot``
+    (nodes/swing_up_demo.py)."""
+    from .nodes.demo import demo_domain
+
+    if args.duration is not None and not (np.isfinite(args.duration) and args.duration > 0):
+        raise ValueError(f"--duration must be a positive number of seconds, got {args.duration}")
     domain, source = demo_domain()
-    print(f"[demo] ROS_DOMAIN_ID={domain} ({source})")
+    print(f"[demo] scenario {args.scenario}, ROS_DOMAIN_ID={domain} ({source})")
+    if args.scenario in ("acrobot", "pendubot"):
+        from .nodes.swing_up_demo import run_swing_up
+
+        run_swing_up(args.scenario, Path(args.out) / args.scenario,
+                     duration=args.duration or 10.0, domain=domain)
+        return 0
+    if args.scenario in ("space", "snake"):
+        from .nodes.scenarios import run_scenario
+
+        summary = run_scenario(args.scenario, Path(args.out), duration=args.duration,
+                               domain=domain)
+        return 0 if summary.get("success") else 1
+    from .nodes.demo import run_demo
+
     run_demo(Path(resolve_robot("arm7")), Path(args.out), motion=args.motion, domain=domain)
     return 0
 
@@ -719,6 +740,12 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="closed loop: simulated arm7 (MuJoCo), controller and "
                                     "elbow resolver over DDS; an actuator fails half-way")
     d.add_argument("--out", default="demo_output", help="directory for logs, JSON and PNG")
+    d.add_argument("--scenario", choices=DEMO_SCENARIOS, default="arm",
+                   help="arm: hand path, a motor fails mid-path; space: free-flying bus, "
+                        "attitude held vs naive; snake: planar snake, every other joint "
+                        "passive; acrobot/pendubot: swing-up and balance (default: arm)")
+    d.add_argument("--duration", type=float, default=None,
+                   help="[s] length of the recorded run (default: the scenario's own)")
     d.add_argument("--motion", type=float, default=2.5, help="goal motion duration [s]")
     d.set_defaults(func=cmd_demo)
     e = sub.add_parser("ellipsoid", help="belted vs ordinary inertia ellipsoids of a frame "
