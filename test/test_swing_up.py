@@ -297,3 +297,27 @@ def test_run_swing_up_bad_input_is_one_line_naming_it(kwargs, message, tmp_path)
     with pytest.raises(ValueError, match=message):
         run_swing_up(**args)
     assert not (tmp_path / "out").exists()  # nothing started, nothing written
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--duration", "-1"], "error: --duration must be a positive number of seconds, got -1.0"),
+    (["--duration", "0.2"], "error: duration must be within 0.5 .. 600 s, got 0.2"),
+    (["--duration", "nan"], "error: --duration must be a positive number of seconds, got nan"),
+])
+@pytest.mark.parametrize("robot", ["acrobot", "pendubot"])
+def test_cli_demo_swing_up_bad_input_is_one_line(robot, args, message, tmp_path):
+    """`underactuated-control demo --scenario acrobot|pendubot` as a user runs it: bad input is
+    one line on stderr naming the argument, exit code 2, no traceback, nothing written (the
+    closed loop itself: test/ros/test_swing_up_closed_loop.py)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "_ROS_WHEELS_BOOTSTRAP_COMPLETE"}
+    out = subprocess.run([sys.executable, "-m", "underactuated_control.cli", "demo",
+                          "--scenario", robot, "--out", str(tmp_path / "out"), *args],
+                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip() == message
+    assert "Traceback" not in out.stdout + out.stderr
+    assert not (tmp_path / "out").exists()
