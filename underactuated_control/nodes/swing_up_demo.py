@@ -396,24 +396,17 @@ def summarize(model, urdf_path, t, q, v, tau, duration: float, tip_frame: str = 
 
 
 def write_bag(path: Path, states: list, commands: list) -> Path:
-    """rosbag2 (MCAP) of the recorded messages, serialised by rclpy, written by rosbags."""
-    import shutil
+    """rosbag2 (MCAP) of the recorded messages ((receipt monotonic s, msg) lists), serialised
+    by rclpy, written by rosbags (``bags.write_bag``)."""
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
 
-    from rclpy.serialization import serialize_message
-    from rosbags.rosbag2 import StoragePlugin, Writer
-    from rosbags.typesys import Stores, get_typestore
+    from .bags import write_bag as write
 
-    if path.exists():
-        shutil.rmtree(path)
-    typestore = get_typestore(Stores.ROS2_KILTED)
-    with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
-        for topic, msgtype, items in (("/joint_states", "sensor_msgs/msg/JointState", states),
-                                      ("/effort_controller/commands",
-                                       "std_msgs/msg/Float64MultiArray", commands)):
-            conn = writer.add_connection(topic, msgtype, typestore=typestore)
-            for receipt, msg in items:
-                writer.write(conn, int(receipt * 1e9), serialize_message(msg))
-    return path
+    return write(path, {
+        "/joint_states": (JointState, [(int(t * 1e9), m) for t, m in states]),
+        "/effort_controller/commands": (Float64MultiArray,
+                                        [(int(t * 1e9), m) for t, m in commands])})
 
 
 def plot_run(path: Path, model, t, q, tau, summary: dict, tip_frame: str = "tip") -> Path | str:

@@ -1,0 +1,267 @@
+"""rosbag2 bags (MCAP) for the nodes: record topics, write, read, iterate (``rosbags``).
+
+The bags are the ones ``ros2 bag record -s mcap`` writes and ``ros2 bag play`` reads: rosbag2
+format version 9, one MCAP file, CDR messages. Messages are serialised and deserialised by rclpy
+(``rclpy.serialization``), so what is written is exactly what went over DDS; ``rosbags`` only
+frames them (and needs each type's definition, from its typestore for the standard ROS 2
+messages or from the interface package's ``share/<pkg>/msg/<Type>.msg`` otherwise).
+
+- ``BagRecorder(node, {topic: msg_class})`` subscribes and keeps (receive time ns, msg) per
+  topic; ``.messages(topic)``; ``.write(path)``.
+- ``write_bag(path, {topic: (msg_class, [(time_ns, msg), ...])})``: any recorded messages.
+- ``read_bag(path, topics=None)`` -> ``{topic: [(time_ns, msg), ...]}``;
+  ``bag_topics(path)`` -> ``{topic: type name}``; ``iter_bag(path, topics)``: messages in
+  time order, as a player needs them.
+
+Errors a user can cause (a missing bag, a topic the bag lacks, a type not installed) raise
+``ValueError`` with one line naming it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+TYPESTORE = "ROS2_KILTED"
+
+
+# ====================================================================== types
+def type_name(msg_class: type) -> str:
+    """ROS type name of an rclpy message class: ``sensor_msgs.msg.JointState`` ->
+    ``sensor_msgs/msg/JointState``."""
+    package, kind = msg_class.__module__.split(".")[:2]
+    return f"{package}/{kind}/{msg_class.__name__}"
+
+
+def message_class(name: str) -> type:
+    """rclpy message class of a type name (``pkg/msg/Type``; ``pkg/Type`` accepted)."""
+    parts = name.split("/")
+    if len(parts) == 2:
+        parts = [parts[0], "msg", parts[1]]
+    if len(parts) != 3 or not all(parts):
+        raise ValueError(f"message type '{name}' is not of the form package/msg/Type")
+    try:  # a ROS 2 install has it; the wheels do not
+        from rosidl_runtime_py.utilities import get_message
+
+        return get_message("/".join(parts))
+    except ImportError:
+        pass
+    except (AttributeError, ValueError, ModuleNotFoundError) as exc:
+        raise ValueError(f"message type '{name}' is not installed ({exc})") from None
+    try:
+        return getattr(importlib.import_module(f"{parts[0]}.{parts[1]}"), parts[2])
+    except (ImportError, AttributeError):
+        raise ValueError(f"message type '{name}' is not installed: no Python module "
+                         f"{parts[0]}.{parts[1]} with {parts[2]}") from None
+
+
+def _typestore(names: Iterable[str]):
+    """rosbags typestore knowing ``names``: its own for the standard messages, the rest from
+    the installed interface packages' ``.msg`` files (with their dependencies)."""
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+    store = get_typestore(getattr(Stores, TYPESTORE))
+    todo = [n for n in names if n not in store.fielddefs]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in store.fielddefs or name in seen:
+            continue
+        seen.add(name)
+        package, kind, leaf = name.split("/")
+        path = _definition_file(package, kind, leaf)
+        if path is None:
+            raise ValueError(f"message type '{name}': no definition {package}/{kind}/{leaf}"
+                             f".msg found under share/{package} (is {package} installed?)")
+        types = get_types_from_msg(path.read_text(), name)
+        store.register(types)
+        for fields in types.values():
+            for _, field in fields[1]:
+                todo.extend(_nested(field))
+    return store
+
+
+def _nested(field: Any) -> list[str]:
+    """Type names a rosbags field definition refers to (it registers them unresolved)."""
+    out = []
+    stack = [field]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, str) and x.count("/") == 2:
+            out.append(x)
+        elif isinstance(x, (tuple, list)):
+            stack.extend(x)
+    return out
+
+
+def _definition_file(package: str, kind: str, leaf: str) -> Path | None:
+    roots = [Path(sys.prefix) / "share"]
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        roots.insert(0, Path(get_package_share_directory(package)).parent)
+    except Exception:  # noqa: BLE001 - no index (the wheels set no AMENT_PREFIX_PATH)
+        pass
+    module = sys.modules.get(f"{package}.{kind}")
+    if module is not None and getattr(module, "__file__", None):
+        roots.append(Path(module.__file__).resolve().parents[2] / "share")
+    for root in roots:
+        path = root / package / kind / f"{leaf}.{kind}"
+        if path.is_file():
+            return path
+    return None
+
+
+# ====================================================================== writing
+def write_bag(path: Path | str, topics: dict[str, tuple[type, Iterable[tuple[int, Any]]]]
+              ) -> Path:
+    """Write a rosbag2 (MCAP) bag directory at ``path`` (replaced if it exists):
+    ``topics`` maps a topic to (message class, [(time ns, message), ...]); messages are
+    serialised by rclpy. Returns the path."""
+    from rclpy.serialization import serialize_message
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    path = Path(path)
+    if path.exists():
+        shutil.rmtree(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    typestore = _typestore(type_name(cls) for cls, _ in topics.values())
+    with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        for topic, (cls, items) in topics.items():
+            conn = writer.add_connection(topic, type_name(cls), typestore=typestore)
+            for stamp_ns, msg in items:
+                writer.write(conn, int(stamp_ns), serialize_message(msg))
+    return path
+
+
+class BagRecorder:
+    """Record ``topics`` ({name: message class}) on ``node``: every message with its receive
+    time in ns (``clock``: default the node's clock, as ``ros2 bag record``; pass e.g.
+    ``time.monotonic_ns``). ``keep(topic, msg) -> bool`` may drop messages.
+
+    ``qos``: the subscriptions' QoS (default reliable, depth 1000: every publisher of this
+    package is reliable; pass a best-effort profile to hear best-effort publishers too)."""
+
+    def __init__(self, node, topics: dict[str, type], qos=None,
+                 clock: Callable[[], int] | None = None,
+                 keep: Callable[[str, Any], bool] | None = None) -> None:
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+        if not topics:
+            raise ValueError("BagRecorder: give at least one topic")
+        self.node = node
+        self.types = dict(topics)
+        self.qos = qos if qos is not None else QoSProfile(
+            depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+        self._clock = clock or (lambda: node.get_clock().now().nanoseconds)
+        self._keep = keep
+        self._lock = threading.Lock()
+        self._messages: dict[str, list[tuple[int, Any]]] = {t: [] for t in topics}
+        self.subscriptions = [node.create_subscription(cls, topic, self._callback(topic),
+                                                       self.qos)
+                              for topic, cls in topics.items()]
+
+    def _callback(self, topic: str) -> Callable[[Any], None]:
+        store = self._messages[topic]
+
+        def on_message(msg) -> None:
+            stamp = self._clock()
+            if self._keep is None or self._keep(topic, msg):
+                with self._lock:
+                    store.append((stamp, msg))
+
+        return on_message
+
+    def messages(self, topic: str) -> list[tuple[int, Any]]:
+        """(receive time ns, message) received on ``topic`` so far (a copy)."""
+        if topic not in self._messages:
+            raise ValueError(f"topic '{topic}' is not recorded (recorded: "
+                             f"{sorted(self._messages)})")
+        with self._lock:
+            return list(self._messages[topic])
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return {t: len(m) for t, m in self._messages.items()}
+
+    def close(self) -> None:
+        """Stop recording (destroy the subscriptions); the messages stay."""
+        for sub in self.subscriptions:
+            self.node.destroy_subscription(sub)
+        self.subscriptions = []
+
+    def write(self, path: Path | str) -> Path:
+        """The recorded messages as a rosbag2 (MCAP) bag directory at ``path``."""
+        with self._lock:
+            topics = {t: (self.types[t], list(m)) for t, m in self._messages.items()}
+        return write_bag(path, topics)
+
+
+# ====================================================================== reading
+def _open(path: Path | str):
+    from rosbags.rosbag2 import Reader
+
+    path = Path(path)
+    if path.is_file() and (path.parent / "metadata.yaml").is_file():
+        path = path.parent  # the .mcap or metadata.yaml inside the bag directory
+    if not (path / "metadata.yaml").is_file():
+        raise ValueError(f"bag '{path}' not found (a rosbag2 directory with metadata.yaml)")
+    try:
+        reader = Reader(path)
+        reader.open()
+    except Exception as exc:  # noqa: BLE001 - rosbags' own errors: one line
+        raise ValueError(f"bag '{path}' cannot be read: {exc}") from None
+    return reader
+
+
+def bag_topics(path: Path | str) -> dict[str, str]:
+    """{topic: type name} of a bag."""
+    reader = _open(path)
+    try:
+        return {c.topic: c.msgtype for c in reader.connections}
+    finally:
+        reader.close()
+
+
+def _check_topics(available: dict[str, str], topics: Iterable[str] | None, path) -> list[str]:
+    if topics is None:
+        return list(available)
+    topics = list(topics)
+    unknown = [t for t in topics if t not in available]
+    if unknown:
+        raise ValueError(f"topic {', '.join(unknown)} is not in bag '{path}' (it has: "
+                         f"{', '.join(sorted(available))})")
+    return topics
+
+
+def iter_bag(path: Path | str, topics: Iterable[str] | None = None
+             ) -> Iterator[tuple[str, int, Any]]:
+    """(topic, time ns, rclpy message) of ``topics`` (default all) in time order."""
+    from rclpy.serialization import deserialize_message
+
+    reader = _open(path)
+    try:
+        available = {c.topic: c.msgtype for c in reader.connections}
+        wanted = set(_check_topics(available, topics, path))
+        classes = {t: message_class(available[t]) for t in wanted}
+        connections = [c for c in reader.connections if c.topic in wanted]
+        for conn, stamp, raw in reader.messages(connections=connections):
+            yield conn.topic, stamp, deserialize_message(raw, classes[conn.topic])
+    finally:
+        reader.close()
+
+
+def read_bag(path: Path | str, topics: Iterable[str] | None = None
+             ) -> dict[str, list[tuple[int, Any]]]:
+    """{topic: [(time ns, rclpy message), ...]} of ``topics`` (default all) of a bag."""
+    available = bag_topics(path)
+    wanted = _check_topics(available, topics, path)
+    out: dict[str, list[tuple[int, Any]]] = {t: [] for t in wanted}
+    for topic, stamp, msg in iter_bag(path, wanted):
+        out[topic].append((stamp, msg))
+    return out
