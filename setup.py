@@ -37,6 +37,7 @@ setup(
             "ros-visualization-msgs",
             "ros-diagnostic-msgs",
             "ros-rosgraph-msgs",
+            "ros-nav-msgs",
             "rosbags",
         ],
         # the simulated robot (mujoco_sim node)
