@@ -10,7 +10,8 @@ Each cycle:
    their own damping (``"prioritized"``, the default: the frame task is never traded for
    passive stillness); then null-space damping of the active joints' self-motion;
 4. T_a and qdd_p from the hybrid recursion (section 5) with that qdd_a.
-S selects the task rows (pose 6, position 3, orientation 3, pointing 2); w_p > 0 asks the
+S selects the task rows (pose 6, position 3, orientation 3, pointing 2, planar 2:
+x, y in root axes, for robots whose joint axes are all vertical); w_p > 0 asks the
 passive joints (a free-flying base) to keep still (qdd_p,des = -kd_p v_p - kp_p (q_p - q_p,ref)).
 """
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["TaskReference", "TrackingResult", "EndEffectorTracker", "rotation_error",
            "TASKS"]
 
-TASKS = ("pose", "position", "orientation", "pointing")
+TASKS = ("pose", "position", "orientation", "pointing", "planar")
 
 
 @dataclass
@@ -135,6 +136,8 @@ class EndEffectorTracker:
             return np.eye(6)
         if self.task == "position":
             return np.eye(6)[:3]
+        if self.task == "planar":  # x, y of the frame origin in root axes (all axes along z)
+            return np.eye(6)[:2]
         if self.task == "orientation":
             return np.eye(6)[3:]
         u = R @ self.pointing_axis  # pointing: angular accelerations perpendicular to the axis
