@@ -38,11 +38,19 @@ setup(
             "ros-diagnostic-msgs",
             "ros-rosgraph-msgs",
             "ros-nav-msgs",
+            # the follow_joint_trajectory action server (control_msgs is built by scripts/setup.sh)
+            "ros-action-msgs",
+            "ros-unique-identifier-msgs",
+            "ros-builtin-interfaces",
+            "pyyaml",
             "rosbags",
         ],
         # the simulated robot (mujoco_sim node)
         "sim": ["mujoco"],
-        # independent oracles and the simulated robot: never imported by the controller
+        # the demos' figures
+        "plots": ["matplotlib"],
+        # independent oracles and test tools (~430 MB): never imported by the controller;
+        # scripts/setup.sh installs them only in its `test` mode, the demo does not need them
         "test": [
             "pytest",
             "pin",

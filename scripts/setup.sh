@@ -1,18 +1,63 @@
 #!/usr/bin/env bash
-# Creates .venv with the package, the ROS 2 Python wheels (rclpy, Fast DDS, messages) and the
-# test oracles (Pinocchio, MuJoCo, example-robot-data). Idempotent: re-runs only when setup.py
-# changed. Needs Python >= 3.10 with venv (python3 -m venv) and a C compiler is NOT required.
+# Creates .venv with the package and what a mode needs. Usage: bash scripts/setup.sh [demo|test]
+#   demo  the package with the extras ros (ROS 2 wheels: rclpy, Fast DDS, messages), sim (MuJoCo)
+#         and plots (matplotlib): what scripts/demo.sh runs
+#   test  (default) demo's set plus the test oracles and tools (Pinocchio, example-robot-data,
+#         pytest, ruff; ~430 MB): what scripts/test.sh runs
+# Both then build the control_msgs Python bindings (scripts/build_control_msgs.sh; nothing to do
+# where control_msgs imports, cached otherwise). Idempotent: re-installs only when setup.py
+# changed or the mode asks for more than is installed (a demo set-up followed by a test set-up
+# adds the oracles). Needs Python >= 3.10 with venv; the bindings need cmake (else pip's) and a
+# C/C++ compiler.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-stamp=.venv/.installed
-if [ -f "$stamp" ] && [ "$stamp" -nt setup.py ]; then
+mode=${1:-test}
+case "$mode" in
+  demo) extras="ros,sim,plots" ;;
+  test) extras="ros,sim,plots,test" ;;
+  *) echo "[setup] error: mode must be 'demo' or 'test', got '$mode'" >&2; exit 2 ;;
+esac
+unset _ROS_WHEELS_BOOTSTRAP_COMPLETE
+
+# A stamp per mode, valid while newer than setup.py; the test set includes the demo set.
+fresh() { [ -f "$1" ] && [ "$1" -nt setup.py ]; }
+stamp_demo=.venv/.installed-demo
+stamp_test=.venv/.installed-test
+stamp_msgs=.venv/.installed-control_msgs
+if fresh "$stamp_test" || { [ "$mode" = demo ] && fresh "$stamp_demo"; }; then
+  packages_ok=1
+else
+  packages_ok=0
+fi
+# the bindings: valid while newer than every file they are built from
+msgs_ok=0
+if [ -f "$stamp_msgs" ] && [ -z "$(find interfaces scripts/build_control_msgs.sh -newer "$stamp_msgs" -print -quit)" ]; then
+  msgs_ok=1
+fi
+if [ "$packages_ok" = 1 ] && [ "$msgs_ok" = 1 ]; then
   exit 0
 fi
-echo "[setup] creating .venv with $($PY --version 2>&1)"
-"$PY" -m venv .venv
-.venv/bin/python -m pip install --quiet --upgrade pip
-echo "[setup] installing underactuated_control[ros,sim,test] (ROS 2 wheels, Pinocchio, MuJoCo; a few minutes the first time)"
-.venv/bin/python -m pip install --quiet --progress-bar off -e '.[ros,sim,test]'
-touch "$stamp"
-echo "[setup] done"
+
+if [ "$packages_ok" = 0 ]; then
+  if [ ! -x .venv/bin/python ]; then
+    echo "[setup] creating .venv with $($PY --version 2>&1)"
+    "$PY" -m venv .venv
+    .venv/bin/python -m pip install --quiet --upgrade pip
+  fi
+  echo "[setup] installing underactuated_control[$extras] ($mode set; a few minutes the first time)"
+  .venv/bin/python -m pip install --quiet --progress-bar off -e ".[$extras]"
+  touch ".venv/.installed-$mode"
+fi
+
+if [ "$msgs_ok" = 0 ]; then
+  if bash scripts/build_control_msgs.sh .venv; then
+    touch "$stamp_msgs"
+  elif [ "$mode" = test ]; then
+    exit 1
+  else
+    echo "[setup] warning: no control_msgs bindings: the controller runs without its" \
+         "follow_joint_trajectory action and controller_state topic" >&2
+  fi
+fi
+echo "[setup] done ($mode)"
