@@ -587,6 +587,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Republish a recorded bag with its timing (as ``ros2 bag play``; nodes/bags.py)."""
+    from .nodes.bags import play_bag
+
+    try:
+        play_bag(args.bag, args.topics, rate=args.rate, clock=args.clock,
+                 wait_for_subscribers=args.wait_for_subscribers, delay=args.delay)
+    except KeyboardInterrupt:
+        print("[replay] interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
 def cmd_ellipsoid(args: argparse.Namespace) -> int:
     """Belted vs ordinary inertia ellipsoids of the frame's linear Λ⁻¹ block for several
     configurations of one arm (Khatib §4.4, the situation of his Fig. 7), one PNG."""
@@ -748,6 +761,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="[s] length of the recorded run (default: the scenario's own)")
     d.add_argument("--motion", type=float, default=2.5, help="goal motion duration [s]")
     d.set_defaults(func=cmd_demo)
+    rp = sub.add_parser("replay", help="republish a recorded rosbag2 bag (MCAP or sqlite3) "
+                                       "with its timing, as 'ros2 bag play' does")
+    rp.add_argument("bag", help="bag directory (with metadata.yaml)")
+    rp.add_argument("--topics", nargs="+", metavar="TOPIC",
+                    help="replay only these topics (default: all)")
+    rp.add_argument("--rate", type=float, default=1.0,
+                    help="playback speed: recorded gaps are divided by it (default 1)")
+    rp.add_argument("--clock", action="store_true",
+                    help="also publish /clock with the bag's time (for use_sim_time nodes)")
+    rp.add_argument("--wait-for-subscribers", type=float, default=0.0, metavar="S",
+                    help="wait up to S s until every replayed topic has a subscriber")
+    rp.add_argument("--delay", type=float, default=0.0, metavar="S",
+                    help="wait S s before the first message")
+    rp.set_defaults(func=cmd_replay)
     e = sub.add_parser("ellipsoid", help="belted vs ordinary inertia ellipsoids of a frame "
                                          "for configurations of one arm (Khatib §4.4)")
     _model_arguments(e)

@@ -228,6 +228,18 @@ def bag_topics(path: Path | str) -> dict[str, str]:
         reader.close()
 
 
+def bag_counts(path: Path | str) -> dict[str, int]:
+    """{topic: number of messages} of a bag."""
+    reader = _open(path)
+    try:
+        out: dict[str, int] = {}
+        for c in reader.connections:
+            out[c.topic] = out.get(c.topic, 0) + c.msgcount
+        return out
+    finally:
+        reader.close()
+
+
 def _check_topics(available: dict[str, str], topics: Iterable[str] | None, path) -> list[str]:
     if topics is None:
         return list(available)
@@ -265,3 +277,94 @@ def read_bag(path: Path | str, topics: Iterable[str] | None = None
     for topic, stamp, msg in iter_bag(path, wanted):
         out[topic].append((stamp, msg))
     return out
+
+
+# ====================================================================== playing
+def play_bag(path: Path | str, topics: Iterable[str] | None = None, rate: float = 1.0,
+             clock: bool = False, wait_for_subscribers: float = 0.0, delay: float = 0.0,
+             domain: int | None = None, log: Callable[[str], None] = print) -> dict[str, int]:
+    """Republish a bag with its timing, as ``ros2 bag play`` does: one publisher per topic
+    with the recorded type, messages in time order, the recorded gaps scaled by 1/``rate``.
+
+    ``clock``: publish ``/clock`` (the bag's time, before each message; ``use_sim_time``
+    nodes then see the recorded times, as with ``ros2 bag play --clock``).
+    ``wait_for_subscribers``: wait up to this many seconds until every replayed topic (and
+    /clock) has a subscriber (``ValueError`` naming those without one). ``delay``: seconds
+    to wait before the first message. Returns the number of messages published per topic."""
+    import math
+    import time
+
+    if not (math.isfinite(rate) and rate > 0):
+        raise ValueError(f"--rate must be a positive number, got {rate}")
+    for what, value in (("--wait-for-subscribers", wait_for_subscribers), ("--delay", delay)):
+        if not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"{what} must be >= 0 s, got {value}")
+    available = bag_topics(path)
+    wanted = _check_topics(available, topics, path)
+    if not wanted:
+        raise ValueError(f"bag '{path}' has no topics")
+    classes = {t: message_class(available[t]) for t in wanted}
+    if clock and "/clock" in wanted:
+        raise ValueError("--clock: the bag's own /clock is replayed; leave out one of them")
+
+    import rclpy
+    from rclpy.duration import Duration
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from rosgraph_msgs.msg import Clock
+
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=domain)
+    node = rclpy.create_node("underactuated_control_replay", context=context)
+    qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+    try:
+        pubs = {t: node.create_publisher(classes[t], t, qos) for t in wanted}
+        clock_pub = node.create_publisher(Clock, "/clock", qos) if clock else None
+        if wait_for_subscribers > 0:
+            waited = dict(pubs) | ({"/clock": clock_pub} if clock_pub else {})
+            end = time.monotonic() + wait_for_subscribers
+            while time.monotonic() < end and any(p.get_subscription_count() == 0
+                                                 for p in waited.values()):
+                time.sleep(0.05)
+            lonely = [t for t, p in waited.items() if p.get_subscription_count() == 0]
+            if lonely:
+                raise ValueError(f"no subscriber on {', '.join(lonely)} within "
+                                 f"{wait_for_subscribers:g} s (--wait-for-subscribers)")
+        if delay:
+            time.sleep(delay)
+        counts = dict.fromkeys(wanted, 0)
+        total = sum(n for t, n in bag_counts(path).items() if t in wanted)
+        log(f"[replay] {path}: {total} messages on {', '.join(wanted)} at rate {rate:g}"
+            + (" with /clock" if clock else ""))
+        first: int | None = None
+        start = time.monotonic()
+        next_report = start + 1.0
+        sent = 0
+        for topic, stamp, msg in iter_bag(path, wanted):
+            if first is None:
+                first = stamp
+            target = start + (stamp - first) * 1e-9 / rate
+            while True:
+                now = time.monotonic()
+                if now >= target:
+                    break
+                time.sleep(min(target - now, 0.05))
+            if clock_pub is not None:
+                secs, nanos = divmod(stamp, 1_000_000_000)
+                tick = Clock()
+                tick.clock.sec, tick.clock.nanosec = int(secs), int(nanos)
+                clock_pub.publish(tick)
+            pubs[topic].publish(msg)
+            counts[topic] += 1
+            sent += 1
+            if time.monotonic() >= next_report:
+                next_report += 1.0
+                log(f"[replay] {(stamp - first) * 1e-9:7.2f} s of bag time, {sent}/{total} "
+                    "messages")
+        for p in list(pubs.values()) + ([clock_pub] if clock_pub else []):
+            p.wait_for_all_acked(Duration(seconds=2.0))
+        log(f"[replay] done: {sent} messages in {time.monotonic() - start:.2f} s ("
+            + ", ".join(f"{t} {n}" for t, n in counts.items()) + ")")
+        return counts
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=context)
