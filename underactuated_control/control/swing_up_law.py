@@ -71,10 +71,14 @@ PUMPING, LOCKED, BALANCING = "pumping", "locked", "balancing"
 # sets each, bench/bench_swing_up.py); a parameter left at 0 (the kick: negative) takes these.
 KIND_DEFAULTS = {
     "acrobot": {"swing_ke": 5.44, "swing_kp": 0.311, "swing_torque_fraction": 0.39,
-                "swing_kick": 0.03, "lock_energy_tolerance": 0.048, "lqr_roa_scale": 0.263},
+                "swing_kick": 0.03, "lock_energy_tolerance": 0.048, "lqr_roa_scale": 0.263,
+                "swing_torque_rate": 0.0, "lqr_torque_rate": 0.0},
     "pendubot": {"swing_ke": 2.38, "swing_kp": 1.19, "swing_torque_fraction": 0.72,
-                 "swing_kick": 0.67, "lock_energy_tolerance": 0.0074, "lqr_roa_scale": 0.583},
+                 "swing_kick": 0.67, "lock_energy_tolerance": 0.0074, "lqr_roa_scale": 0.583,
+                 "swing_torque_rate": 0.0, "lqr_torque_rate": 0.0},
 }
+# parameters whose 0 is a value (negative: the kind's default); for the others 0 is
+_ZERO_IS_A_VALUE = ("swing_kick", "swing_torque_rate", "lqr_torque_rate")
 _KICK_ENERGY = 0.05  # the kick fades out over the first 5 % of ΔE
 _MAX_STEP = 0.05  # s: a longer gap between states does not advance the torque filter further
 
@@ -196,6 +200,14 @@ class SwingUpLaw(ControlLaw):
         ParameterSpec("torque_filter_time", 0.015, "swing-up: time constant of the first-order "
                       "filter on the motor command (in the LQR design; 0: none)", unit="s",
                       low=0.0, high=0.5),
+        ParameterSpec("swing_torque_rate", -1.0, "swing-up: largest rate of change of the motor "
+                      "torque while pumping, in units of τ_max·ω0 per second (smooth "
+                      "torque); 0: none; negative: the default of the robot's kind",
+                      low=-1.0, high=100.0),
+        ParameterSpec("lqr_torque_rate", -1.0, "locked and balancing: largest rate of change of "
+                      "the motor torque, in units of τ_max·ω0 per second (in the "
+                      "region-of-attraction simulation); 0: none; negative: the default of the "
+                      "robot's kind", low=-1.0, high=100.0),
     )
 
     def __init__(self, model: RobotModel, settings: Mapping[str, Any], frame: str,
@@ -207,7 +219,7 @@ class SwingUpLaw(ControlLaw):
         self.p = int(model.passive_dofs[0])
         self.kind = "acrobot" if self.p < self.a else "pendubot"  # passive joint at the base?
         for name, value in KIND_DEFAULTS[self.kind].items():
-            if s[name] < 0.0 or (s[name] == 0.0 and name != "swing_kick"):  # the kind's
+            if s[name] < 0.0 or (s[name] == 0.0 and name not in _ZERO_IS_A_VALUE):  # kind's
                 s[name] = value
         self.settings = s
         self.active_name, self.passive_name = model.active_joints[0], model.passive_joints[0]
@@ -257,6 +269,8 @@ class SwingUpLaw(ControlLaw):
                              "robot hanging in a vertical plane?")
         self.omega0 = float(opened)
         self.A_design, self.B_design = self._augmented(self.A, self.B)
+        self.swing_rate = s["swing_torque_rate"] * self.effort_limit * self.omega0  # N·m/s
+        self.lqr_rate = s["lqr_torque_rate"] * self.effort_limit * self.omega0
         n = self.A_design.shape[0]
         qdiag = np.zeros(n)
         qdiag[self.p], qdiag[self.a] = s["lqr_q_passive"], s["lqr_q_active"]
@@ -423,8 +437,10 @@ class SwingUpLaw(ControlLaw):
         command = float(np.clip(-(self.K @ z)[0], -self.effort_limit, self.effort_limit))
         if self.filter_time > 0.0:
             tau = z[4]
-            return np.concatenate([v, self._qdd(q, v, tau),
-                                   [(command - tau) / self.filter_time]])
+            rate = (command - tau) / self.filter_time
+            if self.lqr_rate > 0.0:
+                rate = float(np.clip(rate, -self.lqr_rate, self.lqr_rate))
+            return np.concatenate([v, self._qdd(q, v, tau), [rate]])
         return np.concatenate([v, self._qdd(q, v, command)])
 
     def _certified_level(self, directions: int = 160, levels: int = 20) -> float:
@@ -524,11 +540,14 @@ class SwingUpLaw(ControlLaw):
             command = float(np.clip(-(self.K @ z)[0], -limit, limit))
         else:
             command = self._swing(q, v, t, tau0, D, compensation)
-        if self.filter_time > 0.0:
-            self.tau_filtered = (self.filter_time * self.tau_filtered + dt * command) / (
-                self.filter_time + dt)
-        else:
-            self.tau_filtered = command
+        # the command through the first-order filter (implicit Euler) and the rate limit:
+        # dτ/dt = clip((command − τ)/T_f, −S, S)
+        change = dt * (command - self.tau_filtered) / (self.filter_time + dt) \
+            if self.filter_time > 0.0 else command - self.tau_filtered
+        rate = self.swing_rate if self.phase == PUMPING else self.lqr_rate
+        if rate > 0.0:
+            change = float(np.clip(change, -rate * dt, rate * dt)) if dt > 0.0 else 0.0
+        self.tau_filtered += change
         tau_motor = float(np.clip(self.tau_filtered, -limit, limit))
         # the accelerations this torque gives, from the same two passes of the recursion
         u = (tau_motor - compensation - tau0) / D

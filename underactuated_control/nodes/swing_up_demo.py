@@ -150,10 +150,14 @@ def mujoco_model(urdf: str, timestep: float = 0.002, integrator: str = "rk4"):
 
 def simulate_offline(urdf: str, duration: float = 10.0, settings: dict | None = None,
                      timestep: float = 0.002, latency_steps: int = 0,
-                     q0: tuple[float, float] = (0.0, 0.0)) -> dict:
+                     q0: tuple[float, float] = (0.0, 0.0), stop_settled: bool = False,
+                     give_up: float | None = None) -> dict:
     """The swing-up law against MuJoCo physics stepped in this process (RK4): each step the
     law sees the state and its torque is applied ``latency_steps`` steps later. Returns
-    t, q, v, tau (joint torques, N×2), phase and the law."""
+    t, q, v, tau (joint torques, N×2), phase and the law. ``stop_settled`` (for tuning): once
+    balancing within 1e-4 rad and 1e-3 rad/s of upright with a torque below 1e-3 τ_max, the
+    rest of the run is that state held with zero torque; ``give_up``: stop (``gave_up``) when
+    the law has not been balancing by then."""
     import mujoco
 
     from ..control.swing_up_law import SwingUpLaw
@@ -184,9 +188,18 @@ def simulate_offline(urdf: str, duration: float = 10.0, settings: dict | None = 
         d.ctrl[0] = pending.pop(0)
         tau[k, a] = np.clip(d.ctrl[0], -m.actuator_ctrlrange[0, 1], m.actuator_ctrlrange[0, 1])
         phase[k] = law.phase == "balancing"
+        if stop_settled and phase[k] and k < steps and np.abs(law.state_error(q[k], v[k])[:2]
+                                                              ).max() < 1e-4 \
+                and np.abs(v[k]).max() < 1e-3 and abs(tau[k, a]) < 1e-3 * law.effort_limit:
+            t[k + 1:] = t[k] + timestep * np.arange(1, steps + 1 - k)
+            q[k + 1:], v[k + 1:], tau[k + 1:], phase[k + 1:] = q[k], v[k], 0.0, 1
+            break
+        if give_up is not None and d.time >= give_up and law.switches == 0:
+            return {"t": t[:k + 1], "q": q[:k + 1], "v": v[:k + 1], "tau": tau[:k + 1],
+                    "balancing": phase[:k + 1], "law": law, "gave_up": True}
         if k < steps:
             mujoco.mj_step(m, d)
-    return {"t": t, "q": q, "v": v, "tau": tau, "balancing": phase, "law": law}
+    return {"t": t, "q": q, "v": v, "tau": tau, "balancing": phase, "law": law, "gave_up": False}
 
 
 # ====================================================================== the scenario over DDS
@@ -219,6 +232,7 @@ def run_swing_up(robot: str, out_dir: Path | str, duration: float = 10.0,
     import rclpy
     from rclpy.experimental import EventsExecutor
     from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
 
@@ -246,18 +260,31 @@ def run_swing_up(robot: str, out_dir: Path | str, duration: float = 10.0,
     executor = EventsExecutor(context=context)
     executor.add_node(node)
     states: list = []  # (receipt monotonic, JointState)
+    # the simulator publishes /clock (its simulated time) right after each state: the
+    # simulated time of a state is that of the next /clock to arrive (a state or a clock the
+    # recorder misses under load, e.g. beyond the publisher's history, is then a gap in time,
+    # not a shifted time axis)
+    arrivals: list = []  # ("s", index into states) or ("c", simulated time), in arrival order
     commands_seen: list = []  # (receipt monotonic, Float64MultiArray)
     qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
     joint_names = set(model.joint_names)
 
     def on_state(msg) -> None:  # only the simulator's states of this robot (another node on
         if set(msg.name) == joint_names and len(msg.effort) == len(msg.name):  # the domain?)
+            arrivals.append(("s", len(states)))
             states.append((time.monotonic(), msg))
         else:
             ignored[0] += 1
 
+    def on_clock(msg) -> None:
+        latest_clock[0] = msg.clock.sec + 1e-9 * msg.clock.nanosec
+        arrivals.append(("c", latest_clock[0]))
+
+    latest_clock = [np.nan]
+
     ignored = [0]
     node.create_subscription(JointState, "/joint_states", on_state, qos)
+    node.create_subscription(Clock, "/clock", on_clock, qos)
     node.create_subscription(Float64MultiArray, "/effort_controller/commands",
                              lambda m: commands_seen.append((time.monotonic(), m)), qos)
 
@@ -278,6 +305,15 @@ def run_swing_up(robot: str, out_dir: Path | str, duration: float = 10.0,
         for name, p in procs.items():
             if p.poll() is not None:
                 raise RuntimeError(f"{name} exited: see {out_dir / (name + '.log')}")
+
+    def sim_times() -> np.ndarray:
+        """The simulated time of each state received: that of the /clock following it
+        before the next state; NaN when that clock was missed."""
+        t = np.full(len(states), np.nan)
+        for k, (kind, x) in enumerate(arrivals[:-1]):
+            if kind == "s" and arrivals[k + 1][0] == "c":
+                t[x] = arrivals[k + 1][1]
+        return t
 
     steps = int(round(duration / 0.002))
     try:
@@ -301,9 +337,12 @@ def run_swing_up(robot: str, out_dir: Path | str, duration: float = 10.0,
             raise RuntimeError("the controller sent no effort within 90 s: the nodes did not "
                                f"connect (see the logs in {out_dir})")
         t_start = states[first][0]
+        release_time = sim_times()[max(first - 1, 0)]  # NaN if its clock was missed
         log(f"[swing_up] released at the first command; recording {duration:g} s")
         next_report = t_start + 1.0
         while len(states) - first <= steps and time.monotonic() < t_start + 2 * duration + 10:
+            if latest_clock[0] - release_time >= duration + 1e-3:  # states were missed
+                break
             spin(0.02)
             if time.monotonic() >= next_report:
                 next_report += 1.0
@@ -324,17 +363,35 @@ def run_swing_up(robot: str, out_dir: Path | str, duration: float = 10.0,
     # -- the recorded run ------------------------------------------------------------------
     names = list(model.joint_names)
     start = max(first - 1, 0)  # the last braked sample: the robot at rest, hanging
-    run = [m for _, m in states[start:start + steps + 1]]
+    sim = sim_times()[start:]
+    known = np.isfinite(sim)
+    if known.sum() >= 2 and np.all(np.diff(sim[known]) > 0):  # the simulated time, gaps kept
+        # a state whose clock was missed: one physics step after the one before it
+        index = np.arange(len(sim))
+        f = int(np.argmax(known))
+        sim[:f] = sim[f] - 0.002 * (f - index[:f])
+        known[:f] = True
+        last = np.maximum.accumulate(np.where(known, index, 0))
+        sim = np.where(known, sim, sim[last] + 0.002 * (index - last))
+        sim = sim - sim[0]
+        keep = int(np.searchsorted(sim, duration + 1e-6))
+        time_source = "/clock"
+    else:  # no clock: one state per physics step
+        sim = 0.002 * np.arange(len(sim))
+        keep = steps + 1
+        time_source = "one state per 2 ms step"
+    run = [m for _, m in states[start:start + keep]]
     idx = [list(run[0].name).index(n) for n in names]
     stamp = np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in run])
     q = np.array([np.asarray(m.position)[idx] for m in run])
     v = np.array([np.asarray(m.velocity)[idx] for m in run])
     tau = np.array([np.asarray(m.effort)[idx] for m in run])
-    t = 0.002 * np.arange(len(run))  # one state per physics step: the simulated time
+    t = sim[:len(run)]  # the simulated time of each state
     np.savez(out_dir / "run.npz", t=t, q=q, v=v, tau=tau, joint_names=np.array(names))
     summary = summarize(model, urdf_path, t, q, v, tau, duration)
     summary.update(robot=robot, ros_domain=domain, config=str(config_path),
                    overrides=overrides or {}, states_recorded=int(len(t)),
+                   states_missed=int(round(t[-1] / 0.002)) + 1 - len(t), time_from=time_source,
                    commands_recorded=len(commands_seen), foreign_states_ignored=ignored[0],
                    real_time_factor=float(t[-1] / max(stamp[-1] - stamp[0], 1e-9)))
     dt = np.diff(stamp)  # wall-clock spacing of the states (the simulator runs in real time)
