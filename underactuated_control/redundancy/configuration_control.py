@@ -1,54 +1,229 @@
 """Configuration control (Seraji, eq. 9-13): weighted damped least squares on the augmented
 Jacobian J = [J_e; J_c]:
 
-    dθ = (Jᵀ W J + W_v)⁻¹ Jᵀ W dX,     W = diag(W_e, W_c),
+    dθ = (Jᵀ W J + W_v)⁻¹ (Jᵀ W dX + W_v dθ_d),     W = diag(W_e, W_c),
     dX = X_d(N+1) - X(N)   (hand: position difference and rotation vector log(R_d Rᵀ);
                             functions: their own desired change, see ``functions.py``)
 
-solved by Cholesky, or as the least-squares problem [√W J; √W_v] dθ = [√W dX; 0] when
-(JᵀWJ + W_v) is rank-deficient, over the **active** joints only: a passive joint is locked out
-of direct command (its column is dropped; its motion is left to the dynamics and the
-controller). With W_v = 0 and a square regular J this is the exact
-inverse (8). Weights may change between steps.
+dθ_d: optional desired joint changes over the sample, penalised by W_v (claims 11, 18, 20;
+dθ_d = 0 is eq. 11). Solved by Cholesky, or as the least-squares problem
+[√W J; √W_v] dθ = [√W dX; √W_v dθ_d] when (JᵀWJ + W_v) is rank-deficient, over the **active**
+joints only: a passive joint is locked out of direct command (its column is dropped; its
+motion is left to the dynamics and the controller). With W_v = 0 and a square regular J this
+is the exact inverse (8). Weights may change between steps.
+
+The step of the built-in functions runs as one compiled call (``redundancy_kernels``); the
+Python method (``compiled=False``, or any function object of another class with a
+``rows(ctx)`` method) is the readable reference and gives the same result.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import redundancy_kernels as K  # noqa: N812
 from ..control.trajectories import LineTrajectory, cycloidal
+from ..dynamics import HybridDynamics
 from ..jacobians import JacobianWorkspace
 from ..model import FLOATING, RobotModel
 from ..so3 import rotation_error
-from .functions import CollisionAvoidance, Context
+from .functions import (
+    ArmAngleFunction,
+    CollisionAvoidance,
+    Context,
+    ElbowCoordinate,
+    GravityTorqueMinimization,
+    JointLimitAvoidance,
+    JointLocking,
+    LinkOrientation,
+    Manipulability,
+    OptimalJointMovement,
+)
 
 __all__ = ["ConfigurationControl", "StepResult", "ConfigurationTrajectory"]
 
 
-@dataclass
 class StepResult:
-    q_next: np.ndarray
-    dq: np.ndarray
-    position_error: float  # m, |p_d(N+1) - p(N)| before the step
-    orientation_error: float  # rad
-    values: dict = field(default_factory=dict)  # function name -> current φ
-    weights: dict = field(default_factory=dict)  # function name -> weights used
-    notes: dict = field(default_factory=dict)  # function name -> singularity notes
+    """One step's outcome. ``values``/``weights``/``notes``: function name -> current φ, the
+    weights used, singularity notes (built on first access)."""
+
+    __slots__ = ("q_next", "dq", "position_error", "orientation_error", "_values", "_weights",
+                 "_notes", "_report")
+
+    def __init__(self, q_next: np.ndarray, dq: np.ndarray, position_error: float,
+                 orientation_error: float, values: dict | None = None,
+                 weights: dict | None = None, notes: dict | None = None, report=None) -> None:
+        self.q_next, self.dq = q_next, dq
+        self.position_error = position_error  # m, |p_d(N+1) - p(N)| before the step
+        self.orientation_error = orientation_error  # rad
+        self._values = {} if values is None and report is None else values
+        self._weights = {} if weights is None and report is None else weights
+        self._notes = {} if notes is None and report is None else notes
+        self._report = report
+
+    def _unpack(self) -> None:
+        names, out, wv, max_rows = self._report
+        self._values, self._weights, self._notes = {}, {}, {}
+        for k, name in enumerate(names):
+            a, n, note = out[k]
+            self._weights[name] = wv[a:a + n]
+            self._values[name] = wv[max_rows + a:max_rows + a + n]
+            if note:
+                self._notes[name] = K.NOTES[note]
+
+    @property
+    def values(self) -> dict:
+        if self._values is None:
+            self._unpack()
+        return self._values
+
+    @property
+    def weights(self) -> dict:
+        if self._weights is None:
+            self._unpack()
+        return self._weights
+
+    @property
+    def notes(self) -> dict:
+        if self._notes is None:
+            self._unpack()
+        return self._notes
+
+
+_KINDS = {ArmAngleFunction: K.ARM_ANGLE, ElbowCoordinate: K.ELBOW,
+          CollisionAvoidance: K.COLLISION, JointLimitAvoidance: K.JOINT_LIMITS,
+          JointLocking: K.LOCKING, OptimalJointMovement: K.OPTIMAL,
+          Manipulability: K.MANIPULABILITY, GravityTorqueMinimization: K.GRAVITY,
+          LinkOrientation: K.LINK_ORIENTATION}
+
+
+def _frame(model: RobotModel, link: str) -> tuple[int, np.ndarray, np.ndarray]:
+    f = model.frame(link)
+    return int(f.body), np.asarray(f.translation, float), np.asarray(f.rotation, float)
+
+
+class _Program:
+    """The compiled step's buffers for one set of functions and their current parameters."""
+
+    def __init__(self, cc: ConfigurationControl, We: np.ndarray, Wv: np.ndarray) -> None:
+        m, nv, nb = cc.model, cc.model.nv, cc.model.nb
+        cols = np.asarray(cc.columns, dtype=np.int64)
+        na = cols.size
+        ints: list[int] = []
+        floats: list[float] = []
+        program, self.targeted, names = [], [], []
+        slot = 12 + nv
+        n_spheres, max_rows = 0, 6
+        for f in cc.functions:
+            kind = _KINDS[type(f)]
+            fi, ff = len(ints), len(floats)
+            target = 0
+            names.append(f.name)
+            if kind == K.ARM_ANGLE:
+                aa = f.arm_angle
+                frames = [_frame(m, x) for x in (aa.shoulder, aa.elbow, aa.wrist)]
+                ints += [b for b, _, _ in frames]
+                floats += [float(f.weight), *aa.reference, aa.singular_tolerance]
+                for _, t, _ in frames:
+                    floats += list(t)
+                target, max_rows = slot, max_rows + 1
+                self.targeted.append((f.name, slot, 1))
+                slot += 1
+            elif kind == K.ELBOW:
+                b, t, _ = _frame(m, f.elbow)
+                ints += [b, "xyz".index(f.axis)]
+                floats += [float(f.weight), *t]
+                target, max_rows = slot, max_rows + 1
+                self.targeted.append((f.name, slot, 1))
+                slot += 1
+            elif kind == K.COLLISION:
+                b, t, _ = _frame(m, f.tip)
+                ints += [len(f.spheres), b]
+                floats += [float(f.gain), float(f.weight), 0.0, 0.0, 0.0, *t]
+                for sp in f.spheres:
+                    floats += [*sp.center, float(sp.inner_radius), float(sp.outer_radius)]
+                n_spheres += len(f.spheres)
+                max_rows += len(f.spheres)
+            elif kind == K.JOINT_LIMITS:
+                floats += [float(f.margin), float(f.gain)]
+                max_rows += 2 * nv
+            elif kind == K.LOCKING:
+                ints += [len(f.dofs), *f.dofs]
+                floats += [float(f.weight), *np.asarray(f.locked, float)]
+                max_rows += len(f.dofs)
+            elif kind == K.LINK_ORIENTATION:
+                b, t, R = _frame(m, f.link)
+                ints += [b]
+                floats += [float(f.weight), *R.ravel(), *t]
+                target, max_rows = slot, max_rows + 3
+                self.targeted.append((f.name, slot, 9))
+                slot += 9
+            elif kind == K.OPTIMAL:
+                floats += [float(f.weight), *f.k, *np.asarray(f.rest, float)]
+                max_rows += na
+            elif kind == K.MANIPULABILITY:
+                b, t, _ = _frame(m, f.tip)
+                ints += [b]
+                floats += [float(f.gain), float(f.weight), *t]
+                max_rows += na
+            else:  # GRAVITY
+                floats += [float(f.gain), float(f.weight)]
+                max_rows += na
+            program.append((kind, fi, ff, target))
+        nf = len(program)
+        head = np.zeros(K.HEADER, np.int64)
+        head[:5] = nv, na, nf, max_rows, _frame(m, cc.tip)[0]
+        head[9] = n_spheres
+        int_base = K.HEADER + na + nf * (K.PROGRAM_STRIDE + K.OUTPUT_STRIDE)
+        b, t, R = _frame(m, cc.tip)
+        root = np.asarray(m.frame(m.root_link).translation, float)
+        mass = m.inertia[:, 3, 3].copy()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            com = np.where(mass[:, None] > 0, np.stack([m.inertia[:, 2, 4], m.inertia[:, 0, 5],
+                                                        m.inertia[:, 1, 3]], axis=1)
+                           / mass[:, None], 0.0)
+        fhead = np.concatenate([t, R.ravel(), root, np.asarray(m.gravity, float), We, Wv,
+                                np.asarray(m.position_lower, float),
+                                np.asarray(m.position_upper, float), mass, com.ravel()])
+        float_base = fhead.size
+        prog = np.array([(k, fb + float_base, ib + int_base, tg) for k, ib, fb, tg in program],
+                        dtype=np.int64).reshape(nf, K.PROGRAM_STRIDE)
+        self.rint = np.concatenate([head, cols, prog.ravel(),
+                                    np.zeros(nf * K.OUTPUT_STRIDE, np.int64),
+                                    np.asarray(ints, np.int64)])
+        self.rflt = np.concatenate([fhead, np.asarray(floats, float)])
+        self.rwork = np.zeros(K.step_buffer_size(nb, nv, na, max_rows, n_spheres))
+        self.tgt = np.full(slot, np.nan)
+        self.tgt[12:12 + nv] = 0.0
+        self.views = K.step_views(self.rwork, nb, nv, na, max_rows, n_spheres)[0]
+        o = K.HEADER + na + nf * K.PROGRAM_STRIDE
+        self.out = self.rint[o:o + nf * K.OUTPUT_STRIDE].reshape(nf, K.OUTPUT_STRIDE)
+        self.p_d, self.R_d = self.tgt[:3], self.tgt[3:12].reshape(3, 3)
+        self.dq_d = self.tgt[12:12 + nv]
+        self.dq_set = False
+        # the dq, q_next blocks are adjacent, and the W, value blocks: one copy each
+        v = self.views
+        self.dq_start = (v.dq.ctypes.data - self.rwork.ctypes.data) // 8
+        self.wv_start = (v.W.ctypes.data - self.rwork.ctypes.data) // 8
+        self.max_rows = max_rows
+        self.names = tuple(names)
+        self.nv = nv
 
 
 class ConfigurationControl:
     """One configuration-control step per call: ``step(q, target_pose, targets) -> result``.
 
     ``task_weights`` W_e (6: x, y, z, rx, ry, rz), ``joint_velocity_weights`` W_v (scalar or
-    nv), both attributes that can change between steps.
+    nv), both attributes that can change between steps (checked at the next step).
+    ``compiled=False`` runs the readable Python version of the same step.
     """
 
     def __init__(self, model: RobotModel, tip: str, functions: Sequence = (),
                  task_weights: Sequence[float] | float = 1.0,
-                 joint_velocity_weights: Sequence[float] | float = 0.0) -> None:
+                 joint_velocity_weights: Sequence[float] | float = 0.0,
+                 compiled: bool = True) -> None:
         model.frame(tip)
         floating = [model.joint_names[k] for k in range(model.nb)
                     if model.hinge_type[k] == FLOATING]
@@ -60,6 +235,15 @@ class ConfigurationControl:
         self.joint_velocity_weights = joint_velocity_weights
         self.workspace = JacobianWorkspace(model)
         self.columns = model.active_dofs
+        self.compiled = compiled and all(type(f) in _KINDS for f in self.functions)
+        self._kinematics = HybridDynamics(model) if self.compiled else None
+        self._program: _Program | None = None
+        self._key: tuple = ()
+
+    def __setattr__(self, name: str, value) -> None:
+        object.__setattr__(self, name, value)
+        if name in ("task_weights", "joint_velocity_weights", "functions"):
+            object.__setattr__(self, "_program", None)  # repacked at the next step
 
     def _weights(self) -> tuple[np.ndarray, np.ndarray]:
         We = np.broadcast_to(np.asarray(self.task_weights, dtype=float), (6,)).copy()
@@ -71,9 +255,76 @@ class ConfigurationControl:
         return We, Wv
 
     def step(self, q: np.ndarray, target_pose: tuple[np.ndarray, np.ndarray],
-             targets: dict | None = None) -> StepResult:
+             targets: dict | None = None, desired_dq: np.ndarray | None = None
+             ) -> StepResult:
         """Move from q toward the next desired sample (target position, rotation matrix) and
-        the functions' targets (e.g. ``{"arm_angle": psi_next}``)."""
+        the functions' targets (e.g. ``{"arm_angle": psi_next}``). ``desired_dq``: desired
+        joint change over this sample (θ̇_d Δt), penalised by W_v (claims 11, 18, 20)."""
+        if not self.compiled:
+            return self.step_python(q, target_pose, targets, desired_dq)
+        m = self.model
+        if q.__class__ is not np.ndarray or q.dtype != np.float64 or q.shape != (m.nv,):
+            q = np.ascontiguousarray(q, dtype=float)
+            m.check_state(q=q)
+        pr = self._program
+        fs = self.functions
+        if pr is None or self._key != tuple(f._stamp for f in fs):
+            pr = self._pack(q)
+        pr.p_d[:] = target_pose[0]
+        pr.R_d[:] = target_pose[1]
+        if desired_dq is not None:
+            pr.dq_d[:] = desired_dq
+            pr.dq_set = True
+        elif pr.dq_set:
+            pr.dq_d[:] = 0.0
+            pr.dq_set = False
+        tgt = pr.tgt
+        for name, slot, size in pr.targeted:
+            value = None if targets is None else targets.get(name)
+            if size == 1:
+                tgt[slot] = np.nan if value is None else value
+            else:
+                held = value if value is not None else self._held(name)
+                tgt[slot:slot + 9] = np.asarray(held, float).ravel()
+        status = K.configuration_step(*self._kinematics.buffers, pr.rint, pr.rflt, pr.rwork,
+                                      q, tgt)
+        if status == K.NONFINITE_Q:
+            m.check_state(q=q)
+        a = pr.dq_start
+        both = pr.rwork[a:a + 2 * pr.nv].copy()
+        hand = pr.views.hand
+        report = (pr.names, pr.out.tolist(),
+                  pr.rwork[pr.wv_start:pr.wv_start + 2 * pr.max_rows].copy(), pr.max_rows)
+        return StepResult(both[pr.nv:], both[:pr.nv], float(hand[12]), float(hand[13]),
+                          report=report)
+
+    def _held(self, name: str) -> np.ndarray:
+        f = next(f for f in self.functions if f.name == name)
+        return f.held
+
+    def _pack(self, q: np.ndarray) -> _Program:
+        """(Re)build the compiled step's buffers: first-step state of the functions (locked
+        joints, spring rest angles, held orientations), then their parameters."""
+        for f in self.functions:
+            if isinstance(f, JointLocking) and f.locked is None:
+                f.locked = q[f.q_index].copy()
+            elif isinstance(f, OptimalJointMovement) and f.rest is None:
+                f.rest = q.copy()
+            elif isinstance(f, OptimalJointMovement) and f.k.shape != (self.model.nv,):
+                raise ValueError(f"stiffness needs {self.model.nv} values >= 0")
+            elif isinstance(f, LinkOrientation) and f.held is None:
+                self.workspace.set_configuration(q)
+                f.held = self.workspace.frame_placement(f.link)[1].copy()
+        We, Wv = self._weights()
+        pr = _Program(self, We, Wv)
+        object.__setattr__(self, "_program", pr)
+        object.__setattr__(self, "_key", tuple(f._stamp for f in self.functions))
+        return pr
+
+    def step_python(self, q: np.ndarray, target_pose: tuple[np.ndarray, np.ndarray],
+                    targets: dict | None = None, desired_dq: np.ndarray | None = None
+                    ) -> StepResult:
+        """The same step in Python, function by function (``rows(ctx)``): the reference."""
         m, ws = self.model, self.workspace
         q = np.asarray(q, dtype=float)
         m.check_state(q=q)
@@ -103,22 +354,25 @@ class ConfigurationControl:
         J = np.vstack(rows_J)[:, self.columns]
         dX = np.concatenate(rows_dX)
         W = np.concatenate(rows_W)
+        c = self.columns
+        dq_d = np.zeros(m.nv) if desired_dq is None else np.asarray(desired_dq, float)
         JtW = J.T * W
-        H = JtW @ J + np.diag(Wv[self.columns])  # (10): (Jᵀ W J + W_v) dθ = Jᵀ W dX
+        H = JtW @ J + np.diag(Wv[c])  # (10): (Jᵀ W J + W_v) dθ = Jᵀ W dX + W_v dθ_d
+        rhs = JtW @ dX + Wv[c] * dq_d[c]
         try:
             L = np.linalg.cholesky(H)
             if np.diag(L).min() < 1e-7 * np.sqrt(max(np.diag(H).max(), 1e-300)):
                 raise np.linalg.LinAlgError("ill-conditioned")
-            dq_active = np.linalg.solve(L.T, np.linalg.solve(L, JtW @ dX))
+            dq_active = np.linalg.solve(L.T, np.linalg.solve(L, rhs))
         except np.linalg.LinAlgError:  # rank-deficient with W_v = 0: least squares
-            sw = np.sqrt(W)
-            A = np.vstack([sw[:, None] * J, np.diag(np.sqrt(Wv[self.columns]))])
-            b = np.concatenate([sw * dX, np.zeros(len(self.columns))])
+            sw, sv = np.sqrt(W), np.sqrt(Wv[c])
+            A = np.vstack([sw[:, None] * J, np.diag(sv)])
+            b = np.concatenate([sw * dX, sv * dq_d[c]])
             # directions weaker than 1e-7 of the strongest are not moved (a capped collision
             # weight of 1e8 next to a near-singular row gave 1e8 rad steps with 1e-12)
             dq_active = np.linalg.lstsq(A, b, rcond=1e-7)[0]
         dq = np.zeros(m.nv)
-        dq[self.columns] = dq_active
+        dq[c] = dq_active
         result.dq = dq
         result.q_next = q + dq
         return result

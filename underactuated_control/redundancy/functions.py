@@ -7,6 +7,7 @@ configuration-control step stacks them under the hand rows.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,9 +20,24 @@ from .arm_angle import ArmAngle
 
 __all__ = ["Rows", "Context", "ArmAngleFunction", "ElbowCoordinate", "CollisionAvoidance",
            "Sphere", "JointLimitAvoidance", "JointLocking", "OptimalJointMovement",
-           "Manipulability", "GravityTorqueMinimization"]
+           "Manipulability", "GravityTorqueMinimization", "LinkOrientation", "Tracked"]
 
 WEIGHT_CAP = 1e8  # a weight that has gone "to infinity" (inside an inner sphere)
+_stamps = itertools.count(1)
+
+
+class Tracked:
+    """Assigning an attribute (a weight, a gain, the spheres…) stamps the object, so that the
+    compiled step (``configuration_control``) repacks its parameters before the next step.
+    Change parameters by assignment (``f.spheres = [...]``), not by mutating in place.
+    Attributes named ``last_*`` are reports and do not stamp."""
+
+    _stamp = 0
+
+    def __setattr__(self, name: str, value) -> None:
+        object.__setattr__(self, name, value)
+        if not name.startswith("last_"):
+            object.__setattr__(self, "_stamp", next(_stamps))
 
 
 @dataclass
@@ -59,7 +75,7 @@ def _empty(nv: int) -> Rows:
     return Rows(np.zeros((0, nv)), np.zeros(0), np.zeros(0), np.zeros(0))
 
 
-class ArmAngleFunction:
+class ArmAngleFunction(Tracked):
     """φ = ψ, the arm angle; target key ``"arm_angle"`` (rad, desired at the next sample).
     Its weight fades out near obstacles (hand-over to collision avoidance) and drops to zero,
     with a note, at an arm-angle singularity."""
@@ -79,7 +95,7 @@ class ArmAngleFunction:
                     np.array([val.psi]), val.reason)
 
 
-class ElbowCoordinate:
+class ElbowCoordinate(Tracked):
     """φ = E_x, E_y or E_z of the elbow in root coordinates; target key ``"elbow_x"``…"""
 
     def __init__(self, model: RobotModel, elbow: str, axis: str = "z", weight: float = 1.0
@@ -122,19 +138,21 @@ def _closest_on_segment(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple[np
     return a + t * ab, t
 
 
-class CollisionAvoidance:
+class CollisionAvoidance(Tracked):
     """Spheres of influence (Seraji §3.2). For each sphere, the critical point X_c is the point
     of the arm (links as segments between consecutive body origins, and to the tip) closest to
     the centre, at distance d_c. Inside the outer sphere the row "move X_c away to the outer
     sphere" joins with weight w_co = 1/(d_c - r_i)² - 1/(r_o - r_i)² (0 at r_o, → ∞ at r_i),
-    and the elbow task fades as (d_c - r_i)/(r_o - r_i), so no weight ever jumps."""
+    and the elbow task fades as (d_c - r_i)/(r_o - r_i), so no weight ever jumps.
+    ``weight`` multiplies w_co (the coefficient of (18), 1 in the patent's example)."""
 
     name = "collision"
 
     def __init__(self, model: RobotModel, spheres: Sequence[Sphere], tip: str,
-                 gain: float = 0.5) -> None:
+                 gain: float = 0.5, weight: float = 1.0) -> None:
         model.frame(tip)
         self.model, self.spheres, self.tip, self.gain = model, list(spheres), tip, gain
+        self.weight = weight
         self.last_distances: list[float] = []
 
     def _segments(self, ws: JacobianWorkspace):
@@ -179,14 +197,14 @@ class CollisionAvoidance:
             gap = d - s.inner_radius
             w = WEIGHT_CAP if gap <= 0 else min(
                 WEIGHT_CAP, 1.0 / gap**2 - 1.0 / (s.outer_radius - s.inner_radius) ** 2)
-            W.append(w)
+            W.append(min(WEIGHT_CAP, self.weight * w))
             V.append(d)
         if not J:
             return _empty(nv)
         return Rows(np.array(J), np.array(dX), np.array(W), np.array(V))
 
 
-class JointLimitAvoidance:
+class JointLimitAvoidance(Tracked):
     """Like the obstacles (Seraji §3.4(ii)): within ``margin`` (rad) of a limit, the row e_jᵀ
     pushes the joint back to the margin with weight 1/δ² - 1/margin² (δ: distance to limit)."""
 
@@ -220,7 +238,7 @@ class JointLimitAvoidance:
         return Rows(np.array(J), np.array(dX), np.array(W), np.array(V))
 
 
-class JointLocking:
+class JointLocking(Tracked):
     """Seraji §3.4(i): θ_j(t) = θ_j(0) for the chosen joints (rows e_jᵀ)."""
 
     name = "joint_locking"
@@ -242,7 +260,7 @@ class JointLocking:
         return Rows(J, self.locked - value, np.full(len(self.dofs), self.weight), value)
 
 
-class _NullSpaceGradient:
+class _NullSpaceGradient(Tracked):
     """Rows N_eᵀ with a desired step along a gradient projected on the hand's null space."""
 
     columns: np.ndarray
@@ -323,3 +341,28 @@ class GravityTorqueMinimization(_NullSpaceGradient):
         grad = np.array([(self.value(ctx.q + h * e) - self.value(ctx.q - h * e)) / (2 * h)
                          for e in np.eye(ctx.q.size)])
         return self._rows(ctx, -self.gain * grad, self.weight)
+
+
+class LinkOrientation(Tracked):
+    """Claim 2: the orientation of a part of the arm. φ = orientation of ``link`` (3 rows: its
+    angular Jacobian), driven to the target rotation matrix under the key
+    ``"orientation_<link>"`` (or held where it was at the first step without one); the error
+    is the rotation vector log(R_d Rᵀ), as for the hand."""
+
+    def __init__(self, model: RobotModel, link: str, weight: float = 1.0) -> None:
+        model.frame(link)
+        self.model, self.link, self.weight = model, link, weight
+        self.name = f"orientation_{link}"
+        self.held: np.ndarray | None = None
+
+    def rows(self, ctx: Context) -> Rows:
+        from ..so3 import rotation_error
+
+        ws = ctx.workspace
+        _, R = ws.frame_placement(self.link)
+        if self.held is None:
+            self.held = R.copy()
+        R_d = np.asarray(ctx.targets.get(self.name, self.held), dtype=float)
+        J = ws.frame_jacobian(self.link)[3:].copy()
+        e = rotation_error(R_d, R)
+        return Rows(J, e, np.full(3, self.weight), e)
