@@ -35,16 +35,24 @@ class JointStateMatcher:
     """Maps (names, positions, velocities) in any order, with extra joints, to model q and v.
 
     The name->index map is cached per name tuple, so a steady stream costs one dict lookup.
-    Floating joints are not carried by sensor_msgs/JointState and are rejected at creation.
+    Floating joints are not carried by sensor_msgs/JointState: rejected at creation unless
+    ``floating_from_elsewhere`` (their q, v entries are then left for the caller to fill).
     """
 
-    def __init__(self, model: RobotModel) -> None:
+    def __init__(self, model: RobotModel, floating_from_elsewhere: bool = False) -> None:
         floating = [model.joint_names[k] for k in range(model.nb)
                     if model.hinge_type[k] == FLOATING]
-        if floating:
+        if floating and not floating_from_elsewhere:
             raise ValueError(f"floating joints {floating} are not in sensor_msgs/JointState: "
-                             "a state source for them (odometry) is not supported here")
+                             "give their state from odometry")
         self.model = model
+        self.names = [model.joint_names[k] for k in range(model.nb)
+                      if model.hinge_type[k] != FLOATING]
+        self._q_slots = np.array([model.q_start[k] for k in range(model.nb)
+                                  if model.hinge_type[k] != FLOATING], dtype=np.int64)
+        self._v_slots = np.array([model.v_start[k] for k in range(model.nb)
+                                  if model.hinge_type[k] != FLOATING], dtype=np.int64)
+        self._all_joints = not floating
         self._cache: dict[tuple[str, ...], np.ndarray] = {}
         self.q = np.zeros(model.nq)
         self.v = np.zeros(model.nv)
@@ -54,10 +62,10 @@ class JointStateMatcher:
         idx = self._cache.get(key)
         if idx is None:
             position = {n: i for i, n in enumerate(key)}
-            missing = [n for n in self.model.joint_names if n not in position]
+            missing = [n for n in self.names if n not in position]
             if missing:
                 raise MissingJointsError(missing)
-            idx = np.array([position[n] for n in self.model.joint_names], dtype=np.int64)
+            idx = np.array([position[n] for n in self.names], dtype=np.int64)
             if len(self._cache) > 64:
                 self._cache.clear()
             self._cache[key] = idx
@@ -72,8 +80,12 @@ class JointStateMatcher:
             raise ValueError(f"joint state has {len(names)} names but {len(velocity)} "
                              "velocities (velocities are required)")
         idx = self._indices(names)
-        np.take(np.asarray(position, dtype=float), idx, out=self.q)
-        np.take(np.asarray(velocity, dtype=float), idx, out=self.v)
+        if self._all_joints:
+            np.take(np.asarray(position, dtype=float), idx, out=self.q)
+            np.take(np.asarray(velocity, dtype=float), idx, out=self.v)
+        else:  # the floating joints' entries are the caller's
+            self.q[self._q_slots] = np.asarray(position, dtype=float)[idx]
+            self.v[self._v_slots] = np.asarray(velocity, dtype=float)[idx]
         return self.q, self.v
 
 

@@ -32,6 +32,15 @@ _GAINS = {  # parameter -> EndEffectorTracker argument
 _MAX_STEP = 0.1  # s: a longer gap between states (a stop) restarts the setpoint's motion
 
 
+def _check_passive_dofs(names: list[str], model: RobotModel | None) -> None:
+    if model is None:
+        return
+    dofs = [model.dof_names[i] for i in model.passive_dofs]
+    unknown = [n for n in names if n and n not in dofs]
+    if unknown:
+        raise ValueError(f"{unknown} are not passive DOF of the model (passive DOF: {dofs})")
+
+
 class TaskLaw(ControlLaw):
     mode = "task"
     reference_kind = "pose"
@@ -51,6 +60,13 @@ class TaskLaw(ControlLaw):
                       unit="1/s^2", low=0.0, high=1e6),
         ParameterSpec("passive_kd", 0.0, "passive-joint damping in those rows", unit="1/s",
                       low=0.0, high=1e4),
+        ParameterSpec("hold_passive_dofs", [""], "passive DOF whose rows of J_D the "
+                      "passive_weight rows act on, e.g. root_joint/rx (a floating joint's DOF "
+                      "are <joint>/x, /y, /z, /rx, /ry, /rz); empty: every passive DOF",
+                      validator=_check_passive_dofs),
+        ParameterSpec("redundancy", "prioritized", "how the passive rows combine with the task: "
+                      "prioritized (in the task's null space) or stacked (one weighted solve, "
+                      "7.1)", choices=("prioritized", "stacked")),
         ParameterSpec("task_max_speed", 0.5, "largest speed of the task setpoint toward a "
                       "goal pose", unit="m/s", low=1e-3, high=10.0),
         ParameterSpec("task_max_acceleration", 2.0, "largest acceleration of the task "
@@ -75,7 +91,9 @@ class TaskLaw(ControlLaw):
         gains = {arg: float(settings[name]) for name, arg in _GAINS.items()}
         self.tracker = EndEffectorTracker(
             model, frame, task=settings["task"], workspace=self.workspace,
-            joint_limit_guard=JointLimitGuard(model, settings["joint_limit_braking"]), **gains)
+            joint_limit_guard=JointLimitGuard(model, settings["joint_limit_braking"]),
+            redundancy=settings["redundancy"],
+            held_passive_dofs=[n for n in settings["hold_passive_dofs"] if n], **gains)
         self.follower = PoseSetpointFollower(
             settings["task_max_speed"], settings["task_max_acceleration"],
             settings["task_max_angular_speed"], settings["task_max_angular_acceleration"])
@@ -100,6 +118,7 @@ class TaskLaw(ControlLaw):
         ws.set_configuration(q)
         position, rotation = ws.frame_placement(self.frame)
         self.follower.reset(position, rotation)
+        self.tracker.set_passive_reference(q)  # passive joints (a floating base) held here
         self._last_t = None
         return TaskReference(position=position.copy(), rotation=rotation.copy())
 

@@ -17,6 +17,7 @@ passive joints (a free-flying base) to keep still (qdd_p,des = -kd_p v_p - kp_p 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -25,7 +26,10 @@ import numpy as np
 from ..jacobians import JacobianWorkspace
 from ..model import FLOATING, RobotModel
 from ..passive_forces import PassiveForceModel
-from ..so3 import rotation_error  # re-exported: control.task_space.rotation_error
+from ..so3 import (
+    quaternion_to_matrix,
+    rotation_error,  # re-exported: control.task_space.rotation_error
+)
 
 if TYPE_CHECKING:
     from .limits import JointLimitGuard
@@ -85,7 +89,8 @@ class EndEffectorTracker:
                  passive_reference: np.ndarray | None = None,
                  redundancy: str = "prioritized", secondary_damping: float = 0.1,
                  workspace: JacobianWorkspace | None = None,
-                 joint_limit_guard: JointLimitGuard | None = None) -> None:
+                 joint_limit_guard: JointLimitGuard | None = None,
+                 held_passive_dofs: Sequence[str] | None = None) -> None:
         if task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {task!r}")
         if redundancy not in ("prioritized", "stacked"):
@@ -117,6 +122,14 @@ class EndEffectorTracker:
         self.secondary_damping = secondary_damping
         axis = np.asarray(pointing_axis, dtype=float)
         self.pointing_axis = axis / np.linalg.norm(axis)
+        passive_names = [model.dof_names[i] for i in model.passive_dofs]
+        held = passive_names if not held_passive_dofs else list(held_passive_dofs)
+        unknown = [n for n in held if n not in passive_names]
+        if unknown:
+            raise ValueError(f"held passive DOF {unknown} are not passive DOF of the model "
+                             f"({passive_names})")
+        self.held_rows = np.array([passive_names.index(n) for n in held], dtype=np.int64)
+        self.base_reference: np.ndarray | None = None  # floating root pose for passive_kp
         self.passive_forces = passive_forces if passive_forces is not None else \
             PassiveForceModel(model)
         self.passive_reference = passive_reference
@@ -131,6 +144,33 @@ class EndEffectorTracker:
              for k in range(model.nb) if model.passive_joint_mask[k]] or [np.zeros(0, bool)])
 
     # ---------------------------------------------------------------------------------------
+    def set_passive_reference(self, q: np.ndarray) -> None:
+        """Latch the passive joints' reference (1-DOF positions and a floating root's pose)
+        at the configuration ``q``, for ``passive_kp``."""
+        q = np.asarray(q, dtype=float)
+        self.passive_reference = q[self._passive_q_index].copy()
+        root = 0 if self.model.hinge_type[0] == FLOATING and self.model.passive_joint_mask[0] \
+            else None
+        self.base_reference = None if root is None else q[:7].copy()
+
+    def _passive_target(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """qdd_p,des = -kd_p v_p - kp_p e_p (passive DOF order); for a floating root e_p is
+        its pose error from ``base_reference`` in its own axes (its v is in those axes)."""
+        m = self.model
+        target = -self.passive_kd * v[m.passive_dofs]
+        if self.passive_kp <= 0.0:
+            return target
+        if self._passive_q_index.size:
+            q_ref = (q[self._passive_q_index] if self.passive_reference is None
+                     else np.asarray(self.passive_reference, float))
+            target[self._passive_1dof] -= self.passive_kp * (q[self._passive_q_index] - q_ref)
+        if self.base_reference is not None:  # the floating root: passive DOF 0..5
+            R = quaternion_to_matrix(q[3:7])
+            R_ref = quaternion_to_matrix(self.base_reference[3:7])
+            target[:3] += self.passive_kp * (R.T @ (self.base_reference[:3] - q[:3]))
+            target[3:6] += self.passive_kp * (R.T @ rotation_error(R_ref, R))
+        return target
+
     def _task_rows(self, R: np.ndarray) -> np.ndarray:
         if self.task == "pose":
             return np.eye(6)
@@ -184,22 +224,18 @@ class EndEffectorTracker:
             task_sigma_min = 0.0
         qdd_a = x_task
         N = N_task
-        if self.passive_weight > 0.0 and m.n_passive:
-            v_p = v[m.passive_dofs]
-            qdd_p_des = -self.passive_kd * v_p
-            if self.passive_kp > 0.0 and self._passive_q_index.size:
-                q_ref = (q[self._passive_q_index] if self.passive_reference is None
-                         else np.asarray(self.passive_reference, float))
-                qdd_p_des[self._passive_1dof] -= self.passive_kp * (
-                    q[self._passive_q_index] - q_ref)
+        if self.passive_weight > 0.0 and m.n_passive and self.held_rows.size:
+            rows = self.held_rows  # the held passive DOF: rows of J_D (6.12)
+            qdd_p_des = self._passive_target(q, v)[rows]
+            J_Dh, drift_Dh = J_D[rows], drift_D[rows]
             w = np.sqrt(self.passive_weight)
             if self.redundancy == "stacked":  # (7.1): one weighted least-squares solve
-                qdd_a, N, _, lam = _damped_solve(np.vstack([A, w * J_D]),
-                                                 np.concatenate([b, w * (qdd_p_des - drift_D)]),
+                qdd_a, N, _, lam = _damped_solve(np.vstack([A, w * J_Dh]),
+                                                 np.concatenate([b, w * (qdd_p_des - drift_Dh)]),
                                                  eps, self.max_damping)
             else:  # passive rows in the null space of the task, always damped
-                A2 = w * J_D @ N_task
-                x2, N2, _, _ = _damped_solve(A2, w * (qdd_p_des - drift_D - J_D @ x_task),
+                A2 = w * J_Dh @ N_task
+                x2, N2, _, _ = _damped_solve(A2, w * (qdd_p_des - drift_Dh - J_Dh @ x_task),
                                              eps, self.max_damping, self.secondary_damping)
                 qdd_a = x_task + N_task @ x2
                 N = N_task @ N2

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Point, PoseStamped, WrenchStamped
+from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
@@ -40,13 +41,16 @@ from ..control.joint_space import (
 from ..control.law import ControlLaw
 from ..control.registry import CONTROL_LAWS, law_parameters
 from ..control.task_space import TaskReference
+from ..floating_base import MomentumBaseEstimator, base_from_odometry, floating_root
 from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
 from ..operational_space import belted_ellipsoid
-from ..parameters import ParameterSpec, table
+from ..parameters import ParameterError, ParameterSpec, table
 from .common import matrix_message, pose_from_message, run_node
 from .parameters import NodeParameters
 from .robot import check_joint_names, load_robot, robot_parameters, with_passive
+from .trajectory_action import PARAMETERS as TRAJECTORY_ACTION_PARAMETERS
+from .trajectory_action import TrajectoryActionServer
 
 MODES = tuple(CONTROL_LAWS)
 _FRAME_ROWS = "rows:lin_x,lin_y,lin_z,ang_x,ang_y,ang_z"
@@ -57,8 +61,18 @@ def _check_frame(frame: str, model: RobotModel | None) -> None:
         model.frame(frame)
 
 
+def _check_pose(value: list[float], model: RobotModel | None) -> None:
+    if len(value) != 7 or abs(float(np.linalg.norm(value[3:])) - 1.0) > 1e-3:
+        raise ValueError("give x, y, z, qx, qy, qz, qw with a unit quaternion")
+
+
+def _check_momentum(value: list[float], model: RobotModel | None) -> None:
+    if len(value) != 6:
+        raise ValueError("give 6 numbers: linear (N·s) then angular (N·m·s) momentum")
+
+
 PARAMETERS = table(
-    *robot_parameters(passive_tunable=True, passive_description=(
+    *robot_parameters(floating=True, passive_tunable=True, passive_description=(
         "joints without actuator, added to those the URDF <ros2_control> tag leaves without a "
         "command interface; changing it re-plans without restart")),
     ParameterSpec("command_topic", "/effort_controller/commands", "std_msgs/Float64MultiArray "
@@ -71,8 +85,23 @@ PARAMETERS = table(
     ParameterSpec("task_frame", "", "link tracked in task mode and whose J_G is published "
                   "(empty: tip_link or the last body)", validator=_check_frame),
     *law_parameters(),
-    ParameterSpec("state_timeout", 0.1, "a /joint_states older than this gives no command",
-                  unit="s", low=1e-3, high=60.0),
+    *TRAJECTORY_ACTION_PARAMETERS,
+    ParameterSpec("state_timeout", 0.1, "a /joint_states (or base odometry) older than this "
+                  "gives no command", unit="s", low=1e-3, high=60.0),
+    ParameterSpec("base_state", "odometry", "floating-base models: where the base pose and "
+                  "twist come from: odometry (nav_msgs/Odometry on base_odometry_topic) or "
+                  "momentum (no base sensor: twist from the joint rates and base_momentum, pose "
+                  "integrated from base_initial_pose)", choices=("odometry", "momentum"),
+                  read_only=True),
+    ParameterSpec("base_odometry_topic", "/odom", "nav_msgs/Odometry of the floating joint's "
+                  "child link (pose in the world frame, twist in the child frame)",
+                  read_only=True),
+    ParameterSpec("base_initial_pose", [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0], "base_state "
+                  "momentum: the base pose at start-up, x y z qx qy qz qw", unit="m, 1",
+                  read_only=True, validator=_check_pose),
+    ParameterSpec("base_momentum", [0.0] * 6, "base_state momentum: the system's total "
+                  "momentum, linear then angular about the world origin (zero: released at "
+                  "rest)", unit="N·s, N·m·s", read_only=True, validator=_check_momentum),
     ParameterSpec("future_stamp_tolerance", 0.05, "a /joint_states stamped further ahead of "
                   "this node's clock is refused alone (and never becomes the ordering "
                   "reference)", unit="s", low=0.0, high=60.0),
@@ -112,7 +141,12 @@ class HybridDynamicsController(Node):
         super().__init__("hybrid_dynamics_controller", **kwargs)
         self.params = NodeParameters(self, PARAMETERS)
         robot = self.params.declare(["robot_description", "urdf_path", "root_link", "tip_link"])
+        robot.update(self.params.declare(["floating_base", "gravity"]))
         self.base_model = load_robot(robot)
+        try:
+            self.floating = floating_root(self.base_model) is not None
+        except ValueError as exc:
+            raise ParameterError(f"parameter robot_description/urdf_path: {exc}") from None
         p = self.params.declare(context=self.base_model)
         self.command_topic = p["command_topic"]
         self.command_joints = p["command_joints"] or list(
@@ -122,6 +156,18 @@ class HybridDynamicsController(Node):
         self.reference: Any = None  # the law's reference; None: latch at the next state
         self.trajectory: JointTrajectoryReference | None = None
         self.params.on_update(self._build, self._commit)
+
+        # -- floating base ---------------------------------------------------------------------
+        self.base_state = p["base_state"] if self.floating else ""
+        self.base_odometry: tuple | None = None  # (q7, v6, stamp ns, frame_id)
+        self.estimator: MomentumBaseEstimator | None = None
+        if self.base_state == "momentum":
+            self.estimator = MomentumBaseEstimator(self.base_model, p["base_initial_pose"],
+                                                   p["base_momentum"])
+        if self.floating and np.any(self.base_model.gravity != 0.0):
+            self.get_logger().warning(
+                f"floating base under gravity {self.base_model.gravity.tolist()} m/s^2: the "
+                "whole robot falls freely (set gravity:=[0.0, 0.0, 0.0] for a robot in orbit)")
 
         # -- interfaces ----------------------------------------------------------------------
         self.command_pub = self.create_publisher(Float64MultiArray, self.command_topic, 10)
@@ -138,6 +184,11 @@ class HybridDynamicsController(Node):
         self.create_subscription(PoseStamped, "~/pose_reference", self._on_pose_reference, 10)
         self.measured_wrench: np.ndarray | None = None
         self.create_subscription(WrenchStamped, p["wrench_topic"], self._on_wrench, sensor_qos)
+        if self.base_state == "odometry":
+            self.create_subscription(Odometry, p["base_odometry_topic"], self._on_odometry,
+                                     sensor_qos)
+        self.base_estimate_pub = self.create_publisher(Odometry, "~/base_estimate", 10) \
+            if self.estimator is not None else None
         self.ellipsoid_pub = self.create_publisher(MarkerArray, "~/ellipsoids", 10)
         self._last_ellipsoids = 0.0
         self.create_timer(p["diagnostics_period"], self._publish_diagnostics)
@@ -151,17 +202,22 @@ class HybridDynamicsController(Node):
         self._status = ""
         self.stats = {"cycles": 0, "stale": 0, "nonfinite": 0, "missing": 0,
                       "missing_velocities": 0, "length_mismatch": 0, "future_stamps": 0,
-                      "out_of_order": 0, "saturated": 0, "rejected_references": 0}
+                      "out_of_order": 0, "saturated": 0, "rejected_references": 0,
+                      "base_missing": 0, "base_stale": 0, "base_rejected": 0}
         self._command_publishers = 1
         self._compute_times: list[float] = []
         self._cycle_stamps: list[float] = []
         self._saturated_names: list[str] = []
         self._zero = np.zeros(len(self.command_joints))
+        # ~/follow_joint_trajectory and ~/controller_state (None without control_msgs)
+        self.trajectory_action = TrajectoryActionServer.attach(self)
         model = self.plan.model
+        base = (f"floating base '{model.joint_names[0]}' from {self.base_state}" if
+                self.floating else "fixed base")
         self.get_logger().info(
-            f"controlling '{model.name}': active {list(model.active_joints)}, passive "
-            f"{list(model.passive_joints)}; command {self.command_joints} on "
-            f"'{self.command_topic}'; mode '{p['mode']}'")
+            f"controlling '{model.name}' ({base}, gravity {model.gravity.tolist()} m/s^2): "
+            f"active {list(model.active_joints)}, passive {list(model.passive_joints)}; command "
+            f"{self.command_joints} on '{self.command_topic}'; mode '{p['mode']}'")
 
     # ================================================================== configuration
     def _build(self, p: dict[str, Any], changed: set[str]) -> Plan:
@@ -174,7 +230,7 @@ class HybridDynamicsController(Node):
         law = CONTROL_LAWS[p["mode"]](model, p, p["task_frame"] or self.default_frame,
                                       workspace)
         mapper = EffortMapper(model, self.command_joints, p["effort_limit_scale"])
-        return Plan(model, law, mapper, JointStateMatcher(model),
+        return Plan(model, law, mapper, JointStateMatcher(model, floating_from_elsewhere=True),
                     "cols:" + ",".join(model.active_joints),
                     "rows:" + ",".join(model.passive_joints))
 
@@ -211,9 +267,16 @@ class HybridDynamicsController(Node):
             self.get_logger().info(f"joint reference received in {self.plan.law.mode} mode: "
                                    "kept; it starts with mode:=joint")
 
+    def _world_frame(self) -> str:
+        """Frame of task references: the root link, or for a floating base the odometry's
+        frame (its name once odometry has arrived)."""
+        if not self.floating:
+            return self.plan.model.root_link
+        return self.base_odometry[3] if self.base_odometry is not None else ""
+
     def _on_pose_reference(self, msg: PoseStamped) -> None:
         try:
-            position, R = pose_from_message(msg, self.plan.model.root_link)
+            position, R = pose_from_message(msg, self._world_frame())
             if self.plan.law.reference_kind != "pose":
                 raise ValueError(f"mode is '{self.plan.law.mode}' (set mode:=task first)")
             goal = TaskReference(position=position, rotation=R)
@@ -223,6 +286,60 @@ class HybridDynamicsController(Node):
             self.get_logger().warning(f"~/pose_reference rejected: {exc}")
             return
         self.reference = goal
+
+    def _on_odometry(self, msg: Odometry) -> None:
+        child = self.base_model.body_names[0]
+        try:
+            if msg.child_frame_id not in ("", child):
+                raise ValueError(f"child_frame_id '{msg.child_frame_id}' is not the floating "
+                                 f"joint's child link '{child}'")
+            p, o = msg.pose.pose.position, msg.pose.pose.orientation
+            lin, ang = msg.twist.twist.linear, msg.twist.twist.angular
+            q, v = base_from_odometry((p.x, p.y, p.z), (o.x, o.y, o.z, o.w),
+                                      (lin.x, lin.y, lin.z), (ang.x, ang.y, ang.z))
+        except ValueError as exc:
+            self.stats["base_rejected"] += 1
+            self.get_logger().warning(f"{self.params['base_odometry_topic']} rejected: {exc}",
+                                      throttle_duration_sec=2.0)
+            return
+        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        self.base_odometry = (q, v, stamp or self.get_clock().now().nanoseconds,
+                              msg.header.frame_id)
+
+    def _fill_base(self, q: np.ndarray, v: np.ndarray, stamp_ns: int) -> bool:
+        """The floating joint's q[0:7], v[0:6] from odometry or the momentum estimate; False
+        (zero effort sent once) when no fresh base state exists."""
+        if self.estimator is not None:
+            self.estimator.update(q, v, (stamp_ns or self.get_clock().now().nanoseconds) * 1e-9)
+            self._publish_base_estimate(q, v, stamp_ns)
+            return True
+        topic = self.params["base_odometry_topic"]
+        if self.base_odometry is None:
+            self._refuse("base_missing", f"no base odometry on {topic} yet")
+            return False
+        q_base, v_base, odom_stamp, _ = self.base_odometry
+        age = (self.get_clock().now().nanoseconds - odom_stamp) * 1e-9
+        if age > self.params["state_timeout"]:
+            self._refuse("base_stale", f"stale base odometry on {topic} ({age:.3f} s old > "
+                         f"state_timeout {self.params['state_timeout']} s)")
+            return False
+        q[:7], v[:6] = q_base, v_base
+        return True
+
+    def _publish_base_estimate(self, q: np.ndarray, v: np.ndarray, stamp_ns: int) -> None:
+        """The momentum estimate as nav_msgs/Odometry on ~/base_estimate (same convention as
+        the odometry input: pose in the start frame, twist in the base's own axes)."""
+        msg = Odometry()
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(
+            stamp_ns or self.get_clock().now().nanoseconds, 1_000_000_000)
+        msg.child_frame_id = self.base_model.body_names[0]
+        pose, twist = msg.pose.pose, msg.twist.twist
+        pose.position.x, pose.position.y, pose.position.z = map(float, q[:3])
+        o = pose.orientation
+        o.x, o.y, o.z, o.w = map(float, q[3:7])
+        twist.linear.x, twist.linear.y, twist.linear.z = map(float, v[:3])
+        twist.angular.x, twist.angular.y, twist.angular.z = map(float, v[3:6])
+        self.base_estimate_pub.publish(msg)
 
     def _on_wrench(self, msg: WrenchStamped) -> None:
         f, m = msg.wrench.force, msg.wrench.torque
@@ -250,7 +367,7 @@ class HybridDynamicsController(Node):
         for k, (which, color) in enumerate((("belted", (0.9, 0.2, 0.2)),
                                             ("ellipsoid", (0.2, 0.4, 0.9)))):
             mk = Marker(type=Marker.TRIANGLE_LIST, action=Marker.ADD, id=k, ns=which)
-            mk.header.frame_id = self.plan.model.root_link
+            mk.header.frame_id = self._world_frame() or self.plan.model.root_link
             mk.header.stamp = self.get_clock().now().to_msg()
             mk.pose.position.x, mk.pose.position.y, mk.pose.position.z = map(
                 float, out.task_point)
@@ -325,6 +442,8 @@ class HybridDynamicsController(Node):
                              f"{timeout} s)")
                 return None
             self._last_stamp_ns = stamp
+        if self.floating and not self._fill_base(q, v, stamp):
+            return None
         return q, v
 
     def _on_joint_states(self, msg: JointState) -> None:
@@ -356,6 +475,8 @@ class HybridDynamicsController(Node):
             self._saturated_names = plan.mapper.saturated_joints()
         self._status = out.status
         self.command_pub.publish(Float64MultiArray(data=command.tolist()))
+        if self.trajectory_action is not None:
+            self.trajectory_action.after_cycle(q, v, command)
         if publish_jacobians:
             self.passive_acc_pub.publish(matrix_message(
                 out.qdd_passive.reshape(-1, 1), plan.passive_label, "cols:qdd"))
@@ -409,6 +530,7 @@ class HybridDynamicsController(Node):
             "missing_joints": ",".join(self._missing),
             "law_status": self._status,
             "command_publishers": str(self._command_publishers),
+            "base_state": self.base_state or "fixed",
         }
         values.update({k: str(v) for k, v in self.stats.items()})
         status.values = [KeyValue(key=k, value=v) for k, v in values.items()]

@@ -5,10 +5,13 @@ to each **active** joint (passive joints feel only their own damping, dry fricti
 from the URDF), applies the effort commands of ``command_topic`` (std_msgs/Float64MultiArray in
 ``command_joints`` order, held between commands, clamped to the effort limits, non-finite
 values ignored) and publishes ``/joint_states`` (stamped with this node's clock) and ``/clock``
-(simulated time) every ``publish_every`` physics steps. With ``hold_until_first_command``
-the robot stays still (brakes on) until a controller sends its first command. Paced to
-``real_time_factor`` × wall time (0: as fast as possible). MuJoCo is a simulation dependency:
-the controller never imports it.
+(simulated time) every ``publish_every`` physics steps. A floating-base robot (a floating joint
+in the URDF, or ``floating_base``) gets a MuJoCo free joint and its base state is published as
+nav_msgs/Odometry on ``base_odometry_topic`` (pose of the floating joint's child link in
+``odom_frame``, twist in the child frame); ``gravity`` is the world's (zero for orbit).
+With ``hold_until_first_command`` the robot stays still (brakes on) until a controller sends
+its first command. Paced to ``real_time_factor`` × wall time (0: as fast as possible).
+MuJoCo is a simulation dependency: the controller never imports it.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ from pathlib import Path
 
 import numpy as np
 from geometry_msgs.msg import WrenchStamped
+from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from ..model import FLOATING, RobotModel
+from ..floating_base import floating_root
+from ..model import RobotModel
 from ..parameters import ParameterError, ParameterSpec, per_joint, table
 from .common import run_node
 from .parameters import NodeParameters
@@ -43,14 +48,21 @@ def _dynamics_only(urdf: str) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
+def _joint_dofs(model: RobotModel) -> tuple[list[str], np.ndarray]:
+    """The 1-DOF joints (those /joint_states carries) and their DOF indices."""
+    k1 = [k for k in range(model.nb) if model.nv_joint[k] == 1]
+    return [model.joint_names[k] for k in k1], np.array([model.v_start[k] for k in k1], int)
+
+
 def initial_configuration(value: list[float], model: RobotModel) -> np.ndarray:
-    """One value per joint, within the URDF limits; one value for all joints is clipped into
-    each joint's limits (so the default 0 suits any arm)."""
-    q = per_joint("initial_positions", value, model.joint_names)
-    lower, upper = model.position_lower, model.position_upper
+    """One value per 1-DOF joint, within the URDF limits; one value for all joints is clipped
+    into each joint's limits (so the default 0 suits any arm)."""
+    names, dofs = _joint_dofs(model)
+    q = per_joint("initial_positions", value, names)
+    lower, upper = model.position_lower[dofs], model.position_upper[dofs]
     if len(value) == 1:
         return np.clip(q, lower, upper)
-    for name, x, lo, hi in zip(model.joint_names, q, lower, upper):
+    for name, x, lo, hi in zip(names, q, lower, upper):
         if not lo - 1e-9 <= x <= hi + 1e-9:
             raise ValueError(f"{name} = {x:g} is outside its URDF limits [{lo:g}, {hi:g}]")
     return q
@@ -59,6 +71,11 @@ def initial_configuration(value: list[float], model: RobotModel) -> np.ndarray:
 def _check_initial_positions(value: list[float], model: RobotModel | None) -> None:
     if model is not None:
         initial_configuration(value, model)
+
+
+def _check_initial_velocities(value: list[float], model: RobotModel | None) -> None:
+    if model is not None:
+        per_joint("initial_velocities", value, _joint_dofs(model)[0])
 
 
 def _check_box(value: list[float], model: RobotModel | None) -> None:
@@ -72,8 +89,8 @@ def _check_link(value: str, model: RobotModel | None) -> None:
 
 
 PARAMETERS = table(
-    *robot_parameters(chain=False, passive_description="joints without motor (added to those "
-                      "<ros2_control> leaves without a command interface)"),
+    *robot_parameters(chain=False, floating=True, passive_description="joints without motor "
+                      "(added to those <ros2_control> leaves without a command interface)"),
     ParameterSpec("command_joints", [""], "joint order of the effort commands (empty: the "
                   "active joints)", read_only=True,
                   validator=check_joint_names("command_joints")),
@@ -103,6 +120,13 @@ PARAMETERS = table(
     ParameterSpec("initial_positions", [0.0], "start configuration per joint (model order), "
                   "within the URDF limits; one value: all joints, clipped into their limits",
                   unit="rad|m", read_only=True, validator=_check_initial_positions),
+    ParameterSpec("initial_velocities", [0.0], "start velocity per joint (model order); one "
+                  "value: all joints", unit="rad/s|m/s", read_only=True,
+                  validator=_check_initial_velocities),
+    ParameterSpec("base_odometry_topic", "/odom", "floating base: nav_msgs/Odometry of the "
+                  "floating joint's child link", read_only=True),
+    ParameterSpec("odom_frame", "world", "floating base: frame_id of the odometry (the fixed "
+                  "world frame)", read_only=True),
 )
 
 
@@ -113,10 +137,12 @@ class MujocoSim(Node):
 
         self.mj = mujoco
         self.params = NodeParameters(self, PARAMETERS)
-        base = load_robot(self.params.declare(["robot_description", "urdf_path"]))
-        if any(base.hinge_type[k] == FLOATING for k in range(base.nb)):
-            raise ParameterError("mujoco_sim simulates fixed-base robots (floating joints are "
-                                 "not in /joint_states)")
+        base = load_robot(self.params.declare(["robot_description", "urdf_path",
+                                               "floating_base", "gravity"]))
+        try:
+            self.floating = floating_root(base) is not None
+        except ValueError as exc:
+            raise ParameterError(f"parameter robot_description/urdf_path: {exc}") from None
         p = self.params.declare(context=base)
         self.command_topic = p["command_topic"]
         self.timestep = p["timestep"]
@@ -125,12 +151,16 @@ class MujocoSim(Node):
         self.hold_until_first_command = p["hold_until_first_command"]
         self.command_timeout = p["command_timeout"]
         model = with_passive(base, p["passive_joints"])
-        self.joint_names = list(model.joint_names)
+        self.joint_names, _ = _joint_dofs(model)
         self.command_joints = p["command_joints"] or list(model.active_joints)
         text = p["robot_description"] or Path(p["urdf_path"]).read_text(encoding="utf-8-sig")
 
         spec = mujoco.MjSpec.from_string(_dynamics_only(text))
         spec.option.timestep = self.timestep
+        spec.option.gravity = p["gravity"]
+        self.base_link = model.body_names[0] if self.floating else ""
+        if p["floating_base"]:  # the URDF's root link floats: a free joint as the model's
+            spec.body(model.root_link).add_freejoint().name = model.joint_names[0]
         spec.option.integrator = {
             "euler": mujoco.mjtIntegrator.mjINT_EULER, "rk4": mujoco.mjtIntegrator.mjINT_RK4,
             "implicit": mujoco.mjtIntegrator.mjINT_IMPLICIT,
@@ -153,6 +183,13 @@ class MujocoSim(Node):
         self.vadr = np.array([self.m.jnt_dofadr[self.m.joint(n).id] for n in self.joint_names])
         self.ctrl_index = {n: self.m.actuator(f"motor_{n}").id for n in self.actuated}
         self.d.qpos[self.qadr] = initial_configuration(p["initial_positions"], model)
+        self.d.qvel[self.vadr] = per_joint("initial_velocities", p["initial_velocities"],
+                                           self.joint_names)
+        if self.floating:
+            free = self.m.joint(model.joint_names[0])
+            self.base_qadr, self.base_vadr = int(free.qposadr[0]), int(free.dofadr[0])
+            self.odom_pub = self.create_publisher(Odometry, p["base_odometry_topic"], 10)
+            self.odom_frame = p["odom_frame"]
         mujoco.mj_forward(self.m, self.d)
         self._slot = [self.ctrl_index.get(n, -1) for n in self.command_joints]
 
@@ -166,9 +203,11 @@ class MujocoSim(Node):
         self.commands_received = 0
         self.last_command = time.monotonic()
         self.braked = self.hold_until_first_command
+        base_text = (f"floating base '{self.base_link}' (odometry on "
+                     f"{p['base_odometry_topic']})" if self.floating else "fixed base")
         self.get_logger().info(f"simulating '{model.name}' in MuJoCo at {1 / self.timestep:.0f} "
-                               f"Hz: motors on {self.actuated}, passive "
-                               f"{list(model.passive_joints)}")
+                               f"Hz, {base_text}, gravity {list(p['gravity'])} m/s^2: motors "
+                               f"on {self.actuated}, passive {list(model.passive_joints)}")
 
     def _on_command(self, msg: Float64MultiArray) -> None:
         data = np.asarray(msg.data, dtype=float)
@@ -228,6 +267,8 @@ class MujocoSim(Node):
         msg.velocity = self.d.qvel[self.vadr].tolist()
         msg.effort = self.d.qfrc_actuator[self.vadr].tolist()
         self.state_pub.publish(msg)
+        if self.floating:
+            self.publish_odometry(msg.header.stamp)
         clock = Clock()
         sec = int(self.d.time)
         clock.clock.sec, clock.clock.nanosec = sec, int((self.d.time - sec) * 1e9)
@@ -238,6 +279,36 @@ class MujocoSim(Node):
             f = wrench.wrench.force
             f.x, f.y, f.z = map(float, self.contact_force())
             self.wrench_pub.publish(wrench)
+
+    def publish_odometry(self, stamp) -> None:
+        """The free joint's state as nav_msgs/Odometry: MuJoCo's qpos is position and
+        quaternion w, x, y, z in the world; its qvel is the linear velocity in world axes and
+        the angular velocity in body axes — the twist goes out in body (child) axes."""
+        qpos = self.d.qpos[self.base_qadr:self.base_qadr + 7]
+        qvel = self.d.qvel[self.base_vadr:self.base_vadr + 6]
+        R = np.empty(9)
+        self.mj.mju_quat2Mat(R, qpos[3:7])
+        linear = R.reshape(3, 3).T @ qvel[:3]
+        odom = Odometry()
+        odom.header.stamp, odom.header.frame_id = stamp, self.odom_frame
+        odom.child_frame_id = self.base_link
+        pose, twist = odom.pose.pose, odom.twist.twist
+        pose.position.x, pose.position.y, pose.position.z = map(float, qpos[:3])
+        o = pose.orientation
+        o.w, o.x, o.y, o.z = map(float, qpos[3:7])
+        twist.linear.x, twist.linear.y, twist.linear.z = map(float, linear)
+        twist.angular.x, twist.angular.y, twist.angular.z = map(float, qvel[3:6])
+        self.odom_pub.publish(odom)
+
+    def momentum(self) -> np.ndarray:
+        """Total momentum [linear (N·s); angular about the world origin (N·m·s)] of the robot,
+        from MuJoCo's own subtree quantities (an independent check of conservation)."""
+        self.mj.mj_subtreeVel(self.m, self.d)
+        root = 1  # the first body under the world: the whole robot
+        mass = self.m.body_subtreemass[root]
+        com = self.d.subtree_com[root]
+        linear = mass * self.d.subtree_linvel[root]
+        return np.concatenate([linear, self.d.subtree_angmom[root] + np.cross(com, linear)])
 
     def _check_command_watchdog(self) -> None:
         """Zero effort and brakes on when the controller has gone quiet (wall time)."""

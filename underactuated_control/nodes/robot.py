@@ -28,12 +28,19 @@ def check_joint_names(name: str):
     return check
 
 
-def robot_parameters(*, chain: bool = True, passive_tunable: bool = False,
+def _check_gravity(value: list[float], model: RobotModel | None) -> None:
+    if len(value) != 3:
+        raise ValueError(f"give 3 numbers gx, gy, gz, got {len(value)}")
+
+
+def robot_parameters(*, chain: bool = True, floating: bool = False,
+                     passive_tunable: bool = False,
                      passive_description: str = "joints without actuator, added to those the "
                      "URDF <ros2_control> tag leaves without a command interface"
                      ) -> list[ParameterSpec]:
-    """``robot_description``, ``urdf_path``, (``root_link``, ``tip_link`` with ``chain``) and
-    ``passive_joints`` (tunable at run time with ``passive_tunable``)."""
+    """``robot_description``, ``urdf_path``, (``root_link``, ``tip_link`` with ``chain``),
+    (``floating_base``, ``gravity`` with ``floating``) and ``passive_joints`` (tunable at run
+    time with ``passive_tunable``)."""
     specs = [
         ParameterSpec("robot_description", "", "URDF XML of the robot (or use urdf_path)",
                       read_only=True),
@@ -46,6 +53,15 @@ def robot_parameters(*, chain: bool = True, passive_tunable: bool = False,
                           "root)", read_only=True),
             ParameterSpec("tip_link", "", "tip of the controlled chain (empty: the whole "
                           "tree)", read_only=True),
+        ]
+    if floating:
+        specs += [
+            ParameterSpec("floating_base", False, "add a passive free joint 'root_joint' between "
+                          "the world and the URDF's root link (a free-flying base; a URDF may "
+                          "also declare its own floating joint)", read_only=True),
+            ParameterSpec("gravity", [0.0, 0.0, -9.81], "gravity in the world (root) frame; "
+                          "[0, 0, 0] for a robot in orbit", unit="m/s^2", read_only=True,
+                          validator=_check_gravity),
         ]
     specs.append(ParameterSpec("passive_joints", [""], passive_description,
                                read_only=not passive_tunable,
@@ -71,8 +87,10 @@ def load_robot(values: Mapping[str, Any]) -> RobotModel:
     else:
         raise ParameterError("set parameter robot_description (URDF XML) or urdf_path")
     root, tip = values.get("root_link") or None, values.get("tip_link") or None
+    gravity = values.get("gravity", (0.0, 0.0, -9.81))
     try:
-        return RobotModel.from_urdf(text, root_link=root, tip_link=tip)
+        return RobotModel.from_urdf(text, root_link=root, tip_link=tip, gravity=gravity,
+                                    floating_base=bool(values.get("floating_base", False)))
     except ValueError as exc:
         raise ParameterError(f"parameter {source}: {exc}") from None
 
