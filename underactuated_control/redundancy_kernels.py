@@ -41,7 +41,7 @@ from .spatial import FAST
 __all__ = ["ARM_ANGLE", "ELBOW", "COLLISION", "JOINT_LIMITS", "LOCKING", "OPTIMAL",
            "MANIPULABILITY", "GRAVITY", "LINK_ORIENTATION", "HEADER", "FLOAT_HEADER",
            "StepViews", "step_views", "step_buffer_size", "configuration_step", "NOTES",
-           "WEIGHT_CAP", "jacobi_svd"]
+           "WEIGHT_CAP", "jacobi_svd", "PIVOT_TOLERANCE"]
 
 # function kinds of the program
 ARM_ANGLE, ELBOW, COLLISION, JOINT_LIMITS, LOCKING, OPTIMAL = 1, 2, 3, 4, 5, 6
@@ -57,60 +57,74 @@ NOTES = ("", "shoulder and wrist coincide",
          "the shoulder-wrist line is parallel to the reference direction",
          "the elbow is on the shoulder-wrist line (stretched arm)", "degenerate")
 OK, NONFINITE_Q, NONFINITE_STEP = 0, 1, 2
+# Cholesky of (JᵀWJ + W_v) is accepted when its smallest pivot is above this fraction of
+# sqrt(max diagonal), i.e. cond(√W J) below ~1e5. A rank-deficient matrix (7-DOF hand only,
+# W_v = 0) gives pivots of roundoff size, seen up to 3.5e-7: accepting those (the old bound was
+# 1e-7) added an arbitrary null-space motion (1e-3 rad for a 1e-4 m step, against KDL).
+PIVOT_TOLERANCE = 1e-5
 
 
 class StepViews(NamedTuple):
+    # the report (one copy per step): dq, q_next, hand, per-function outputs, W, value
+    dq: np.ndarray  # (nv,)
+    q_next: np.ndarray  # (nv,)
+    hand: np.ndarray  # (14,): p (3), R (9), |dp|, |dθ|
+    outputs: np.ndarray  # (nf, 3): first row, row count, note code (as floats)
+    W: np.ndarray  # (max_rows,)
+    value: np.ndarray  # (max_rows,) current φ per row
+    # the rest
     E_world: np.ndarray  # (nb, 3, 3)
     p_world: np.ndarray  # (nb, 3)
     J_e: np.ndarray  # (6, nv) hand Jacobian at q
     Jt: np.ndarray  # (3, 6, nv) point Jacobians
     rows: np.ndarray  # (max_rows, nv) the augmented Jacobian J = [J_e; J_c]
     dX: np.ndarray  # noqa: N815  (max_rows,)
-    W: np.ndarray  # (max_rows,)
-    value: np.ndarray  # (max_rows,) current φ per row
     H: np.ndarray  # (na, na)
     L: np.ndarray  # (na, na)
     rhs: np.ndarray  # (na,)
     y: np.ndarray  # (na,)
-    dq: np.ndarray  # (nv,)
-    q_next: np.ndarray  # (nv,)
-    hand: np.ndarray  # (14,): p (3), R (9), |dp|, |dθ|
     qp: np.ndarray  # (nv,) perturbed q
     tau: np.ndarray  # (nv,)
     grad: np.ndarray  # (2, nv) gradients of manipulability, gravity torque
     N: np.ndarray  # (nv, nv) hand null-space basis (columns), first n_null used
     spheres: np.ndarray  # (n_spheres, 5): d, X_c (3), body
+    point: np.ndarray  # (3,) scratch
 
 
 @njit(cache=True, inline="always")
-def step_views(rwork, nb, nv, na, max_rows, n_spheres):
-    E_world, o = take(rwork, 0, (nb, 3, 3))
+def step_views(rwork, nb, nv, na, nf, max_rows, n_spheres):
+    dq, o = take(rwork, 0, (nv,))
+    q_next, o = take(rwork, o, (nv,))
+    hand, o = take(rwork, o, (14,))
+    outputs, o = take(rwork, o, (nf, 3))
+    W, o = take(rwork, o, (max_rows,))
+    value, o = take(rwork, o, (max_rows,))
+    report = o
+    E_world, o = take(rwork, o, (nb, 3, 3))
     p_world, o = take(rwork, o, (nb, 3))
     J_e, o = take(rwork, o, (6, nv))
     Jt, o = take(rwork, o, (3, 6, nv))
     rows, o = take(rwork, o, (max_rows, nv))
     dX, o = take(rwork, o, (max_rows,))
-    W, o = take(rwork, o, (max_rows,))
-    value, o = take(rwork, o, (max_rows,))
     H, o = take(rwork, o, (na, na))
     L, o = take(rwork, o, (na, na))
     rhs, o = take(rwork, o, (na,))
     y, o = take(rwork, o, (na,))
-    dq, o = take(rwork, o, (nv,))
-    q_next, o = take(rwork, o, (nv,))
-    hand, o = take(rwork, o, (14,))
     qp, o = take(rwork, o, (nv,))
     tau, o = take(rwork, o, (nv,))
     grad, o = take(rwork, o, (2, nv))
     N, o = take(rwork, o, (nv, nv))
     spheres, o = take(rwork, o, (max(n_spheres, 1), 5))
-    return StepViews(E_world, p_world, J_e, Jt, rows, dX, W, value, H, L, rhs, y, dq, q_next,
-                     hand, qp, tau, grad, N, spheres), o
+    point, o = take(rwork, o, (3,))
+    return StepViews(dq, q_next, hand, outputs, W, value, E_world, p_world, J_e, Jt, rows, dX,
+                     H, L, rhs, y, qp, tau, grad, N, spheres, point), report, o
 
 
 @njit(cache=True)
-def step_buffer_size(nb, nv, na, max_rows, n_spheres):
-    return step_views(np.empty(0), nb, nv, na, max_rows, n_spheres)[1]
+def step_buffer_size(nb, nv, na, nf, max_rows, n_spheres):
+    """(length of the report at the start of rwork, length of rwork)."""
+    _, report, end = step_views(np.empty(0), nb, nv, na, nf, max_rows, n_spheres)
+    return report, end
 
 
 # ------------------------------------------------------------------ small helpers
@@ -177,6 +191,11 @@ def jacobi_svd(B, V):
     V[:] = 0.0
     for i in range(n):
         V[i, i] = 1.0
+    frob = 0.0
+    for i in range(m):
+        for j in range(n):
+            frob += B[i, j] * B[i, j]
+    tiny = 1e-30 * frob  # a column this small is zero to working precision: not rotated
     for _ in range(60):
         off = 0.0
         for p in range(n - 1):
@@ -186,7 +205,7 @@ def jacobi_svd(B, V):
                     alpha += B[i, p] * B[i, p]
                     beta += B[i, r] * B[i, r]
                     gamma += B[i, p] * B[i, r]
-                if gamma == 0.0 or alpha == 0.0 or beta == 0.0:
+                if gamma == 0.0 or alpha <= tiny or beta <= tiny:
                     continue
                 rel = abs(gamma) / math.sqrt(alpha * beta)
                 if rel <= 1e-15:
@@ -271,7 +290,7 @@ def configuration_step(ints, consts, work, rint, rflt, rwork, q, tgt):
     nb, nv = m.nb, m.nv
     na, nf, max_rows, tip = rint[1], rint[2], rint[3], rint[4]
     n_spheres = rint[9]
-    v, _ = step_views(rwork, nb, nv, na, max_rows, n_spheres)
+    v, _, _ = step_views(rwork, nb, nv, na, nf, max_rows, n_spheres)
     cols, o = take(rint, HEADER, (na,))
     prog, o = take(rint, o, (nf, PROGRAM_STRIDE))
     out, o = take(rint, o, (nf, OUTPUT_STRIDE))
@@ -292,7 +311,7 @@ def configuration_step(ints, consts, work, rint, rflt, rwork, q, tgt):
     if not all_finite(q):
         rint[5] = NONFINITE_Q
         return NONFINITE_Q
-    point = v.hand[:3].copy()  # scratch 3-vector
+    point = v.point
     J = v.Jt[0]
 
     # -- gradients by central differences first (they move the placements), h = 1e-6
@@ -600,6 +619,8 @@ def configuration_step(ints, consts, work, rint, rflt, rwork, q, tgt):
                     v.dX[n], v.W[n], v.value[n] = st, wgt, st
                     n += 1
         out[f, 1] = n - start
+        for a in range(OUTPUT_STRIDE):
+            v.outputs[f, a] = out[f, a]
     rint[6] = n
 
     # -- normal equations (eq. 10-11): (Jᵀ W J + W_v) dθ = Jᵀ W dX + W_v dθ_d
@@ -636,7 +657,7 @@ def configuration_step(ints, consts, work, rint, rflt, rwork, q, tgt):
             for k in range(j):
                 si -= L[i, k] * L[j, k]
             L[i, j] = si / L[j, j]
-    if ok and dmin < 1e-7 * math.sqrt(hmax):
+    if ok and dmin < PIVOT_TOLERANCE * math.sqrt(hmax):
         ok = False
     v.dq[:] = 0.0
     if ok:

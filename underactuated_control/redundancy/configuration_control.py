@@ -30,6 +30,7 @@ from ..jacobians import JacobianWorkspace
 from ..model import FLOATING, RobotModel
 from ..so3 import rotation_error
 from .functions import (
+    STAMP,
     ArmAngleFunction,
     CollisionAvoidance,
     Context,
@@ -64,12 +65,14 @@ class StepResult:
         self._report = report
 
     def _unpack(self) -> None:
-        names, out, wv, max_rows = self._report
+        names, rep, nv, nf, max_rows = self._report
         self._values, self._weights, self._notes = {}, {}, {}
+        o = 2 * nv + 14
+        w0 = o + 3 * nf
         for k, name in enumerate(names):
-            a, n, note = out[k]
-            self._weights[name] = wv[a:a + n]
-            self._values[name] = wv[max_rows + a:max_rows + a + n]
+            a, n, note = (int(x) for x in rep[o + 3 * k:o + 3 * k + 3])
+            self._weights[name] = rep[w0 + a:w0 + a + n]
+            self._values[name] = rep[w0 + max_rows + a:w0 + max_rows + a + n]
             if note:
                 self._notes[name] = K.NOTES[note]
 
@@ -194,20 +197,15 @@ class _Program:
                                     np.zeros(nf * K.OUTPUT_STRIDE, np.int64),
                                     np.asarray(ints, np.int64)])
         self.rflt = np.concatenate([fhead, np.asarray(floats, float)])
-        self.rwork = np.zeros(K.step_buffer_size(nb, nv, na, max_rows, n_spheres))
+        self.report, size = K.step_buffer_size(nb, nv, na, nf, max_rows, n_spheres)
+        self.rwork = np.zeros(size)
         self.tgt = np.full(slot, np.nan)
         self.tgt[12:12 + nv] = 0.0
-        self.views = K.step_views(self.rwork, nb, nv, na, max_rows, n_spheres)[0]
-        o = K.HEADER + na + nf * K.PROGRAM_STRIDE
-        self.out = self.rint[o:o + nf * K.OUTPUT_STRIDE].reshape(nf, K.OUTPUT_STRIDE)
+        self.views = K.step_views(self.rwork, nb, nv, na, nf, max_rows, n_spheres)[0]
         self.p_d, self.R_d = self.tgt[:3], self.tgt[3:12].reshape(3, 3)
         self.dq_d = self.tgt[12:12 + nv]
         self.dq_set = False
-        # the dq, q_next blocks are adjacent, and the W, value blocks: one copy each
-        v = self.views
-        self.dq_start = (v.dq.ctypes.data - self.rwork.ctypes.data) // 8
-        self.wv_start = (v.W.ctypes.data - self.rwork.ctypes.data) // 8
-        self.max_rows = max_rows
+        self.max_rows, self.nf = max_rows, nf
         self.names = tuple(names)
         self.nv = nv
 
@@ -239,6 +237,7 @@ class ConfigurationControl:
         self._kinematics = HybridDynamics(model) if self.compiled else None
         self._program: _Program | None = None
         self._key: tuple = ()
+        self._seen = -1
 
     def __setattr__(self, name: str, value) -> None:
         object.__setattr__(self, name, value)
@@ -267,9 +266,10 @@ class ConfigurationControl:
             q = np.ascontiguousarray(q, dtype=float)
             m.check_state(q=q)
         pr = self._program
-        fs = self.functions
-        if pr is None or self._key != tuple(f._stamp for f in fs):
+        if pr is None or (STAMP[0] != self._seen
+                          and self._key != tuple(f._stamp for f in self.functions)):
             pr = self._pack(q)
+        self._seen = STAMP[0]
         pr.p_d[:] = target_pose[0]
         pr.R_d[:] = target_pose[1]
         if desired_dq is not None:
@@ -290,13 +290,10 @@ class ConfigurationControl:
                                       q, tgt)
         if status == K.NONFINITE_Q:
             m.check_state(q=q)
-        a = pr.dq_start
-        both = pr.rwork[a:a + 2 * pr.nv].copy()
-        hand = pr.views.hand
-        report = (pr.names, pr.out.tolist(),
-                  pr.rwork[pr.wv_start:pr.wv_start + 2 * pr.max_rows].copy(), pr.max_rows)
-        return StepResult(both[pr.nv:], both[:pr.nv], float(hand[12]), float(hand[13]),
-                          report=report)
+        rep = pr.rwork[:pr.report].copy()  # dq, q_next, hand, outputs, W, value
+        nv = pr.nv
+        return StepResult(rep[nv:2 * nv], rep[:nv], rep[2 * nv + 12], rep[2 * nv + 13],
+                          report=(pr.names, rep, nv, pr.nf, pr.max_rows))
 
     def _held(self, name: str) -> np.ndarray:
         f = next(f for f in self.functions if f.name == name)
@@ -361,7 +358,7 @@ class ConfigurationControl:
         rhs = JtW @ dX + Wv[c] * dq_d[c]
         try:
             L = np.linalg.cholesky(H)
-            if np.diag(L).min() < 1e-7 * np.sqrt(max(np.diag(H).max(), 1e-300)):
+            if np.diag(L).min() < K.PIVOT_TOLERANCE * np.sqrt(max(np.diag(H).max(), 1e-300)):
                 raise np.linalg.LinAlgError("ill-conditioned")
             dq_active = np.linalg.solve(L.T, np.linalg.solve(L, rhs))
         except np.linalg.LinAlgError:  # rank-deficient with W_v = 0: least squares

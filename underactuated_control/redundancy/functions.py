@@ -24,6 +24,7 @@ __all__ = ["Rows", "Context", "ArmAngleFunction", "ElbowCoordinate", "CollisionA
 
 WEIGHT_CAP = 1e8  # a weight that has gone "to infinity" (inside an inner sphere)
 _stamps = itertools.count(1)
+STAMP = [0]  # the latest stamp of any Tracked object: one compare when nothing changed
 
 
 class Tracked:
@@ -37,7 +38,8 @@ class Tracked:
     def __setattr__(self, name: str, value) -> None:
         object.__setattr__(self, name, value)
         if not name.startswith("last_"):
-            object.__setattr__(self, "_stamp", next(_stamps))
+            STAMP[0] = next(_stamps)
+            object.__setattr__(self, "_stamp", STAMP[0])
 
 
 @dataclass
