@@ -104,6 +104,13 @@ PARAMETERS = table(
                   read_only=True),
     ParameterSpec("real_time_factor", 1.0, "simulated / wall time (0: as fast as possible)",
                   low=0.0, high=100.0, read_only=True),
+    ParameterSpec("lockstep", False, "after each published state, wait (up to "
+                  "lockstep_timeout of wall time) for one effort command before stepping on: "
+                  "the simulation then follows an event-driven controller exactly, however "
+                  "loaded the machine (simulated time may fall behind wall time)",
+                  read_only=True),
+    ParameterSpec("lockstep_timeout", 0.05, "lockstep: longest wait for a command, then the "
+                  "held command acts", unit="s", low=1e-3, high=10.0, read_only=True),
     ParameterSpec("hold_until_first_command", True, "keep the robot still (brakes on) until "
                   "the first non-zero effort command arrives", read_only=True),
     ParameterSpec("command_timeout", 0.5, "no effort command for this long: zero effort and "
@@ -150,6 +157,7 @@ class MujocoSim(Node):
         self.real_time_factor = p["real_time_factor"]
         self.hold_until_first_command = p["hold_until_first_command"]
         self.command_timeout = p["command_timeout"]
+        self.lockstep, self.lockstep_timeout = p["lockstep"], p["lockstep_timeout"]
         model = with_passive(base, p["passive_joints"])
         self.joint_names, _ = _joint_dofs(model)
         self.command_joints = p["command_joints"] or list(model.active_joints)
@@ -266,9 +274,9 @@ class MujocoSim(Node):
         msg.position = self.d.qpos[self.qadr].tolist()
         msg.velocity = self.d.qvel[self.vadr].tolist()
         msg.effort = self.d.qfrc_actuator[self.vadr].tolist()
-        self.state_pub.publish(msg)
-        if self.floating:
+        if self.floating:  # first: a controller answering the state has the base's too
             self.publish_odometry(msg.header.stamp)
+        self.state_pub.publish(msg)
         clock = Clock()
         sec = int(self.d.time)
         clock.clock.sec, clock.clock.nanosec = sec, int((self.d.time - sec) * 1e9)
@@ -342,6 +350,7 @@ def spin_simulation(node: MujocoSim, should_stop: Callable[[], bool] = lambda: F
     period = node.timestep * node.publish_every
     rtf = node.real_time_factor
     next_wall = time.perf_counter()
+    answered = 0
     try:
         node.publish_state()
         while rclpy.ok(context=node.context) and not should_stop():
@@ -356,6 +365,13 @@ def spin_simulation(node: MujocoSim, should_stop: Callable[[], bool] = lambda: F
                     next_wall = time.perf_counter()
             else:
                 executor.spin_once(timeout_sec=0.0)
+            if node.lockstep and node.commands_received:  # the answer to the last state
+                deadline = time.perf_counter() + node.lockstep_timeout
+                while node.commands_received == answered and time.perf_counter() < deadline:
+                    executor.spin_once(timeout_sec=0.002)
+                if rtf > 0 and time.perf_counter() > next_wall:
+                    next_wall = time.perf_counter()  # waited for the controller: no catch-up
+            answered = node.commands_received
             for _ in range(node.publish_every):
                 node.step()
             node.publish_state()
