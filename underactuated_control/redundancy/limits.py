@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..control.trajectories import cycloidal
 from ..kinematics import reach  # re-exported: redundancy.limits.reach
 from ..model import FLOATING, RobotModel
 from ..so3 import rotation_error
@@ -164,14 +165,18 @@ class MotionPlan:
 def plan_motion(control: ConfigurationControl, limiter: SetpointLimiter, q0: np.ndarray,
                 start: tuple, goal: tuple, duration: float, samples: int = 100,
                 settle: int = 30, position_tolerance: float = 1e-3,
-                orientation_tolerance: float = 1e-2, margin: float = 1.1) -> MotionPlan:
+                orientation_tolerance: float = 1e-2, margin: float = 1.1,
+                extra: dict | None = None) -> MotionPlan:
     """Dry run of the motion from ``start`` = (p0, R0, ψ0) to ``goal`` = (p1, R1, ψ1): the
     configuration-control step at ``samples`` points of the cycloidal path, then ``settle``
     steps at the goal, the joints clamped to their limits (passive ones stay put).
 
     The duration: a cycloidal motion over T moves the joints along the sampled path q_k; a
     slower one (T f) divides their velocities by f and accelerations by f². f is the largest
-    of 1, max |Δq|/(Δt v_max) and sqrt(max |Δ²q|/(Δt² a_max)), times ``margin`` when > 1."""
+    of 1, max |Δq|/(Δt v_max) and sqrt(max |Δ²q|/(Δt² a_max)), times ``margin`` when > 1.
+
+    ``extra``: other functions' targets, name -> (start, goal), moved on the same cycloidal
+    profile (e.g. ``{"elbow_z": (0.4, 0.5)}``)."""
     m = control.model
     ws = control.workspace
     p1, R1, psi1 = goal
@@ -181,8 +186,13 @@ def plan_motion(control: ConfigurationControl, limiter: SetpointLimiter, q0: np.
     failure = ""
     pushed: set[str] = set()
     for k in range(1, samples + settle + 1):
-        p_d, R_d, psi_d = traj(duration * min(k, samples) / samples)
-        res = control.step(q, (p_d, R_d), {"arm_angle": psi_d})
+        t = duration * min(k, samples) / samples
+        p_d, R_d, psi_d = traj(t)
+        targets = {"arm_angle": psi_d}
+        if extra:
+            s = cycloidal(t, duration)[0]
+            targets.update({name: a + s * (b - a) for name, (a, b) in extra.items()})
+        res = control.step(q, (p_d, R_d), targets)
         if not np.all(np.isfinite(res.q_next)):
             failure = "non-finite configuration-control step"
             break
