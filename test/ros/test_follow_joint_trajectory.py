@@ -1,0 +1,230 @@
+"""~/follow_joint_trajectory and ~/controller_state of hybrid_dynamics_controller over DDS, with
+the arm simulated in MuJoCo (mujoco_sim), each in its own process. Judged on the simulator's
+/joint_states (where the arm really is) and on the action's result codes."""
+
+import numpy as np
+from builtin_interfaces.msg import Duration
+from control_msgs.action import FollowJointTrajectory
+from control_msgs.msg import JointTolerance, JointTrajectoryControllerState
+from helpers import ROOT
+from rclpy.action import ActionClient
+from sensor_msgs.msg import JointState
+from trajectory_msgs.msg import JointTrajectoryPoint
+
+ARM7 = str(ROOT / "urdf/arm7.urdf")
+Q0 = [0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8]
+JOINTS = [f"joint{i}" for i in range(1, 8)]
+NODE = "/hybrid_dynamics_controller"
+Result = FollowJointTrajectory.Result
+SUCCEEDED, CANCELED, ABORTED = 4, 5, 6  # action_msgs/GoalStatus
+
+
+def duration(t):
+    return Duration(sec=int(t), nanosec=int(round((t - int(t)) * 1e9)))
+
+
+def goal(names, points, goal_tol=None, path_tol=None, goal_time=0.0):
+    """points: (time, positions[, velocities[, accelerations]])."""
+    g = FollowJointTrajectory.Goal()
+    g.trajectory.joint_names = list(names)
+    for t, *fields in points:
+        pt = JointTrajectoryPoint(time_from_start=duration(t))
+        for attr, values in zip(("positions", "velocities", "accelerations"), fields):
+            setattr(pt, attr, [float(x) for x in values])
+        g.trajectory.points.append(pt)
+    g.goal_tolerance = [JointTolerance(name=n, position=goal_tol) for n in names] \
+        if goal_tol else []
+    g.path_tolerance = [JointTolerance(name=n, position=path_tol) for n in names] \
+        if path_tol else []
+    g.goal_time_tolerance = duration(goal_time)
+    return g
+
+
+class Client:
+    def __init__(self, ros):
+        self.ros = ros
+        self.action = ActionClient(ros.node, FollowJointTrajectory,
+                                   f"{NODE}/follow_joint_trajectory")
+        self.q = None
+        ros.node.create_subscription(JointState, "/joint_states", self._on_state, 50)
+        assert ros.wait_for(self.action.server_is_ready, 90), "no follow_joint_trajectory server"
+        assert ros.wait_for(lambda: self.q is not None, 30), "no /joint_states"
+
+    def _on_state(self, msg):
+        by_name = dict(zip(msg.name, msg.position))
+        self.q = np.array([by_name[n] for n in JOINTS])
+
+    def send(self, g, feedback=None):
+        """The goal handle (accepted by the server)."""
+        future = self.action.send_goal_async(g, feedback_callback=feedback)
+        assert self.ros.wait_for(future.done, 20), "goal not answered"
+        handle = future.result()
+        assert handle.accepted
+        return handle
+
+    def result(self, handle, timeout=30.0):
+        future = handle.get_result_async()
+        assert self.ros.wait_for(future.done, timeout), "no result"
+        return future.result().status, future.result().result
+
+    def run(self, g, timeout=30.0, feedback=None):
+        return self.result(self.send(g, feedback), timeout)
+
+
+def simulator(launch, **params):
+    """The arm in MuJoCo; both nodes on its /clock (use_sim_time), as with Gazebo: a loaded
+    machine slows the simulation, never the trajectory relative to the simulated arm."""
+    base = {"urdf_path": ARM7, "initial_positions": Q0, "use_sim_time": True}
+    base.update(params)
+    return launch("mujoco_sim", base)
+
+
+def controller(launch, **params):
+    """The joint law with stiffer wrist joints: every simulated joint has 0.1 N·m of dry
+    friction (URDF <dynamics>), which the law does not compensate on active joints, so a joint
+    sticks while kp · M_jj · error < 0.1 N·m; the wrist's small inertia needs a larger kp for a
+    sub-centiradian goal tolerance (ω_n 20, 40, 80 rad/s, critically damped)."""
+    base = {"urdf_path": ARM7, "mode": "joint", "publish_jacobians": False,
+            "state_timeout": 0.5, "use_sim_time": True,
+            "kp": [400.0] * 4 + [1600.0] * 2 + [6400.0], "kd": [40.0] * 4 + [80.0] * 2 + [160.0]}
+    base.update(params)
+    return launch("hybrid_dynamics_controller", base)
+
+
+def test_goal_is_followed_to_success_with_feedback_and_controller_state(ros, launch):
+    simulator(launch)
+    node = controller(launch)
+    states = []
+    ros.node.create_subscription(JointTrajectoryControllerState, f"{NODE}/controller_state",
+                                 states.append, 50)
+    client = Client(ros)
+    q_start = client.q.copy()
+    target = q_start + np.array([0.25, -0.2, 0.3, 0.25, -0.3, 0.2, 0.4])
+    mid = 0.5 * (q_start + target)
+    zero = np.zeros(7)
+    # quintic into a via point with velocity and acceleration, then to rest
+    via_v = 0.5 * (target - q_start) / 1.0
+    feedback = []
+    status, result = client.run(
+        goal(JOINTS, [(1.0, mid, via_v, zero), (2.0, target, zero, zero)], goal_tol=0.01,
+             goal_time=1.0),
+        feedback=lambda m: feedback.append(m.feedback))
+    ros.spin_for(0.2)
+    final = client.q.copy()
+    err = np.abs(final - target)
+    print(f"\n[fjt] result {status} code {result.error_code} '{result.error_string}'; "
+          f"{len(feedback)} feedback messages; final |error| max {err.max():.2e} rad")
+    assert status == SUCCEEDED, (result.error_string, node.log()[-2000:])
+    assert result.error_code == Result.SUCCESSFUL
+    assert err.max() < 0.01  # the goal tolerance, measured on the simulator's joints
+    # feedback while moving (20 Hz over ~2 s), in the controller's joint order, advancing
+    assert len(feedback) >= 10
+    assert list(feedback[0].joint_names) == JOINTS
+    indices = [f.index for f in feedback]
+    assert indices == sorted(indices) and indices[-1] == 2
+    last = feedback[-1]
+    np.testing.assert_allclose(np.subtract(last.desired.positions, last.actual.positions),
+                               last.error.positions, atol=1e-12)
+    # path: the arm passed near the via point (desired vs actual in the feedback)
+    worst = max(np.abs(f.error.positions).max() for f in feedback)
+    print(f"[fjt] largest tracking error in the feedback {worst:.2e} rad")
+    assert worst < 0.05
+    # controller_state: reference, feedback, error = reference - feedback, output = efforts
+    assert states, "no ~/controller_state"
+    s = states[-1]
+    assert list(s.joint_names) == JOINTS
+    np.testing.assert_allclose(s.reference.positions, target, atol=1e-9)  # holds the end
+    np.testing.assert_allclose(np.subtract(s.reference.positions, s.feedback.positions),
+                               s.error.positions, atol=1e-12)
+    assert len(s.output.effort) == 7 and np.all(np.isfinite(s.output.effort))
+    assert np.abs(s.output.effort).max() > 1.0  # holding the arm against gravity
+
+
+def test_a_new_goal_preempts_and_tolerance_violations_abort(ros, launch):
+    simulator(launch)
+    controller(launch, goal_time=0.5)
+    client = Client(ros)
+    q0 = client.q.copy()
+    first = client.send(goal(JOINTS, [(4.0, q0 + 0.3)]))
+    ros.spin_for(0.8)
+    second_target = q0 - 0.1
+    second = client.send(goal(JOINTS, [(1.5, second_target)], goal_tol=0.02))
+    status, result = client.result(first)
+    print(f"\n[fjt] preempted: status {status}, '{result.error_string}'")
+    assert status == ABORTED
+    assert result.error_code == Result.INVALID_GOAL and "preempted" in result.error_string
+    status, result = client.result(second)
+    assert status == SUCCEEDED, result.error_string
+    ros.spin_for(0.2)
+    assert np.abs(client.q - second_target).max() < 0.02  # the second goal, not the first
+
+    # a path tolerance no real arm meets: aborted while moving, PATH_TOLERANCE_VIOLATED
+    q1 = client.q.copy()
+    status, result = client.run(goal(JOINTS, [(2.0, q1 + 0.3)], path_tol=1e-7))
+    print(f"[fjt] path tolerance: '{result.error_string}'")
+    assert status == ABORTED and result.error_code == Result.PATH_TOLERANCE_VIOLATED
+    assert "joint" in result.error_string and "exceeds the tolerance" in result.error_string
+
+    # a goal tolerance no real arm meets, 0.3 s of goal_time_tolerance: GOAL_TOLERANCE_VIOLATED
+    ros.spin_for(0.5)
+    q2 = client.q.copy()
+    status, result = client.run(goal(JOINTS, [(0.5, q2)], goal_tol=1e-9, goal_time=0.3))
+    print(f"[fjt] goal tolerance: '{result.error_string}'")
+    assert status == ABORTED and result.error_code == Result.GOAL_TOLERANCE_VIOLATED
+    assert "goal_time_tolerance 0.3 s exceeded" in result.error_string
+
+    # cancel: the arm stops where it is and holds
+    handle = client.send(goal(JOINTS, [(3.0, client.q + 0.3)]))
+    ros.spin_for(0.5)
+    cancel = handle.cancel_goal_async()
+    assert ros.wait_for(cancel.done, 10)
+    status, _ = client.result(handle)
+    assert status == CANCELED
+    ros.spin_for(0.5)
+    held = client.q.copy()
+    ros.spin_for(1.0)
+    print(f"[fjt] after cancel: drift {np.abs(client.q - held).max():.2e} rad in 1 s")
+    assert np.abs(client.q - held).max() < 0.01
+
+
+def test_bad_goals_are_refused_with_their_codes(ros, launch):
+    """joint4 has no motor: commanding it is INVALID_JOINTS, with a message naming it; the
+    running goal is not disturbed by the refused ones."""
+    simulator(launch, passive_joints=["joint4"])
+    node = controller(launch, passive_joints=["joint4"])
+    client = Client(ros)
+    active = [n for n in JOINTS if n != "joint4"]
+    q = dict(zip(JOINTS, client.q))
+    here = [q[n] for n in active]
+
+    def refused(g):
+        status, result = client.run(g, timeout=10)
+        assert status == ABORTED
+        return result.error_code, result.error_string
+
+    running = client.send(goal(active, [(3.0, here)]))
+    code, text = refused(goal(JOINTS, [(1.0, list(client.q))]))
+    print(f"\n[fjt] passive joint: {code} '{text}'")
+    assert code == Result.INVALID_JOINTS and "'joint4' is passive" in text
+    code, text = refused(goal(active + ["elbow"], [(1.0, here + [0.0])]))
+    assert code == Result.INVALID_JOINTS and "'elbow'" in text
+    code, text = refused(goal(active[:-1], [(1.0, here[:-1])]))
+    assert code == Result.INVALID_JOINTS and "lacks the active joints ['joint7']" in text
+    code, text = refused(goal(active, [(1.0, here), (1.0, here)]))
+    assert code == Result.INVALID_GOAL and "strictly increasing" in text
+    code, text = refused(goal(active, [(1.0, here[:3])]))
+    assert code == Result.INVALID_GOAL and "positions has 3 values for 6 joints" in text
+    code, text = refused(goal(active, [(1.0, here, [0.1] * 6)]))
+    assert code == Result.INVALID_GOAL and "not zero" in text
+    bad_tol = goal(active, [(1.0, here)])
+    bad_tol.path_tolerance = [JointTolerance(name="joint2", position=-0.5)]
+    code, text = refused(bad_tol)
+    assert code == Result.INVALID_GOAL and "path_tolerance[0] ('joint2') position" in text
+    old = goal(active, [(1.0, here)])
+    old.trajectory.header.stamp.sec = 1  # 1970: ends long ago
+    code, text = refused(old)
+    assert code == Result.OLD_HEADER_TIMESTAMP
+    # the first goal ran on, undisturbed, to success
+    status, result = client.result(running, timeout=20)
+    assert status == SUCCEEDED, result.error_string
+    assert "refused (INVALID_JOINTS)" in node.log()

@@ -1,0 +1,371 @@
+"""Joint trajectories as ros2_controllers' JointTrajectoryController (JTC) treats them (ROS-free).
+
+Three parts, each the JTC rule it mirrors (joint_trajectory_controller, trajectory.cpp,
+tolerances.hpp, joint_trajectory_controller.cpp):
+
+- ``check_goal``: the FollowJointTrajectory goal rules — joint names (unknown, passive,
+  duplicated, missing), points (sizes, finite values, strictly increasing ``time_from_start``,
+  zero velocity at the end), start stamp, tolerances — each failure a ``GoalError`` with the
+  action's error code name and one line naming the joint or field.
+- ``GoalTrajectory``: sampling. Between two points the spline's degree follows what both points
+  give: positions only -> linear, + velocities -> cubic, + accelerations -> quintic (boundary
+  conditions p, v, a at both ends). Before the first point it interpolates from the state the
+  trajectory started from (here: the reference the law was tracking, JTC's
+  ``interpolate_from_desired_state``) to the first point; after the last point it holds it.
+- ``TrajectoryExecution``: path tolerances while before the last point (and on the first
+  sample), goal tolerances after it, ``goal_time`` after which a goal still outside its goal
+  tolerance is aborted (0: wait for ever). Tolerance 0 = not enforced; in a goal, 0 = the
+  default, -1 = erase the default, any other negative value is refused.
+
+All arrays are per joint; ``now_ns`` is the controller's clock in nanoseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["GoalError", "GoalTrajectory", "Sample", "StateTolerance", "Tolerances",
+           "TrajectoryExecution", "check_goal", "goal_tolerances", "interpolate",
+           "resolve_tolerance"]
+
+_ERASE = -1.0
+_FLOAT_EPS = float(np.finfo(np.float32).eps)  # JTC compares with float epsilon
+
+
+class GoalError(ValueError):
+    """A goal the controller refuses: ``code`` is the name of a FollowJointTrajectory result
+    code (INVALID_GOAL, INVALID_JOINTS, OLD_HEADER_TIMESTAMP), the message names the field."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# ----------------------------------------------------------------------------- interpolation
+def interpolate(t: float, T: float, p0: np.ndarray, v0: np.ndarray, a0: np.ndarray,
+                p1: np.ndarray, v1: np.ndarray, a1: np.ndarray, degree: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Position, velocity, acceleration at ``t`` in [0, T] of the polynomial of ``degree``
+    1, 3 or 5 that meets (p0, v0, a0) at 0 and (p1, v1, a1) at T (as many of them as its
+    degree fixes). ``t`` outside [0, T] is clamped (JTC: the end point, linear slope)."""
+    t = min(max(t, 0.0), T)
+    dp = p1 - p0
+    if degree == 1 or T <= 0.0:
+        # p(t) = p0 + (p1 - p0) t / T
+        slope = dp / T if T > 0.0 else np.zeros_like(p0)
+        return p0 + slope * t, slope, np.zeros_like(p0)
+    if degree == 3:
+        # cubic Hermite: c2 = (3 Δp - (2 v0 + v1) T) / T², c3 = (-2 Δp + (v0 + v1) T) / T³
+        c2 = (3.0 * dp - (2.0 * v0 + v1) * T) / T**2
+        c3 = (-2.0 * dp + (v0 + v1) * T) / T**3
+        p = p0 + t * (v0 + t * (c2 + t * c3))
+        v = v0 + t * (2.0 * c2 + 3.0 * t * c3)
+        a = 2.0 * c2 + 6.0 * t * c3
+        return p, v, a
+    # quintic with p, v, a at both ends (JTC's coefficients, trajectory.cpp):
+    c2 = 0.5 * a0
+    c3 = (20.0 * dp - (8.0 * v1 + 12.0 * v0) * T - (3.0 * a0 - a1) * T**2) / (2.0 * T**3)
+    c4 = (-30.0 * dp + (14.0 * v1 + 16.0 * v0) * T + (3.0 * a0 - 2.0 * a1) * T**2) / (2.0 * T**4)
+    c5 = (12.0 * dp - 6.0 * (v1 + v0) * T - (a0 - a1) * T**2) / (2.0 * T**5)
+    p = p0 + t * (v0 + t * (c2 + t * (c3 + t * (c4 + t * c5))))
+    v = v0 + t * (2.0 * c2 + t * (3.0 * c3 + t * (4.0 * c4 + t * 5.0 * c5)))
+    a = 2.0 * c2 + t * (6.0 * c3 + t * (12.0 * c4 + t * 20.0 * c5))
+    return p, v, a
+
+
+@dataclass
+class Sample:
+    """One sample of a trajectory (its joints' order)."""
+
+    position: np.ndarray
+    velocity: np.ndarray
+    acceleration: np.ndarray
+    index: int  # JTC's feedback index: the point being approached; n_points after the end
+    before_last_point: bool
+    time_past_segment: float  # s since the segment's first point (past the end: since the last)
+
+
+@dataclass
+class GoalTrajectory:
+    """A checked trajectory (``check_goal``) sampled each control cycle. ``start_ns`` None:
+    it starts at its first sample (a goal with a zero header stamp)."""
+
+    names: list[str]
+    times: np.ndarray  # (n,) s from start, strictly increasing, >= 0
+    positions: np.ndarray  # (n, j)
+    velocities: np.ndarray  # (n, j), zeros where a point gives none
+    accelerations: np.ndarray  # (n, j), zeros where a point gives none
+    has_velocities: np.ndarray  # (n,) bool
+    has_accelerations: np.ndarray  # (n,) bool
+    start_ns: int | None = None
+    _before: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+    _before_ns: int = 0
+    last: Sample | None = field(default=None, repr=False)
+
+    @property
+    def started(self) -> bool:
+        return self._before is not None
+
+    def begin(self, now_ns: int, position: np.ndarray, velocity: np.ndarray,
+              acceleration: np.ndarray) -> None:
+        """The state the trajectory starts from, at ``now_ns`` (JTC's point before the
+        trajectory); a non-finite start position is taken from the first point."""
+        if self.start_ns is None:
+            self.start_ns = now_ns
+        p = np.where(np.isfinite(position), position, self.positions[0])
+        v = np.where(np.isfinite(velocity), velocity, 0.0)
+        a = np.where(np.isfinite(acceleration), acceleration, 0.0)
+        self._before = (p.astype(float), v.astype(float), a.astype(float))
+        self._before_ns = now_ns
+
+    def _degree(self, k0: int | None, k1: int) -> int:
+        """Spline degree of the segment ending at point k1 (k0 None: from the start state,
+        whose velocity and acceleration always exist)."""
+        vel = bool(self.has_velocities[k1]) and (k0 is None or bool(self.has_velocities[k0]))
+        acc = bool(self.has_accelerations[k1]) and (
+            k0 is None or bool(self.has_accelerations[k0]))
+        return 5 if vel and acc else 3 if vel else 1
+
+    def sample(self, now_ns: int) -> Sample:
+        """The reference at ``now_ns`` (``begin`` first)."""
+        if self._before is None:
+            raise RuntimeError("GoalTrajectory.sample before begin")
+        t = (now_ns - self.start_ns) * 1e-9  # trajectory time
+        n = len(self.times)
+        if t < self.times[0]:  # approaching the first point from the start state
+            t_before = (self._before_ns - self.start_ns) * 1e-9
+            p, v, a = interpolate(t - t_before, self.times[0] - t_before, *self._before,
+                                  self.positions[0], self.velocities[0],
+                                  self.accelerations[0], self._degree(None, 0))
+            out = Sample(p, v, a, 0, True, t - self.times[0])
+        elif t >= self.times[-1]:  # played out: hold the last point
+            out = Sample(self.positions[-1].copy(), self.velocities[-1].copy(),
+                         self.accelerations[-1].copy(), n, False, t - self.times[-1])
+        else:
+            k = int(np.searchsorted(self.times, t, side="right")) - 1
+            p, v, a = interpolate(t - self.times[k], self.times[k + 1] - self.times[k],
+                                  self.positions[k], self.velocities[k], self.accelerations[k],
+                                  self.positions[k + 1], self.velocities[k + 1],
+                                  self.accelerations[k + 1], self._degree(k, k + 1))
+            out = Sample(p, v, a, k + 1, True, t - self.times[k])
+        self.last = out
+        return out
+
+    def sample_into(self, reference, active_joints: Sequence[str], now_ns: int) -> None:
+        """Write the sample at ``now_ns`` into a ``JointReference`` of ``active_joints`` (the
+        controller's joint law reference); the first call starts the trajectory from it. A
+        joint that is no longer active is skipped (the action server aborts such a goal)."""
+        index = {n: i for i, n in enumerate(active_joints)}
+        mine = [j for j, n in enumerate(self.names) if n in index]
+        slot = [index[self.names[j]] for j in mine]
+        if self._before is None:
+            p = np.full(len(self.names), np.nan)
+            v, a = np.zeros(len(self.names)), np.zeros(len(self.names))
+            p[mine] = reference.position[slot]
+            v[mine] = reference.velocity[slot]
+            a[mine] = reference.acceleration[slot]
+            self.begin(now_ns, p, v, a)
+        s = self.sample(now_ns)
+        reference.position[slot] = s.position[mine]
+        reference.velocity[slot] = s.velocity[mine]
+        reference.acceleration[slot] = s.acceleration[mine]
+
+
+# ----------------------------------------------------------------------------- goal checks
+def _seconds(value: tuple[int, int]) -> float:
+    sec, nanosec = value
+    return sec + 1e-9 * nanosec
+
+
+def resolve_tolerance(default: float, requested: float, where: str) -> float:
+    """JointTolerance's rule: > 0 replaces the default, 0 keeps it, -1 erases it (0: not
+    enforced); other negative values are refused (``GoalError`` INVALID_GOAL)."""
+    if not np.isfinite(requested):
+        raise GoalError("INVALID_GOAL", f"{where} is {requested}: give a finite tolerance")
+    if requested > 0.0:
+        return float(requested)
+    if abs(requested - _ERASE) < _FLOAT_EPS:
+        return 0.0
+    if requested < 0.0:
+        raise GoalError("INVALID_GOAL", f"{where} is {requested:g}: a tolerance is > 0, "
+                        "0 (the controller's default) or -1 (none)")
+    return float(default)
+
+
+@dataclass
+class StateTolerance:
+    """Per-joint bounds on |reference - measured| (0: not enforced)."""
+
+    position: np.ndarray
+    velocity: np.ndarray
+    acceleration: np.ndarray
+
+    @classmethod
+    def zeros(cls, n: int) -> StateTolerance:
+        return cls(np.zeros(n), np.zeros(n), np.zeros(n))
+
+    def violation(self, names: Sequence[str], error_p: np.ndarray, error_v: np.ndarray
+                  ) -> str:
+        """'' when within; else which joint is out by how much (the worst relative to its
+        tolerance). Accelerations are not measured: their tolerances are never violated (as
+        JTC without an acceleration state interface)."""
+        for what, err, tol, unit in (("position", error_p, self.position, ""),
+                                     ("velocity", error_v, self.velocity, "/s")):
+            bad = (tol > 0.0) & (np.abs(err) > tol)
+            if bad.any():
+                i = int(np.argmax(np.where(bad, np.abs(err) / np.where(bad, tol, 1.0), -1.0)))
+                return (f"joint '{names[i]}' {what} error {err[i]:+.4g}{unit} exceeds the "
+                        f"tolerance {tol[i]:g}{unit}")
+        return ""
+
+
+@dataclass
+class Tolerances:
+    path: StateTolerance
+    goal: StateTolerance
+    goal_time: float  # s; 0: no limit
+
+
+def check_goal(names: Sequence[str], times: Sequence[tuple[int, int]],
+               positions: Sequence[Sequence[float]], velocities: Sequence[Sequence[float]],
+               accelerations: Sequence[Sequence[float]], efforts: Sequence[Sequence[float]],
+               *, active_joints: Sequence[str], passive_joints: Sequence[str],
+               allow_partial: bool, allow_nonzero_end_velocity: bool,
+               start_ns: int, now_ns: int, multi_dof_joints: Sequence[str] = (),
+               multi_dof_points: int = 0) -> GoalTrajectory:
+    """The goal's trajectory as a ``GoalTrajectory``; ``GoalError`` for the first rule it
+    breaks (JTC's ``validate_trajectory_msg`` order, plus the passive-joint rule). ``times`` are
+    (sec, nanosec) pairs of ``time_from_start``; ``start_ns`` 0: start now."""
+    names = list(names)
+    active = list(active_joints)
+    if multi_dof_joints or multi_dof_points:
+        raise GoalError("INVALID_JOINTS", "multi_dof_trajectory is not supported (joints "
+                        f"{list(multi_dof_joints)}): this controller drives 1-DOF joints only")
+    if not names:
+        raise GoalError("INVALID_JOINTS", "trajectory.joint_names is empty")
+    for name in names:
+        if name in passive_joints:
+            raise GoalError("INVALID_JOINTS", f"joint '{name}' is passive (no actuator): it "
+                            f"cannot be commanded; the active joints are {active}")
+        if name not in active:
+            raise GoalError("INVALID_JOINTS", f"joint '{name}' is not a joint of this "
+                            f"controller; the active joints are {active}")
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        raise GoalError("INVALID_JOINTS", f"trajectory.joint_names repeats {duplicated}")
+    missing = [n for n in active if n not in names]
+    if missing and not allow_partial:
+        raise GoalError("INVALID_JOINTS", f"trajectory.joint_names lacks the active joints "
+                        f"{missing} (allow_partial_joints_goal is false)")
+    n_points, n = len(times), len(names)
+    if n_points == 0:
+        raise GoalError("INVALID_GOAL", "trajectory.points is empty")
+    t = np.array([_seconds(x) for x in times])
+    arrays, present = [], []
+    for what, rows, required in (("positions", positions, True),
+                                 ("velocities", velocities, False),
+                                 ("accelerations", accelerations, False)):
+        out, given = np.zeros((n_points, n)), np.zeros(n_points, dtype=bool)
+        for k, row in enumerate(rows):
+            if len(row) == n:
+                out[k], given[k] = row, True
+            elif len(row) or required:
+                raise GoalError("INVALID_GOAL", f"trajectory.points[{k}].{what} has {len(row)} "
+                                f"values for {n} joints")
+        if not np.all(np.isfinite(out)):
+            k, j = np.argwhere(~np.isfinite(out))[0]
+            raise GoalError("INVALID_GOAL", f"trajectory.points[{k}].{what} is not finite for "
+                            f"joint '{names[j]}'")
+        arrays.append(out)
+        present.append(given)
+    P, V, A = arrays
+    has_v, has_a = present[1], present[2]
+    for k in range(n_points):
+        if has_a[k] and not has_v[k]:
+            raise GoalError("INVALID_GOAL", f"trajectory.points[{k}] has accelerations but no "
+                            "velocities (give both, or neither)")
+        if len(efforts[k]):
+            raise GoalError("INVALID_GOAL", f"trajectory.points[{k}].effort is given: effort "
+                            "feed-forward is not supported (the hybrid recursion computes it)")
+    if t[0] < 0.0:
+        raise GoalError("INVALID_GOAL", f"trajectory.points[0].time_from_start is {t[0]:g} s "
+                        "(negative)")
+    for k in range(1, n_points):
+        if t[k] <= t[k - 1]:
+            raise GoalError("INVALID_GOAL", f"time_from_start is not strictly increasing: "
+                            f"points[{k - 1}] at {t[k - 1]:g} s, points[{k}] at {t[k]:g} s")
+    if not allow_nonzero_end_velocity and has_v[-1]:
+        j = int(np.argmax(np.abs(V[-1])))
+        if abs(V[-1, j]) > _FLOAT_EPS:
+            raise GoalError("INVALID_GOAL", f"the last point's velocity of joint '{names[j]}' "
+                            f"is {V[-1, j]:g}, not zero (allow_nonzero_velocity_at_trajectory_"
+                            "end is false)")
+    if start_ns and start_ns + t[-1] * 1e9 < now_ns:
+        raise GoalError("OLD_HEADER_TIMESTAMP", f"trajectory.header.stamp "
+                        f"{start_ns * 1e-9:.3f} s plus its duration {t[-1]:g} s ends in the past "
+                        f"(now {now_ns * 1e-9:.3f} s)")
+    return GoalTrajectory(names, t, P, V, A, has_v, has_a, start_ns or None)
+
+
+def goal_tolerances(defaults: Tolerances, joints: Sequence[str],
+                    path: Sequence[tuple[str, float, float, float]],
+                    goal: Sequence[tuple[str, float, float, float]],
+                    goal_time: tuple[int, int], components: int = 0) -> Tolerances:
+    """The goal's tolerances over ``joints`` (the controller's order) on top of ``defaults``:
+    ``path``/``goal`` are (name, position, velocity, acceleration) of its JointTolerance
+    entries. ``GoalError`` naming the entry for an unknown joint or an illegal value."""
+    if components:
+        raise GoalError("INVALID_GOAL", "component_path_tolerance / component_goal_tolerance "
+                        "apply to multi-DOF joints: not supported")
+    joints = list(joints)
+    out = Tolerances(*(StateTolerance(s.position.copy(), s.velocity.copy(),
+                                      s.acceleration.copy())
+                       for s in (defaults.path, defaults.goal)), defaults.goal_time)
+    out.goal_time = resolve_tolerance(defaults.goal_time, _seconds(goal_time),
+                                      "goal_time_tolerance")
+    for field_name, entries, target in (("path_tolerance", path, out.path),
+                                        ("goal_tolerance", goal, out.goal)):
+        for k, (name, *values) in enumerate(entries):
+            if name not in joints:
+                raise GoalError("INVALID_JOINTS", f"{field_name}[{k}] names joint '{name}', "
+                                f"not one of the controller's active joints {joints}")
+            i = joints.index(name)
+            for what, value in zip(("position", "velocity", "acceleration"), values):
+                arr = getattr(target, what)
+                arr[i] = resolve_tolerance(arr[i], value,
+                                           f"{field_name}[{k}] ('{name}') {what}")
+    return out
+
+
+class TrajectoryExecution:
+    """Judges one goal cycle by cycle (JTC's update): returns None while it runs, or
+    (code name, message) when it ends."""
+
+    def __init__(self, joints: Sequence[str], tolerances: Tolerances) -> None:
+        self.joints = list(joints)
+        self.tolerances = tolerances
+        self._first = True
+
+    def update(self, sample: Sample, reference_p: np.ndarray, reference_v: np.ndarray,
+               measured_p: np.ndarray, measured_v: np.ndarray) -> tuple[str, str] | None:
+        """``reference_*``/``measured_*`` over ``joints`` (the controller's active joints); the
+        error is reference - measured (JTC's sign)."""
+        error_p, error_v = reference_p - measured_p, reference_v - measured_v
+        first, self._first = self._first, False
+        if sample.before_last_point or first:
+            why = self.tolerances.path.violation(self.joints, error_p, error_v)
+            if why:
+                return "PATH_TOLERANCE_VIOLATED", f"path tolerance violated: {why}"
+        if sample.before_last_point:
+            return None
+        why = self.tolerances.goal.violation(self.joints, error_p, error_v)
+        if not why:
+            return "SUCCESSFUL", "goal reached within the goal tolerances"
+        goal_time = self.tolerances.goal_time
+        if goal_time > 0.0 and sample.time_past_segment > goal_time:
+            return ("GOAL_TOLERANCE_VIOLATED", f"goal_time_tolerance {goal_time:g} s exceeded "
+                    f"by {sample.time_past_segment - goal_time:.3f} s: {why}")
+        return None
