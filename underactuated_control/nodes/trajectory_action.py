@@ -227,10 +227,11 @@ class TrajectoryActionServer:
         self._stop(goal, hold)
         if not goal.future.done():
             kind = "succeed" if code == "SUCCESSFUL" else "abort"
-            log = self.node.get_logger()
-            (log.info if kind == "succeed" else log.warning)(
-                f"follow_joint_trajectory goal {'succeeded' if kind == 'succeed' else 'aborted'}"
-                f" ({code}): {message}")
+            log = self.node.get_logger()  # (rclpy: one severity per call site)
+            if kind == "succeed":
+                log.info(f"follow_joint_trajectory goal succeeded: {message}")
+            else:
+                log.warning(f"follow_joint_trajectory goal aborted ({code}): {message}")
             goal.future.set_result((kind, self.Result(error_code=getattr(self.Result, code),
                                                       error_string=message)))
 
