@@ -370,6 +370,7 @@ def simulate_offline(urdf: str | None = None, overrides: Mapping[str, Any] | Non
         taus.append(np.clip(pending[-1], -m.actuator_ctrlrange[ctrl, 1],
                             m.actuator_ctrlrange[ctrl, 1]))
         mujoco.mj_step(m, d)
+        mujoco.mj_kinematics(m, d)  # site_xpos of the new qpos (mj_step leaves the old)
     res = OfflineResult(np.array(ts), np.array(heads), np.array(goals), np.array(qs),
                         np.array(vs), np.array(taus), passive, active)
     res.metrics = head_metrics(res.t, res.head, res.goal, res.q, res.v, res.tau, passive,
