@@ -95,6 +95,8 @@ class StepResult:
         return self._notes
 
 
+_new_result = object.__new__
+
 _KINDS = {ArmAngleFunction: K.ARM_ANGLE, ElbowCoordinate: K.ELBOW,
           CollisionAvoidance: K.COLLISION, JointLimitAvoidance: K.JOINT_LIMITS,
           JointLocking: K.LOCKING, OptimalJointMovement: K.OPTIMAL,
@@ -206,6 +208,7 @@ class _Program:
         self.dq_d = self.tgt[12:12 + nv]
         self.dq_set = False
         self.max_rows, self.nf = max_rows, nf
+        self.errors = 2 * nv + 12  # |dp|, |dθ| in the report
         self.names = tuple(names)
         self.nv = nv
 
@@ -238,6 +241,7 @@ class ConfigurationControl:
         self._program: _Program | None = None
         self._key: tuple = ()
         self._seen = -1
+        self._shape = (model.nv,)
 
     def __setattr__(self, name: str, value) -> None:
         object.__setattr__(self, name, value)
@@ -261,10 +265,9 @@ class ConfigurationControl:
         joint change over this sample (θ̇_d Δt), penalised by W_v (claims 11, 18, 20)."""
         if not self.compiled:
             return self.step_python(q, target_pose, targets, desired_dq)
-        m = self.model
-        if q.__class__ is not np.ndarray or q.dtype != np.float64 or q.shape != (m.nv,):
+        if q.__class__ is not np.ndarray or q.dtype != np.float64 or q.shape != self._shape:
             q = np.ascontiguousarray(q, dtype=float)
-            m.check_state(q=q)
+            self.model.check_state(q=q)
         pr = self._program
         if pr is None or (STAMP[0] != self._seen
                           and self._key != tuple(f._stamp for f in self.functions)):
@@ -286,14 +289,18 @@ class ConfigurationControl:
             else:
                 held = value if value is not None else self._held(name)
                 tgt[slot:slot + 9] = np.asarray(held, float).ravel()
-        status = K.configuration_step(*self._kinematics.buffers, pr.rint, pr.rflt, pr.rwork,
-                                      q, tgt)
-        if status == K.NONFINITE_Q:
-            m.check_state(q=q)
+        ints, consts, work = pr.buffers
+        if K.configuration_step(ints, consts, work, pr.rint, pr.rflt, pr.rwork, q,
+                                tgt) == K.NONFINITE_Q:
+            self.model.check_state(q=q)
         rep = pr.rwork[:pr.report].copy()  # dq, q_next, hand, outputs, W, value
+        res = _new_result(StepResult)
         nv = pr.nv
-        return StepResult(rep[nv:2 * nv], rep[:nv], rep[2 * nv + 12], rep[2 * nv + 13],
-                          report=(pr.names, rep, nv, pr.nf, pr.max_rows))
+        res.dq, res.q_next = rep[:nv], rep[nv:2 * nv]
+        res.position_error, res.orientation_error = rep[pr.errors:pr.errors + 2].tolist()
+        res._values = res._weights = res._notes = None
+        res._report = (pr.names, rep, nv, pr.nf, pr.max_rows)
+        return res
 
     def _held(self, name: str) -> np.ndarray:
         f = next(f for f in self.functions if f.name == name)
@@ -314,6 +321,7 @@ class ConfigurationControl:
                 f.held = self.workspace.frame_placement(f.link)[1].copy()
         We, Wv = self._weights()
         pr = _Program(self, We, Wv)
+        pr.buffers = self._kinematics.buffers
         object.__setattr__(self, "_program", pr)
         object.__setattr__(self, "_key", tuple(f._stamp for f in self.functions))
         return pr
