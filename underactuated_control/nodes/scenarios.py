@@ -367,7 +367,15 @@ def plot_space(path: Path, results: dict) -> Path | str:
 
 
 # ====================================================================== entry
-SCENARIOS: dict[str, Callable[..., dict]] = {"space": run_space}
+def _run_snake(out_dir: Path, duration: float | None, domain: int,
+               log: Callable[[str], None] = print) -> dict:
+    """The ``snake`` scenario: ``scenario_snake.run_snake`` (imported when it runs)."""
+    from .scenario_snake import run_snake
+
+    return run_snake(out_dir, duration, domain, log)
+
+
+SCENARIOS: dict[str, Callable[..., dict]] = {"space": run_space, "snake": _run_snake}
 
 
 def run_scenario(name: str, out_dir: Path | str, duration: float | None = None,
