@@ -18,8 +18,12 @@ PY="$VENV/bin/python"
 SRC=$PWD/interfaces/control_msgs
 unset _ROS_WHEELS_BOOTSTRAP_COMPLETE  # a leaked guard breaks the child's `import rclpy`
 
-check='from control_msgs.action import FollowJointTrajectory
-from control_msgs.msg import JointTrajectoryControllerState'
+# importable, and its C type support loads (what rclpy needs to send it)
+check='from rclpy.type_support import check_for_type_support
+from control_msgs.action import FollowJointTrajectory
+from control_msgs.msg import JointTrajectoryControllerState
+check_for_type_support(FollowJointTrajectory)
+check_for_type_support(JointTrajectoryControllerState)'
 if "$PY" -c "$check" 2>/dev/null; then
   echo "[control_msgs] already importable: nothing to build"
   exit 0

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Sets up what the demo needs (setup.sh demo: no test oracles), then runs the main demo: the closed loop over DDS (MuJoCo arm, controller,
-# elbow resolver; an actuator fails half-way) and the model report.
+# Sets up what the demo needs (setup.sh demo: no test oracles), then runs the main demo: the
+# closed loop over DDS (MuJoCo arm, controller, elbow resolver; an actuator fails half-way) and
+# the model report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh demo
