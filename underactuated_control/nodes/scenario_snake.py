@@ -376,3 +376,132 @@ def simulate_offline(urdf: str | None = None, overrides: Mapping[str, Any] | Non
     res.metrics = head_metrics(res.t, res.head, res.goal, res.q, res.v, res.tau, passive,
                                active, settle)
     return res
+
+
+# ====================================================================== closed loop over DDS
+def snake_metrics(model, t: np.ndarray, q: np.ndarray, references: list, t_path: float,
+                  commands: list) -> dict:
+    """Head error in the plane against the streamed reference (the last ~/pose_reference
+    received before each state), passive joint excursion, effort peak and command rate, from
+    recorded /joint_states (receive times ``t`` s; the path starts at ``t_path``)."""
+    from ..jacobians import JacobianWorkspace
+    from .scenarios import reference_at
+
+    ws = JacobianWorkspace(model)
+    head = np.empty((len(t), 3))
+    for i in range(len(t)):
+        ws.set_configuration(q[i])
+        head[i] = ws.frame_placement(HEAD)[0]
+    goal = reference_at(t, references)
+    error = np.linalg.norm((head - goal)[:, :2], axis=1)
+    moving = t >= t_path
+    passive = [model.joint_names.index(j) for j in model.passive_joints]
+    efforts = np.array([c.data for _, c in commands]) if commands else np.zeros((1, 1))
+    ctimes = np.array([s for s, _ in commands]) * 1e-9
+    rate = (len(ctimes) - 1) / (ctimes[-1] - ctimes[0]) if len(ctimes) > 1 else 0.0
+    return {
+        "head_rms_mm": float(1e3 * np.sqrt(np.mean(error[moving] ** 2))),
+        "head_max_mm": float(1e3 * error[moving].max()),
+        "passive_excursion_max_rad": float(np.abs(q[:, passive] - q[0, passive]).max()),
+        "joint_abs_max_rad": float(np.abs(q).max()),
+        "effort_peak_Nm": float(np.abs(efforts).max()),
+        "loop_rate_hz": float(rate),
+        "_series": {"t": t - t_path, "error": error, "head": head, "goal": goal,
+                    "q_passive": q[:, passive]},
+    }
+
+
+def run_snake(out_dir: Path, duration: float | None, domain: int,
+              log=print, path_kwargs: Mapping[str, Any] | None = None) -> dict:
+    """The ``snake`` scenario over DDS: ``mujoco_sim`` and ``hybrid_dynamics_controller``
+    (``urdf/snake.urdf``, ``config/snake.yaml``) in their own processes, the head path
+    streamed to ``~/pose_reference`` at 100 Hz of simulated time for ``duration`` s (default
+    10), every topic recorded to ``out_dir/bag`` (MCAP); returns the summary (metrics from
+    MuJoCo's /joint_states through the URDF's kinematics) and writes ``snake.png``."""
+    import time
+
+    from ..jacobians import frame_placement
+    from ..model import RobotModel
+    from .scenarios import COMMAND_TOPIC, CONTROLLER, REFERENCE_TOPIC, ScenarioRun
+    from .swing_up_demo import bundled
+
+    duration = 10.0 if duration is None else float(duration)
+    urdf, config = bundled("urdf", "snake.urdf"), bundled("config", "snake.yaml")
+    model = RobotModel.from_urdf(urdf)
+    run = ScenarioRun(out_dir, domain, urdf, config, "snake", log)
+    try:
+        log(f"[snake] starting mujoco_sim and {CONTROLLER} (config/snake.yaml) ...")
+        run.start(["mujoco_sim", CONTROLLER], limit_s=duration + 240.0)
+        rec = run.recorder
+        run.wait_for(lambda: rec.counts()[COMMAND_TOPIC] > 5 and run.sim_time >= 0.0, 120.0,
+                     "the controller sent no effort")
+        last = rec.messages("/joint_states")[-1][1]
+        q_start = np.array([dict(zip(last.name, last.position))[n] for n in model.joint_names])
+        start = frame_placement(model, q_start, HEAD)[0]
+        path = HeadPath(start=tuple(start), **(path_kwargs or {}))
+        log(f"[snake] head along a {100 * path.radius:g} cm {path.shape}, {path.period:g} s "
+            f"per lap, for {duration:g} s")
+        t0, sim0 = time.monotonic(), run.sim_time
+        next_report, sent = 1.0, -1.0
+        while (elapsed := run.sim_time - sim0) < duration:
+            if elapsed >= sent + 0.01:  # 100 Hz of simulated time
+                run.publish_position(path(elapsed)[0])
+                sent = elapsed
+            run.spin(0.002)
+            run.check_alive()
+            if elapsed >= next_report:
+                next_report += 1.0
+                log(f"[snake]   t = {elapsed:4.1f} s simulated ({time.monotonic() - t0:4.1f} s "
+                    f"wall), states {rec.counts()['/joint_states']}")
+    finally:
+        run.close()
+    states = [(s, m) for s, m in rec.messages("/joint_states") if s * 1e-9 >= t0 - 0.5]
+    t = np.array([s * 1e-9 for s, _ in states])
+    q = np.array([[dict(zip(m.name, m.position))[n] for n in model.joint_names]
+                  for _, m in states])
+    metrics = snake_metrics(model, t, q, rec.messages(REFERENCE_TOPIC), t0,
+                            [c for c in rec.messages(COMMAND_TOPIC) if c[0] * 1e-9 >= t0])
+    rec.write(out_dir / "bag")
+    log(f"[snake] head RMS {metrics['head_rms_mm']:.2f} mm (max {metrics['head_max_mm']:.2f}),"
+        f" passive excursion {metrics['passive_excursion_max_rad']:.3f} rad, loop "
+        f"{metrics['loop_rate_hz']:.0f} Hz")
+    summary = {
+        "scenario": "snake", "urdf": str(urdf), "config": str(config),
+        "path": {"shape": path.shape, "radius_m": path.radius, "period_s": path.period,
+                 "ramp_s": path.ramp, "duration_s": duration, "reference_rate_hz": 100.0},
+        "metrics": {k: v for k, v in metrics.items() if not k.startswith("_")},
+        "success": bool(metrics["head_rms_mm"] < 5.0 and metrics["head_max_mm"] < 15.0),
+    }
+    summary["plot"] = str(plot_snake(out_dir / "snake.png", metrics))
+    return summary
+
+
+def plot_snake(path: Path, metrics: dict) -> Path | str:
+    """Head and goal in the plane, head error and passive joint angles against time."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "not written: matplotlib is not installed"
+    s = metrics["_series"]
+    fig, ax = plt.subplots(1, 3, figsize=(14, 4.2))
+    ax[0].plot(1e3 * s["goal"][:, 0], 1e3 * s["goal"][:, 1], "k--", lw=1, label="reference")
+    ax[0].plot(1e3 * s["head"][:, 0], 1e3 * s["head"][:, 1], lw=1.2, label="head (MuJoCo)")
+    ax[0].set_xlabel("x [mm]")
+    ax[0].set_ylabel("y [mm]")
+    ax[0].set_aspect("equal", adjustable="datalim")
+    ax[0].legend(fontsize=8)
+    ax[1].plot(s["t"], 1e3 * s["error"])
+    ax[1].set_xlabel("t [s] (receive time; the path starts at 0)")
+    ax[1].set_ylabel("head error in the plane [mm]")
+    ax[2].plot(s["t"], s["q_passive"])
+    ax[2].set_xlabel("t [s]")
+    ax[2].set_ylabel("passive joint angles [rad]")
+    fig.suptitle(f"snake: head RMS {metrics['head_rms_mm']:.2f} mm, max "
+                 f"{metrics['head_max_mm']:.2f} mm")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
