@@ -54,9 +54,11 @@ def generate_launch_description():
     share = FindPackageShare("underactuated_control")
     return LaunchDescription([
         DeclareLaunchArgument("urdf", default_value=PathJoinSubstitution(
-            [share, "urdf", "arm7.urdf"])),
+            [share, "urdf", "arm7.urdf"]),
+            description="URDF of the robot; its <ros2_control> tag names the hardware"),
         DeclareLaunchArgument("controllers", default_value=PathJoinSubstitution(
-            [share, "config", "arm7_ros2_control.yaml"])),
+            [share, "config", "arm7_ros2_control.yaml"]),
+            description="ros2_control controllers (YAML) for ros2_control_node"),
         DeclareLaunchArgument("config", default_value="",
                               description="hybrid_dynamics_controller parameters (YAML)"),
         DeclareLaunchArgument("resolver", default_value="false",
