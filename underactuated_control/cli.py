@@ -575,16 +575,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
         run_swing_up(args.scenario, Path(args.out) / args.scenario,
                      duration=args.duration or 10.0, domain=domain)
         return 0
-    if args.scenario in ("space", "snake"):
+    if args.scenario in ("space", "snake"):  # "arm" below: the resolver demo, then its path
         from .nodes.scenarios import run_scenario
 
         summary = run_scenario(args.scenario, Path(args.out), duration=args.duration,
                                domain=domain)
         return 0 if summary.get("success") else 1
-    from .nodes.demo import run_demo
+    import json
 
-    run_demo(Path(resolve_robot("arm7")), Path(args.out), motion=args.motion, domain=domain)
-    return 0
+    from .nodes.demo import run_demo
+    from .nodes.scenarios import run_scenario
+
+    resolver_demo = run_demo(Path(resolve_robot("arm7")), Path(args.out), motion=args.motion,
+                             domain=domain)
+    summary = run_scenario("arm", Path(args.out), duration=args.duration, domain=domain)
+    summary["resolver_demo"] = resolver_demo  # today's phases: demo.json, demo.png
+    (Path(args.out) / "arm" / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return 0 if summary.get("success") else 1
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""Scenario demos over DDS (``underactuated-control demo --scenario space|snake``).
+"""Scenario demos over DDS (``underactuated-control demo --scenario arm|space|snake``).
 
 Each scenario starts ``mujoco_sim`` and ``hybrid_dynamics_controller`` (its own processes, the
 bundled URDF and ``config/<scenario>.yaml``), streams a hand path to the controller's
@@ -151,6 +151,42 @@ class ScenarioRun:
         msg.pose.orientation.w = 1.0
         self.reference_pub.publish(msg)
 
+    def set_parameters(self, node: str, values: dict, timeout: float = 10.0) -> None:
+        """Set parameters of a running node (as rqt or ``ros2 param set`` would)."""
+        from rclpy.parameter import Parameter
+        from rclpy.parameter_client import AsyncParameterClient
+
+        client = AsyncParameterClient(self.node, node)
+        if not client.wait_for_services(timeout_sec=timeout):
+            raise RuntimeError(f"{node}'s parameter services did not appear")
+        future = client.set_parameters([Parameter(k, value=v) for k, v in values.items()])
+        self.wait_for(future.done, timeout, f"{node} did not answer the parameter update")
+        failed = [r.reason for r in future.result().results if not r.successful]
+        if failed:
+            raise RuntimeError(f"{node} refused {values}: {failed}")
+
+    def stream_path(self, path: Callable[[float], np.ndarray], seconds: float, tag: str,
+                    events: dict[float, Callable[[], None]] | None = None) -> float:
+        """Publish ``path(t)`` at 100 Hz of simulated time for ``seconds`` of it (progress
+        every simulated second); ``events``: {t: action} run once when t is passed. Returns
+        the wall time (monotonic, s) at which the path started."""
+        t0, sim0 = time.monotonic(), self.sim_time
+        pending = dict(sorted((events or {}).items()))
+        next_report, sent = 1.0, -1.0
+        while (elapsed := self.sim_time - sim0) < seconds:
+            if elapsed >= sent + 0.01:
+                self.publish_position(path(elapsed))
+                sent = elapsed
+            for at in [a for a in pending if a <= elapsed]:
+                pending.pop(at)()
+            self.spin(0.002)
+            self.check_alive()
+            if elapsed >= next_report:
+                next_report += 1.0
+                self.log(f"[{tag}]   t = {elapsed:4.1f} s simulated ({time.monotonic() - t0:4.1f} "
+                         f"s wall), states {self.recorder.counts()['/joint_states']}")
+        return t0
+
     def close(self) -> None:
         from ..cli import stop_processes
 
@@ -291,20 +327,8 @@ def run_space(out_dir: Path, duration: float | None, domain: int,
             ws.set_configuration(q[-1])
             start = ws.frame_placement(frame)[0].copy()
             path = circle_path(start, radius, [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], period)
-            t0, sim0 = time.monotonic(), run.sim_time
             log(f"[space] hand around a {100 * radius:g} cm circle in {period:g} s")
-            next_report, sent = 1.0, -1.0
-            while (elapsed := run.sim_time - sim0) < period + 1.0:
-                if elapsed >= sent + 0.01:  # 100 Hz of simulated time
-                    run.publish_position(path(elapsed))
-                    sent = elapsed
-                run.spin(0.002)
-                run.check_alive()
-                if elapsed >= next_report:
-                    next_report += 1.0
-                    log(f"[space]   t = {elapsed:4.1f} s simulated "
-                        f"({time.monotonic() - t0:4.1f} s wall), states "
-                        f"{rec.counts()['/joint_states']}")
+            t0 = run.stream_path(path, period + 1.0, "space")
         finally:
             run.close()
         t, q, v = floating_states(model, rec.messages("/joint_states"), rec.messages("/odom"))
@@ -366,6 +390,114 @@ def plot_space(path: Path, results: dict) -> Path | str:
     return path
 
 
+# ====================================================================== arm
+def run_arm(out_dir: Path, duration: float | None, domain: int,
+            log: Callable[[str], None] = print, failing: str = "joint1",
+            radius: float = 0.05) -> dict:
+    """The ``arm`` scenario's path phase: a hand circle in task mode, ``failing``'s motor
+    fails half-way (``passive_joints`` set at run time), tracking goes on through J_G."""
+    period = duration or 8.0
+    urdf, config = bundled("urdf", "arm7.urdf"), bundled("config", "arm.yaml")
+    model = RobotModel.from_urdf(urdf)
+    frame, failure_time = "tool", 0.5 * period
+    run = ScenarioRun(out_dir, domain, urdf, config, "path", log)
+    try:
+        log("[arm] starting mujoco_sim and hybrid_dynamics_controller (config/arm.yaml) ...")
+        run.start(["mujoco_sim", CONTROLLER])
+        rec = run.recorder
+        run.wait_for(lambda: rec.counts()[COMMAND_TOPIC] > 5 and rec.counts()["/joint_states"],
+                     120.0, "the controller sent no effort")
+        ws = JacobianWorkspace(model)
+        ws.set_configuration(_joint_positions(model, rec.messages("/joint_states")[-1][1]))
+        start = ws.frame_placement(frame)[0].copy()
+        path = circle_path(start, radius, [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], period)
+        failed_at: list[float] = []
+
+        def fail() -> None:
+            failed_at.append(time.monotonic())
+            log(f"[arm] t = {failure_time:g} s: {failing}'s motor fails (passive_joints := "
+                f"[{failing}])")
+            run.set_parameters(CONTROLLER, {"passive_joints": [failing]})
+
+        log(f"[arm] hand around a {100 * radius:g} cm circle in {period:g} s, {failing} fails "
+            "half-way")
+        t0 = run.stream_path(path, period + 1.0, "arm", {failure_time: fail})
+    finally:
+        run.close()
+    states = rec.messages("/joint_states")
+    t = np.array([s for s, _ in states]) * 1e-9
+    q = np.array([_joint_positions(model, m) for _, m in states])
+    hand = np.empty((len(t), 3))
+    for i in range(len(t)):
+        ws.set_configuration(q[i])
+        hand[i] = ws.frame_placement(frame)[0]
+    error = np.linalg.norm(hand - reference_at(t, rec.messages(REFERENCE_TOPIC)), axis=1)
+    commands = rec.messages(COMMAND_TOPIC)
+    data = np.array([c.data for _, c in commands])
+    t_fail = failed_at[0] if failed_at else np.inf
+    before, after = (t >= t0) & (t < t_fail), t >= t_fail
+    k = model.joint_names.index(failing)
+    fail_q = q[after, k] if after.any() else np.zeros(1)
+    metrics = {
+        "hand_rms_before_failure_mm": float(1e3 * np.sqrt(np.mean(error[before] ** 2))),
+        "hand_max_before_failure_mm": float(1e3 * error[before].max()),
+        "hand_rms_after_failure_mm": float(1e3 * np.sqrt(np.mean(error[after] ** 2))),
+        "hand_max_after_failure_mm": float(1e3 * error[after].max()),
+        "failed_joint_excursion_rad": float(np.abs(fail_q - fail_q[0]).max()),
+        "failed_joint_command_after_Nm": float(np.abs(data[np.array(
+            [c >= t_fail * 1e9 for c, _ in commands])][:, k]).max()) if after.any() else None,
+        "nonfinite_commands": int((~np.isfinite(data)).any(axis=1).sum()),
+        "effort_peak_Nm": float(np.abs(data).max()),
+        "loop_rate_hz": float((len(commands) - 1) / ((commands[-1][0] - commands[0][0]) * 1e-9)),
+    }
+    rec.write(out_dir / "bag")
+    log(f"[arm] hand RMS before the failure {metrics['hand_rms_before_failure_mm']:.2f} mm, "
+        f"after {metrics['hand_rms_after_failure_mm']:.2f} mm; {failing} moved "
+        f"{metrics['failed_joint_excursion_rad']:.3f} rad; non-finite commands "
+        f"{metrics['nonfinite_commands']}")
+    summary = {"scenario": "arm", "urdf": str(urdf), "config": str(config),
+               "path": {"shape": "circle", "radius_m": radius, "period_s": period,
+                        "failure_at_s": failure_time, "failing_joint": failing},
+               "metrics": metrics,
+               "success": bool(metrics["nonfinite_commands"] == 0 and
+                               metrics["hand_rms_after_failure_mm"] < 5.0 and
+                               metrics["hand_rms_before_failure_mm"] < 5.0)}
+    summary["plot"] = str(_plot_arm(out_dir / "arm.png", t - t0, (t_fail - t0), error, q,
+                                    model, failing))
+    return summary
+
+
+def _joint_positions(model: RobotModel, msg) -> np.ndarray:
+    index = {n: i for i, n in enumerate(msg.name)}
+    return np.array([msg.position[index[n]] for n in model.joint_names])
+
+
+def _plot_arm(path: Path, t, t_fail, error, q, model, failing) -> Path | str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "not written: matplotlib is not installed"
+    fig, ax = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    ax[0].plot(t, 1e3 * error)
+    ax[0].set_ylabel("hand error [mm]")
+    for a in ax:
+        a.axvline(t_fail, color="r", ls=":", lw=1)
+    for k, name in enumerate(model.joint_names):
+        ax[1].plot(t, q[:, k], lw=2 if name == failing else 0.8,
+                   label=f"{name} (fails)" if name == failing else name)
+    ax[1].set_ylabel("joint angle [rad]")
+    ax[1].set_xlabel("t [s] (path starts at 0; red: the motor fails)")
+    ax[1].legend(fontsize=7, ncol=4)
+    ax[0].set_title("arm: hand circle through J_G, a motor fails half-way")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
 # ====================================================================== entry
 def _run_snake(out_dir: Path, duration: float | None, domain: int,
                log: Callable[[str], None] = print) -> dict:
@@ -375,7 +507,8 @@ def _run_snake(out_dir: Path, duration: float | None, domain: int,
     return run_snake(out_dir, duration, domain, log)
 
 
-SCENARIOS: dict[str, Callable[..., dict]] = {"space": run_space, "snake": _run_snake}
+SCENARIOS: dict[str, Callable[..., dict]] = {"space": run_space, "arm": run_arm,
+                                              "snake": _run_snake}
 
 
 def run_scenario(name: str, out_dir: Path | str, duration: float | None = None,
