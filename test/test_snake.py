@@ -16,6 +16,7 @@ from underactuated_control.nodes.scenario_snake import (
     HEAD,
     HeadPath,
     SnakeDesign,
+    closed_loop_eigenvalues,
     initial_configuration,
     law_settings,
     mujoco_model,
@@ -120,6 +121,30 @@ def test_head_path_derivatives_and_bad_input():
         SnakeDesign(n_links=1)
     with pytest.raises(ValueError, match="unknown task-mode parameter 'task_kp'"):
         law_settings({"task_kp": 1.0})
+
+
+@pytest.mark.parametrize("n_links, shape, unstable", [(11, "C", False), (12, "zigzag", True)])
+def test_zero_dynamics_linearisation_predicts_mujoco(n_links, shape, unstable):
+    """The head held still, a 1 mrad/s nudge of the passive joints: where the linearised
+    closed loop has a fast positive eigenvalue, MuJoCo loses the head within a second; where
+    it has none, the head stays within a millimetre and the passive joints slow down."""
+    urdf = snake_urdf(SnakeDesign(n_links=n_links))
+    q0 = (initial_configuration(n_links) if shape == "C"
+          else np.where(np.arange(n_links) % 2 == 0, 0.3, -0.3))
+    rate = float(closed_loop_eigenvalues(urdf, q0)[0].real)
+    v0 = np.zeros(n_links)
+    v0[1::2] = 1e-3
+    res = simulate_offline(urdf, q0=q0, v0=v0, duration=1.0, path_kwargs={"radius": 1e-9})
+    speed = np.abs(res.v[:, res.passive]).max(axis=1)
+    print(f"\n{n_links} links, {shape}: largest Re(eigenvalue) {rate:.2f} 1/s, head max "
+          f"{res.metrics['head_max_mm']:.3f} mm")
+    if unstable:
+        assert rate > 5.0
+        assert res.metrics["head_max_mm"] > 10.0
+    else:
+        assert rate < 0.1
+        assert res.metrics["head_max_mm"] < 1.0
+        assert speed[-1] < 0.5 * speed.max()
 
 
 def test_offline_closed_loop_head_follows_on_mujoco():

@@ -200,6 +200,37 @@ class HeadPath:
         return p, v, a
 
 
+def closed_loop_eigenvalues(urdf: str, q0: np.ndarray, step: float = 1e-6,
+                            **tracker_kwargs: Any) -> np.ndarray:
+    """Eigenvalues [1/s] of the task-mode closed loop holding the head still at rest in ``q0``
+    (``EndEffectorTracker`` with task ``planar``; the model is the plant), from central
+    differences of (q, v) -> (v, q̈), largest real part first. Four are the task's PD poles;
+    the rest are the zero dynamics of the head task (the passive joints and the active
+    self-motion): one with a positive real part means the shape runs away while the head
+    is held."""
+    from ..control.task_space import EndEffectorTracker, TaskReference
+    from ..jacobians import frame_placement
+    from ..model import RobotModel
+
+    model = RobotModel.from_urdf(urdf)
+    tracker = EndEffectorTracker(model, HEAD, task="planar", **tracker_kwargs)
+    q0 = np.asarray(q0, float)
+    reference = TaskReference(position=frame_placement(model, q0, HEAD)[0].copy())
+    n = model.nv
+
+    def f(x: np.ndarray) -> np.ndarray:
+        return np.concatenate([x[n:], tracker.step(x[:n], x[n:], reference).qdd])
+
+    x0 = np.concatenate([q0, np.zeros(n)])
+    A = np.empty((2 * n, 2 * n))
+    for i in range(2 * n):
+        e = np.zeros(2 * n)
+        e[i] = step
+        A[:, i] = (f(x0 + e) - f(x0 - e)) / (2 * step)
+    ev = np.linalg.eigvals(A)
+    return ev[np.argsort(-ev.real)]
+
+
 # ====================================================================== offline closed loop
 DEFAULT_SETTINGS: dict[str, Any] = {  # task-mode parameters of the scenario (config/snake.yaml)
     "task": "planar",
@@ -315,12 +346,14 @@ def simulate_offline(urdf: str | None = None, overrides: Mapping[str, Any] | Non
                      duration: float = 10.0, timestep: float = 1e-3,
                      integrator: str = "implicitfast", reference_rate: float = 100.0,
                      delay_steps: int = 1, settle: float | None = None,
-                     path_kwargs: Mapping[str, Any] | None = None) -> OfflineResult:
+                     path_kwargs: Mapping[str, Any] | None = None,
+                     v0: np.ndarray | None = None) -> OfflineResult:
     """Closed loop without ROS: the controller's task law at every physics step on MuJoCo.
 
     The goal is sampled at ``reference_rate`` [Hz] (as ``~/pose_reference`` messages, pose
     only: the law's setpoint follower makes its own velocity), the command applies
-    ``delay_steps`` steps after the state it was computed from (the DDS round trip)."""
+    ``delay_steps`` steps after the state it was computed from (the DDS round trip); ``v0``:
+    the joints' start velocities (default at rest)."""
     from ..control.task_law import TaskLaw
     from ..control.task_space import TaskReference
     from ..model import RobotModel
@@ -338,6 +371,8 @@ def simulate_offline(urdf: str | None = None, overrides: Mapping[str, Any] | Non
     site = m.site("head").id
     q = initial_configuration(model.nv) if q0 is None else np.asarray(q0, float)
     d.qpos[qadr] = q
+    if v0 is not None:
+        d.qvel[vadr] = np.asarray(v0, float)
     mujoco.mj_forward(m, d)
     start = d.site_xpos[site].copy()
     if path is None:
