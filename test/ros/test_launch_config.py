@@ -525,3 +525,35 @@ def test_node_accepts_every_key_of_its_yaml(ros, launch, executable, config):
         assert (list(got) if isinstance(got, (list, tuple)) else got) == expected[name], name
     if executable == "hybrid_dynamics_controller":  # every motor works in the default config
         assert ros.wait_for(lambda: "passive []" in node.log(), 5), node.log()
+
+
+def test_colcon_builds_and_installs_the_package(tmp_path):
+    """As a new user in a ROS 2 workspace: the package in src/, ``colcon build``; executables
+    land in install/<pkg>/lib/<pkg>/, launch/config/urdf in install/<pkg>/share/<pkg>/, and the
+    ament index knows the package. Needs colcon (Debian: colcon python3-colcon-ros
+    python3-colcon-python-setup-py; a ROS 2 install has it)."""
+    import shutil
+
+    colcon = shutil.which("colcon")
+    assert colcon, ("colcon not found: apt-get install colcon python3-colcon-ros "
+                    "python3-colcon-python-setup-py (or use a ROS 2 install)")
+    src = tmp_path / "ws/src/underactuated_control"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".venv", ".git", "build", "install", "log", "demo_output", "__pycache__", "*.egg-info",
+        "test", "bench", ".ruff_cache", ".pytest_cache"))
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("VIRTUAL_ENV", "PYTHONPATH", "_ROS_WHEELS_BOOTSTRAP_COMPLETE")}
+    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"  # the system's Python, as colcon's
+    out = subprocess.run([colcon, "build"], cwd=tmp_path / "ws", env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    install = tmp_path / "ws/install/underactuated_control"
+    lib = {p.name for p in (install / "lib/underactuated_control").iterdir()}
+    assert console_scripts() <= lib, console_scripts() - lib
+    share = install / "share/underactuated_control"
+    for sub, pattern in (("launch", "*.launch.py"), ("config", "*.yaml"), ("urdf", "*.urdf")):
+        expected = {p.name for p in (ROOT / sub).glob(pattern)}
+        assert expected and expected <= {p.name for p in (share / sub).iterdir()}, sub
+    assert (share / "package.xml").is_file()
+    assert (install / "share/ament_index/resource_index/packages/underactuated_control"
+            ).is_file()
