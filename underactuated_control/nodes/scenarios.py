@@ -444,8 +444,10 @@ def run_arm(out_dir: Path, duration: float | None, domain: int,
         "hand_rms_after_failure_mm": float(1e3 * np.sqrt(np.mean(error[after] ** 2))),
         "hand_max_after_failure_mm": float(1e3 * error[after].max()),
         "failed_joint_excursion_rad": float(np.abs(fail_q - fail_q[0]).max()),
+        # from 0.1 s after the update: commands in flight were computed before it
         "failed_joint_command_after_Nm": float(np.abs(data[np.array(
-            [c >= t_fail * 1e9 for c, _ in commands])][:, k]).max()) if after.any() else None,
+            [c >= (t_fail + 0.1) * 1e9 for c, _ in commands])][:, k]).max())
+        if after.any() else None,
         "nonfinite_commands": int((~np.isfinite(data)).any(axis=1).sum()),
         "effort_peak_Nm": float(np.abs(data).max()),
         "loop_rate_hz": float((len(commands) - 1) / ((commands[-1][0] - commands[0][0]) * 1e-9)),
