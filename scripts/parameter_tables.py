@@ -1,5 +1,7 @@
 """Writes each node's parameter table (from the node's own table) into README.md between
-``<!-- parameters: NODE -->`` and ``<!-- end parameters -->``; ``--check`` only compares.
+``<!-- parameters: NODE -->`` and ``<!-- end parameters -->``, and the list of parameters
+tunable at run time (rqt_reconfigure, ``ros2 param set``) between ``<!-- tunable parameters
+-->`` and ``<!-- end tunable parameters -->``; ``--check`` only compares.
 Run: .venv/bin/python scripts/parameter_tables.py [--check]"""
 
 from __future__ import annotations
@@ -27,9 +29,28 @@ def block(node: str) -> re.Pattern:
     return re.compile(rf"(<!-- parameters: {node} -->\n)(.*?)(<!-- end parameters -->)", re.S)
 
 
+TUNABLE = re.compile(r"(<!-- tunable parameters -->\n)(.*?)(<!-- end tunable parameters -->)",
+                     re.S)
+
+
+def tunable_list() -> str:
+    """Per node: the parameters rqt_reconfigure can change at run time (the rest are
+    read-only, set at start)."""
+    lines = ["| node | tunable at run time | read-only (set at start) |", "| --- | --- | --- |"]
+    for node, table in NODES.items():
+        tunable = [f"`{s.name}`" for s in table.values() if not s.read_only]
+        fixed = [f"`{s.name}`" for s in table.values() if s.read_only]
+        lines.append(f"| {node} | {', '.join(tunable) or '—'} | {', '.join(fixed) or '—'} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str]) -> int:
     text = README.read_text()
     stale = []
+    match = TUNABLE.search(text)
+    if match is not None and match.group(2) != tunable_list():
+        stale.append("tunable parameters")
+        text = text[:match.start(2)] + tunable_list() + text[match.end(2):]
     for node, table in NODES.items():
         match = block(node).search(text)
         if match is None:

@@ -234,8 +234,8 @@ def closed_loop_eigenvalues(urdf: str, q0: np.ndarray, step: float = 1e-6,
 # ====================================================================== offline closed loop
 DEFAULT_SETTINGS: dict[str, Any] = {  # task-mode parameters of the scenario (config/snake.yaml)
     "task": "planar",
-    "task_kp_position": 100.0,
-    "task_kd_position": 20.0,
+    "task_kp_position": 400.0,
+    "task_kd_position": 40.0,
 }
 
 
