@@ -237,6 +237,49 @@ def test_shipped_bag_replayed_through_a_fresh_controller(domain, tmp_path):
     check(compare(SHIPPED, replay_through_fresh_controller(domain, SHIPPED)))
 
 
+def run_cli(*args: str, domain: int = 0) -> subprocess.CompletedProcess:
+    return subprocess.run(["timeout", "-k", "5", "120", str(BIN / "underactuated-control"),
+                           *args], env=child_env(domain), capture_output=True, text=True)
+
+
+def test_replay_keeps_the_recorded_timing_scaled_by_rate(ros, domain):
+    """Every message arrives, in order, spread over the bag's span divided by --rate."""
+    bag = read_bag(SHIPPED, [STATES])[STATES]
+    span = (bag[-1][0] - bag[0][0]) * 1e-9
+    got: list[tuple[float, int]] = []
+    qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+    ros.node.create_subscription(JointState, STATES, lambda m: got.append(
+        (time.monotonic(), stamp_ns(m))), qos)
+    player = subprocess.Popen(
+        ["timeout", "-k", "5", "120", str(BIN / "underactuated-control"), "replay",
+         str(SHIPPED), "--topics", STATES, "--rate", "2", "--wait-for-subscribers", "60"],
+        env=child_env(domain), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    while player.poll() is None:
+        ros.spin_for(0.05)
+    ros.spin_for(0.5)
+    out = player.stdout.read()
+    assert player.returncode == 0, out
+    assert [s for _, s in got] == [stamp_ns(m) for _, m in bag], "lost or reordered"
+    wall = got[-1][0] - got[0][0]
+    print(f"\n[replay] bag span {span:.3f} s at rate 2: received over {wall:.3f} s")
+    assert abs(wall - span / 2) < 0.1 * span
+    assert f"done: {len(bag)} messages" in out
+
+
+def test_replay_bad_input_is_one_line(tmp_path):
+    cases = [
+        ([str(tmp_path / "nope")], f"bag '{tmp_path / 'nope'}' not found"),
+        ([str(SHIPPED), "--topics", "/joint_state"], "topic /joint_state is not in bag"),
+        ([str(SHIPPED), "--rate", "0"], "--rate must be a positive number"),
+        ([str(SHIPPED), "--rate", "nan"], "--rate must be a positive number"),
+    ]
+    for args, message in cases:
+        out = run_cli("replay", *args)
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.count("\n") == 1 and message in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr
+
+
 if __name__ == "__main__":
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else SHIPPED
     os.environ.setdefault("PYTEST_TMP", "/tmp")
