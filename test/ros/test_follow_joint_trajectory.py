@@ -8,6 +8,8 @@ from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import JointTolerance, JointTrajectoryControllerState
 from helpers import ROOT
 from rclpy.action import ActionClient
+from rclpy.parameter import Parameter
+from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectoryPoint
 
@@ -227,3 +229,10 @@ def test_bad_goals_are_refused_with_their_codes(ros, launch):
     status, result = client.result(running, timeout=20)
     assert status == SUCCEEDED, result.error_string
     assert "refused (INVALID_JOINTS)" in node.log()
+    # outside mode joint the controller follows no trajectory
+    params = AsyncParameterClient(ros.node, "hybrid_dynamics_controller")
+    assert params.wait_for_services(10.0)
+    future = params.set_parameters([Parameter("mode", value="hold")])
+    assert ros.wait_for(future.done, 10) and future.result().results[0].successful
+    code, text = refused(goal(active, [(1.0, here)]))
+    assert code == Result.INVALID_GOAL and "set mode:=joint" in text
