@@ -159,12 +159,18 @@ def test_a_new_goal_preempts_and_tolerance_violations_abort(ros, launch):
     ros.spin_for(0.2)
     assert np.abs(client.q - second_target).max() < 0.02  # the second goal, not the first
 
-    # a path tolerance no real arm meets: aborted while moving, PATH_TOLERANCE_VIOLATED
+    # met at rest (friction leaves < 7 mrad), not by a linear ramp whose velocity jumps to
+    # 1 rad/s (~v/ω_n = 50 mrad behind): aborted while moving, PATH_TOLERANCE_VIOLATED
+    ros.spin_for(0.5)
     q1 = client.q.copy()
-    status, result = client.run(goal(JOINTS, [(2.0, q1 + 0.3)], path_tol=1e-7))
+    feedback = []
+    status, result = client.run(goal(JOINTS, [(0.3, q1 + 0.3)], path_tol=0.01),
+                                feedback=lambda m: feedback.append(m.feedback))
     print(f"[fjt] path tolerance: '{result.error_string}'")
     assert status == ABORTED and result.error_code == Result.PATH_TOLERANCE_VIOLATED
-    assert "joint" in result.error_string and "exceeds the tolerance" in result.error_string
+    assert "exceeds the tolerance 0.01" in result.error_string
+    assert feedback and np.abs(feedback[0].error.positions).max() < 0.01  # fine at the start
+    assert np.abs(client.q - q1).max() > 0.005  # the arm had started to move
 
     # a goal tolerance no real arm meets, 0.3 s of goal_time_tolerance: GOAL_TOLERANCE_VIOLATED
     ros.spin_for(0.5)
