@@ -207,3 +207,14 @@ def test_snake_scenario_over_dds_recomputed_from_the_bag(tmp_path):
     assert np.all(np.isfinite(commands)) and commands.shape[1] == len(model.active_joints)
     assert rms < 3.0 and worst < 8.0  # measured 1.5 / 3.2 mm over 10 s (loaded machine)
     assert summary["success"]
+
+
+def test_planar_target_beyond_reach_is_refused():
+    from underactuated_control.control.task_law import TaskLaw
+
+    model = RobotModel.from_urdf(SNAKE)
+    law = TaskLaw(model, law_settings(), HEAD)
+    length = SnakeDesign().n_links * SnakeDesign().link_length  # 1.1 m from joint 1
+    with pytest.raises(ValueError, match="beyond the reach"):
+        law.check_reference(TaskReference(position=np.array([1.5 * length, 0.0, 0.05])))
+    law.check_reference(TaskReference(position=np.array([0.5 * length, 0.0, 0.05])))

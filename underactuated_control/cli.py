@@ -152,7 +152,7 @@ def _plan_problems(model: RobotModel, plan, task: str, max_error: float,
             "active forces beyond the URDF effort limits: " + ", ".join(
                 f"{n} {pk:.4g} {unit[n]} (limit {lim:g})" for n, pk, lim in over)
             + f", first at t = {plan.t[first]:.3f} s")
-    e_p = plan.position_error.max(initial=0.0) if task in ("pose", "position") else 0.0
+    e_p = plan.position_error.max(initial=0.0) if task in ("pose", "position", "planar") else 0.0
     e_o = plan.orientation_error.max(initial=0.0) if task in ("pose", "orientation") else 0.0
     if e_p > max_error or e_o > max_orientation_error:
         worst = int(np.argmax(plan.position_error)) if e_p > max_error else int(
@@ -711,7 +711,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "and the passive joints' motion (paper 6.2)")
     _model_arguments(pl)
     pl.add_argument("--frame", required=True, help="tracked link frame")
-    pl.add_argument("--task", choices=("pose", "position", "orientation", "pointing"),
+    pl.add_argument("--task", choices=("pose", "position", "orientation", "pointing", "planar"),
                     default="pose")
     pl.add_argument("--q", nargs="+", type=float,
                     help="start configuration [rad|m] (with --floating-base: the arm joints)")

@@ -109,7 +109,7 @@ class TaskLaw(ControlLaw):
             return
         center, radius = self.reach
         distance = float(np.linalg.norm(np.asarray(reference.position) - center))
-        if self.tracker.task in ("pose", "position") and distance > radius:
+        if self.tracker.task in ("pose", "position", "planar") and distance > radius:
             raise ValueError(f"target {distance:.3f} m from the first joint is beyond the reach "
                              f"of '{self.frame}' ({radius:.3f} m)")
 
