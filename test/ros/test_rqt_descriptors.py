@@ -1,7 +1,8 @@
 """What rqt_reconfigure shows: each node's parameter descriptors, read through the real
 ``~/describe_parameters`` service of a running node, against the node's own table
 (``PARAMETERS``): read-only parameters are read-only, tunable ones are not; every parameter
-has a description, with its unit when it has one; every tunable numeric scalar has a range
+has a description, with its unit when it has one (every tunable number has one: "1" for
+dimensionless gains and weights); every tunable numeric scalar has a range
 (floating_point_range / integer_range: rqt's slider) equal to the table's. rclpy itself then
 enforces them: a read-only parameter and a value outside the range are refused by the node."""
 
@@ -49,6 +50,10 @@ def test_descriptors_of_a_running_node(ros, launch, executable):
         if d.read_only:
             continue
         tunable.append(name)
+        if d.type in (ParameterType.PARAMETER_DOUBLE, ParameterType.PARAMETER_INTEGER,
+                      ParameterType.PARAMETER_DOUBLE_ARRAY,
+                      ParameterType.PARAMETER_INTEGER_ARRAY):  # "1": dimensionless
+            assert spec.unit and f"[{spec.unit}]" in d.description, f"{name}: no unit"
         if d.type == ParameterType.PARAMETER_DOUBLE:
             assert spec.low is not None and spec.high is not None, f"{name}: no slider range"
             (r,) = d.floating_point_range

@@ -68,12 +68,12 @@ class OperationalSpaceLaw(ControlLaw):
                       unit="1/s^2", low=0.0, high=1e4),
         ParameterSpec("posture_kd", 10.0, "posture damping", unit="1/s", low=0.0, high=1e3),
         ParameterSpec("force_axes", [0.0, 0.0, 0.0], "force-controlled directions x, y, z "
-                      "(root axes, 1: force, 0: motion)", low=0.0, high=1.0,
+                      "(root axes, 1: force, 0: motion)", unit="1", low=0.0, high=1.0,
                       validator=_unit_flags),
         ParameterSpec("force_target", [0.0, 0.0, 0.0], "force the hand applies along the "
                       "force-controlled directions (root axes)", unit="N", low=-1e4, high=1e4,
                       validator=_three),
-        ParameterSpec("force_kp", 0.5, "force error gain", low=0.0, high=100.0),
+        ParameterSpec("force_kp", 0.5, "force error gain", unit="1", low=0.0, high=100.0),
         ParameterSpec("force_kd", 20.0, "velocity damping along force-controlled directions",
                       unit="1/s", low=0.0, high=1e4),
     ) + tuple(s for s in TaskLaw.parameters if s.name in _SHARED)

@@ -150,26 +150,27 @@ class SwingUpLaw(ControlLaw):
     parameters = (
         ParameterSpec("swing_ke", 0.0, "swing-up: energy-pumping gain k_e in units of ω0/ΔE "
                       "(the active joint's acceleration σ·k_e·Ẽ·v_passive); 0: the default of the "
-                      "robot's kind (acrobot 5.44, pendubot 2.38)", low=0.0, high=1e3),
+                      "robot's kind (acrobot 5.44, pendubot 2.38)", unit="ω0/ΔE", low=0.0,
+                      high=1e3),
         ParameterSpec("swing_kp", 0.0, "swing-up: stiffness pulling the active joint to its "
                       "upright angle while pumping, in units of ω0² (ω0: the upright's falling "
                       "rate); 0: the default of the robot's kind (acrobot 0.311, pendubot 1.19)",
-                      low=0.0, high=100.0),
+                      unit="ω0²", low=0.0, high=100.0),
         ParameterSpec("swing_damping", 0.37, "swing-up: damping ratio of the active joint while "
-                      "pumping", low=0.0, high=10.0),
+                      "pumping", unit="1", low=0.0, high=10.0),
         ParameterSpec("swing_amplitude", 5.0, "swing-up: the pumping acceleration saturates "
                       "(tanh) at this multiple of τ_max/D_max (what the motor gives)",
-                      low=0.01, high=100.0),
+                      unit="τ_max/D_max", low=0.01, high=100.0),
         ParameterSpec("swing_sign", "positive", "swing-up: sign σ of the pumping term "
                       "(positive: while energy is lacking the active joint accelerates against "
                       "the passive joint's motion, Spong's rule)",
                       choices=("positive", "negative")),
         ParameterSpec("swing_energy_margin", 0.0, "swing-up: energy aimed at above the upright "
                       "rest energy, in units of ΔE (offsets damping losses on the way up)",
-                      low=-0.2, high=0.5),
+                      unit="ΔE", low=-0.2, high=0.5),
         ParameterSpec("swing_torque_fraction", 0.0, "swing-up: share of the motor's effort "
                       "limit the pumping may use; 0: the default of the robot's kind (acrobot "
-                      "0.39, pendubot 0.72)", low=0.0, high=1.0),
+                      "0.39, pendubot 0.72)", unit="1", low=0.0, high=1.0),
         ParameterSpec("swing_kick", -1.0, "swing-up: offset of the active joint's target while "
                       "the energy is within 5 % of ΔE of hanging at rest (where the pumping "
                       "term vanishes); negative: the default of the robot's kind (acrobot 0.03, "
@@ -177,37 +178,38 @@ class SwingUpLaw(ControlLaw):
         ParameterSpec("lock_energy_tolerance", 0.0, "swing-up: lock the active joint when the "
                       "rigid pendulum it leaves has the target energy within this share of ΔE; "
                       "0: the default of the robot's kind (acrobot 0.048, pendubot 0.0074)",
-                      low=0.0, high=0.5),
+                      unit="ΔE", low=0.0, high=0.5),
         ParameterSpec("lock_angle", 0.1, "swing-up: ... and the active joint is this close to "
                       "upright", unit="rad", low=1e-3, high=1.0),
         ParameterSpec("lock_bandwidth", 1.5, "swing-up: bandwidth of the locked active joint "
-                      "(critically damped), in units of ω0", low=0.1, high=20.0),
+                      "(critically damped), in units of ω0", unit="ω0", low=0.1, high=20.0),
         ParameterSpec("lock_timeout", 20.0, "swing-up: pump again after this long locked "
-                      "without reaching the LQR, in units of 1/ω0", low=1.0, high=1e3),
+                      "without reaching the LQR, in units of 1/ω0", unit="1/ω0", low=1.0, high=1e3),
         ParameterSpec("lqr_q_passive", 1.0, "balancing LQR: weight of the passive joint's "
                       "angle error", unit="1/rad^2", low=1e-6, high=1e6),
         ParameterSpec("lqr_q_active", 1.0, "balancing LQR: weight of the active joint's angle "
                       "error", unit="1/rad^2", low=1e-6, high=1e6),
         ParameterSpec("lqr_q_velocity", 0.1, "balancing LQR: weight of the joint speeds in "
-                      "units of ω0", low=1e-6, high=1e6),
+                      "units of ω0", unit="ω0", low=1e-6, high=1e6),
         ParameterSpec("lqr_r_torque", 9.0, "balancing LQR: weight of the motor torque in "
-                      "units of its effort limit", low=1e-6, high=1e6),
+                      "units of its effort limit", unit="τ_max", low=1e-6, high=1e6),
         ParameterSpec("lqr_roa_scale", 0.0, "switch to the LQR inside this multiple of the "
                       "region-of-attraction level found at start-up; 0: the default of the "
-                      "robot's kind (acrobot 0.263, pendubot 0.583)", low=0.0, high=100.0),
+                      "robot's kind (acrobot 0.263, pendubot 0.583)", unit="1", low=0.0,
+                      high=100.0),
         ParameterSpec("lqr_exit_factor", 4.0, "fall back to pumping beyond this multiple of "
-                      "the switch level", low=1.0, high=1000.0),
+                      "the switch level", unit="1", low=1.0, high=1000.0),
         ParameterSpec("torque_filter_time", 0.015, "swing-up: time constant of the first-order "
                       "filter on the motor command (in the LQR design; 0: none)", unit="s",
                       low=0.0, high=0.5),
         ParameterSpec("swing_torque_rate", -1.0, "swing-up: largest rate of change of the motor "
                       "torque while pumping, in units of τ_max·ω0 per second (smooth "
                       "torque); 0: none; negative: the default of the robot's kind",
-                      low=-1.0, high=100.0),
+                      unit="τ_max·ω0/s", low=-1.0, high=100.0),
         ParameterSpec("lqr_torque_rate", -1.0, "locked and balancing: largest rate of change of "
                       "the motor torque, in units of τ_max·ω0 per second (in the "
                       "region-of-attraction simulation); 0: none; negative: the default of the "
-                      "robot's kind", low=-1.0, high=100.0),
+                      "robot's kind", unit="τ_max·ω0/s", low=-1.0, high=100.0),
     )
 
     def __init__(self, model: RobotModel, settings: Mapping[str, Any], frame: str,

@@ -55,7 +55,7 @@ class TaskLaw(ControlLaw):
         ParameterSpec("task_kd_orientation", 20.0, "task damping, orientation", unit="1/s",
                       low=0.0, high=1e4),
         ParameterSpec("passive_weight", 0.0, "weight of the rows keeping passive joints still "
-                      "(task mode, paper 7.1)", low=0.0, high=1e6),
+                      "(task mode, paper 7.1)", unit="1", low=0.0, high=1e6),
         ParameterSpec("passive_kp", 0.0, "passive-joint stiffness in those rows",
                       unit="1/s^2", low=0.0, high=1e6),
         ParameterSpec("passive_kd", 0.0, "passive-joint damping in those rows", unit="1/s",

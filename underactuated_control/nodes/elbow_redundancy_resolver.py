@@ -118,16 +118,17 @@ PARAMETERS = table(
     ParameterSpec("reference_direction", [0.0, 0.0, 1.0], "direction spanning the arm angle's "
                   "reference plane with SW (root axes)", read_only=True),
     ParameterSpec("hand_weights", [16.0], "W_e: x, y, z, rx, ry, rz (one value: all)",
-                  low=0.0, high=1e9, validator=_one_per("hand_weights", lambda m: HAND_AXES)),
-    ParameterSpec("arm_angle_weight", 1.0, "W_c of the arm angle", low=0.0, high=1e9),
-    ParameterSpec("joint_velocity_weights", [0.0], "W_v per joint (one value: all)", low=0.0,
-                  high=1e9, validator=_one_per("joint_velocity_weights",
+                  unit="1", low=0.0, high=1e9,
+                  validator=_one_per("hand_weights", lambda m: HAND_AXES)),
+    ParameterSpec("arm_angle_weight", 1.0, "W_c of the arm angle", unit="1", low=0.0, high=1e9),
+    ParameterSpec("joint_velocity_weights", [0.0], "W_v per joint (one value: all)", unit="1",
+                  low=0.0, high=1e9, validator=_one_per("joint_velocity_weights",
                                                lambda m: m.joint_names)),
     ParameterSpec("motion_duration", 3.0, "duration of a goal motion", unit="s", low=0.05,
                   high=600.0),
     ParameterSpec("rate", 100.0, "setpoint rate", unit="Hz", low=1.0, high=2000.0),
     ParameterSpec("obstacles", [0.0], "spheres x, y, z, radius (root frame, m) repeated; [] or "
-                  "[0.0]: none", validator=_check_obstacles),
+                  "[0.0]: none", unit="m", validator=_check_obstacles),
     ParameterSpec("obstacle_margin", 0.1, "outer minus inner sphere-of-influence radius",
                   unit="m", low=1e-3, high=10.0),
     ParameterSpec("joint_limit_margin", 0.1, "joint-limit avoidance zone (0: off)", unit="rad",
@@ -141,34 +142,34 @@ PARAMETERS = table(
                   "patent's claims 1, 3; corrects what the servo did not follow)",
                   choices=("plan", "sensed")),
     ParameterSpec("collision_weight", 1.0, "coefficient of the collision weight w_co (18)",
-                  low=0.0, high=1e6),
+                  unit="1", low=0.0, high=1e6),
     ParameterSpec("collision_gain", 0.5, "fraction of the way back to the outer sphere asked "
-                  "per step", low=0.0, high=1.0),
+                  "per step", unit="1", low=0.0, high=1.0),
     ParameterSpec("joint_limit_gain", 0.5, "fraction of the way back out of the joint-limit "
-                  "zone asked per step", low=0.0, high=1.0),
+                  "zone asked per step", unit="1", low=0.0, high=1.0),
     ParameterSpec("elbow_axes", "", "elbow coordinates held or driven (any of x, y, z; '' "
                   "off); targets on ~/target_elbow", validator=_check_axes),
-    ParameterSpec("elbow_weight", 1.0, "W_c of each elbow coordinate", low=0.0, high=1e9),
+    ParameterSpec("elbow_weight", 1.0, "W_c of each elbow coordinate", unit="1", low=0.0, high=1e9),
     ParameterSpec("locked_joints", [""], "joints locked at their angle at the start of each "
                   "goal ([''] none)", validator=_check_joints),
     ParameterSpec("joint_locking_weight", 1e4, "W_c of each locked joint (a weighted row: a "
-                  "soft lock)", low=0.0, high=1e9),
+                  "soft lock)", unit="1", low=0.0, high=1e9),
     ParameterSpec("joint_spring_stiffness", [0.0], "optimal joint movement: k_i per joint "
                   "([0.0] off), springs at the angles of the start of each goal",
-                  low=0.0, high=1e6, validator=_check_stiffness),
+                  unit="1", low=0.0, high=1e6, validator=_check_stiffness),
     ParameterSpec("joint_spring_weight", 1.0, "W_c of the optimal-joint-movement rows",
-                  low=0.0, high=1e9),
+                  unit="1", low=0.0, high=1e9),
     ParameterSpec("manipulability_gain", 0.0, "step along the manipulability gradient in the "
                   "hand's null space (0: off)", unit="rad", low=0.0, high=10.0),
-    ParameterSpec("manipulability_weight", 1.0, "W_c of the manipulability rows", low=0.0,
+    ParameterSpec("manipulability_weight", 1.0, "W_c of the manipulability rows", unit="1", low=0.0,
                   high=1e9),
     ParameterSpec("gravity_torque_gain", 0.0, "step against the gradient of ½|τ_g|² in the "
                   "hand's null space (0: off)", unit="rad/(N m)^2", low=0.0, high=1.0),
-    ParameterSpec("gravity_torque_weight", 1.0, "W_c of the gravity-torque rows", low=0.0,
+    ParameterSpec("gravity_torque_weight", 1.0, "W_c of the gravity-torque rows", unit="1", low=0.0,
                   high=1e9),
     ParameterSpec("orientation_link", "", "link whose orientation is held at its value at the "
                   "start of each goal ('' off; claim 2)", validator=_check_link),
-    ParameterSpec("orientation_weight", 1.0, "W_c of the link-orientation rows", low=0.0,
+    ParameterSpec("orientation_weight", 1.0, "W_c of the link-orientation rows", unit="1", low=0.0,
                   high=1e9),
     ParameterSpec("desired_velocity_timeout", 0.5, "~/desired_joint_velocities older than this "
                   "are dropped", unit="s", low=0.0, high=60.0),
@@ -206,6 +207,7 @@ class ElbowRedundancyResolver(Node):
         self.marker_spheres: list[Sphere] = []
         self.control, self.limiter = self._build(p, set(PARAMETERS))
         self.params.on_update(self._build, self._commit)
+        self._warm_up()
 
         self.setpoint_pub = self.create_publisher(JointTrajectory, "~/joint_setpoints", 10)
         self.psi_pub = self.create_publisher(Float64, "~/arm_angle", 10)
@@ -247,6 +249,21 @@ class ElbowRedundancyResolver(Node):
             f"{links['elbow_link']}, W {links['wrist_link']}; hand {self.tip}, reach "
             f"{self.reach_radius:.3f} m); passive {list(self.model.passive_joints)}; "
             f"functions {[f.name for f in self.control.functions]}")
+
+    def _warm_up(self) -> None:
+        """One step at the middle of the joint ranges, so that the compiled step is loaded
+        (or compiled, ~30 s after an edit of the package) now and not at the first goal."""
+        q = self.limiter.clamp(np.where(np.isfinite(self.model.position_lower)
+                                        & np.isfinite(self.model.position_upper),
+                                        0.5 * (self.model.position_lower
+                                               + self.model.position_upper), 0.0))
+        ws = self.control.workspace
+        ws.set_configuration(q)
+        self.control.step(q, ws.frame_placement(self.tip))
+        for f in self.control.functions:  # forget what the warm-up step locked or held
+            for attr in ("locked", "rest", "held"):
+                if getattr(f, attr, None) is not None:
+                    setattr(f, attr, None)
 
     @property
     def trajectory(self) -> ConfigurationTrajectory | None:

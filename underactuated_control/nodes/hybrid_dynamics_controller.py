@@ -106,7 +106,7 @@ PARAMETERS = table(
                   "this node's clock is refused alone (and never becomes the ordering "
                   "reference)", unit="s", low=0.0, high=60.0),
     ParameterSpec("effort_limit_scale", 1.0, "commands are clamped to the URDF effort limits "
-                  "times this", low=1e-3, high=10.0),
+                  "times this", unit="1", low=1e-3, high=10.0),
     ParameterSpec("publish_jacobians", True, "publish J_G, J_D and the passive accelerations "
                   "every cycle"),
     ParameterSpec("publish_ellipsoids", False, "publish the task frame's belted and ordinary "
