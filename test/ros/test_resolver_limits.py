@@ -18,6 +18,9 @@ from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64
+
+# the compiled configuration-control step into numba's cache before a node starts
+from test_resolver_cyclicity import compiled_step  # noqa: E402, F401, I001
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import Marker, MarkerArray
 
