@@ -266,6 +266,28 @@ def test_replay_keeps_the_recorded_timing_scaled_by_rate(ros, domain):
     assert f"done: {len(bag)} messages" in out
 
 
+def test_bag_of_a_type_the_rosbags_typestore_lacks(tmp_path):
+    """control_msgs/JointTrajectoryControllerState (the controller's ~/controller_state) is not
+    in rosbags' typestore: its definition comes from the installed interface package's .msg
+    files; written and read back field for field."""
+    from control_msgs.msg import JointTrajectoryControllerState
+    from rosbags.typesys import Stores, get_typestore
+
+    name = "control_msgs/msg/JointTrajectoryControllerState"
+    assert name not in get_typestore(Stores.ROS2_KILTED).fielddefs
+    msgs = []
+    for i in range(3):
+        m = JointTrajectoryControllerState(joint_names=JOINTS[:2])
+        m.reference.positions = [0.1 * i, -0.2]
+        m.error.velocities = [1e-3, float(i)]
+        m.output.effort = [3.0, -4.0 * i]
+        msgs.append((1_000 + i, m))
+    bag = write_bag(tmp_path / "state", {"/state": (JointTrajectoryControllerState, msgs)})
+    back = read_bag(bag)["/state"]
+    assert [t for t, _ in back] == [t for t, _ in msgs]
+    assert [m for _, m in back] == [m for _, m in msgs]
+
+
 def test_replay_bad_input_is_one_line(tmp_path):
     cases = [
         ([str(tmp_path / "nope")], f"bag '{tmp_path / 'nope'}' not found"),
