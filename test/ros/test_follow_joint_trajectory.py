@@ -143,6 +143,12 @@ def test_goal_is_followed_to_success_with_feedback_and_controller_state(ros, lau
                                s.error.positions, atol=1e-12)
     assert len(s.output.effort) == 7 and np.all(np.isfinite(s.output.effort))
     assert np.abs(s.output.effort).max() > 1.0  # holding the arm against gravity
+    # wire compatibility of the bindings built from interfaces/: the type hash the controller
+    # advertises is the one a ros2_controllers JointTrajectoryController on a ROS 2 install
+    # advertises for its controller_state (`ros2 topic info -v`, seen in a public log)
+    info = ros.node.get_publishers_info_by_topic(f"{NODE}/controller_state")
+    assert [str(i.topic_type_hash) for i in info] == [
+        "RIHS01_51d8dd89cc624cbe9daaeeb4d80d6de9b86168ffdc3be41fefc0953e3c26e480"]
 
 
 def test_a_new_goal_preempts_and_tolerance_violations_abort(ros, launch):
