@@ -134,7 +134,7 @@ def _forward(m, c, w, s, q, E_world, p_world):
     body_placements(m.parent, w.E_up, w.r_up, E_world, p_world)
 
 
-@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+@njit(cache=True, error_model="numpy", fastmath=FAST)
 def _point(E_world, p_world, body, off, out):
     """Root coordinates of the point ``off`` (body axes) of ``body`` (-1: the root)."""
     for a in range(3):
@@ -145,13 +145,12 @@ def _point(E_world, p_world, body, off, out):
                       + E_world[body, 1, a] * off[1] + E_world[body, 2, a] * off[2])
 
 
-@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
-def _jacobian(m, c, E_world, p_world, body, point, J):
+@njit(cache=True, error_model="numpy", fastmath=FAST)
+def _jacobian(parent, S, nv_joint, v_start, E_world, p_world, body, point, J):
     if body < 0:
         J[:] = 0.0
     else:
-        frame_jacobian_kernel(m.parent, c.S, m.nv_joint, m.v_start, E_world, p_world, body,
-                              point, J)
+        frame_jacobian_kernel(parent, S, nv_joint, v_start, E_world, p_world, body, point, J)
 
 
 @njit(cache=True, error_model="numpy", fastmath=FAST)
@@ -251,8 +250,9 @@ def _determinant(A, n):
 @njit(cache=True, error_model="numpy", fastmath=FAST)
 def _manipulability(m, c, v, body, off, point, J):
     """w = sqrt(det(J_e J_eᵀ)) of the frame (body, off) in v's placements."""
+    par, S_, nvj, vst = m.parent, c.S, m.nv_joint, m.v_start
     _point(v.E_world, v.p_world, body, off, point)
-    _jacobian(m, c, v.E_world, v.p_world, body, point, J)
+    _jacobian(par, S_, nvj, vst, v.E_world, v.p_world, body, point, J)
     A = np.empty((6, 6))
     for a in range(6):
         for b in range(6):
@@ -267,15 +267,256 @@ def _manipulability(m, c, v, body, off, point, J):
 def gravity_torques(m, c, E_world, p_world, mass, com, gravity, point, J, tau):
     """τ_g = -Σ_b m_b J_{c_b}ᵀ g: the joint torques that hold the arm still (= inverse dynamics
     at zero velocity and acceleration)."""
+    par, S_, nvj, vst = m.parent, c.S, m.nv_joint, m.v_start
     tau[:] = 0.0
     for b in range(m.nb):
         if mass[b] == 0.0:
             continue
         _point(E_world, p_world, b, com[b], point)
-        _jacobian(m, c, E_world, p_world, b, point, J)
+        _jacobian(par, S_, nvj, vst, E_world, p_world, b, point, J)
         for k in range(tau.shape[0]):
             tau[k] -= mass[b] * (J[0, k] * gravity[0] + J[1, k] * gravity[1]
                                  + J[2, k] * gravity[2])
+
+
+@njit(cache=True, error_model="numpy", fastmath=FAST)
+def _gradients(m, c, w, s, v, rint, rflt, prog, mass, com, gravity, q, point, J):
+    """Gradients of manipulability and ½|τ_g|² by central differences (h = 1e-6); they move
+    the placements, so they run before the step's forward kinematics."""
+    nf, nv = prog.shape[0], m.nv
+    for f in range(nf):
+        kind = prog[f, 0]
+        if kind != MANIPULABILITY and kind != GRAVITY:
+            continue
+        g = v.grad[0] if kind == MANIPULABILITY else v.grad[1]
+        fp = prog[f, 1]
+        for i in range(nv):
+            val = 0.0
+            for sign in (1.0, -1.0):
+                v.qp[:] = q
+                v.qp[i] += sign * 1e-6
+                _forward(m, c, w, s, v.qp, v.E_world, v.p_world)
+                if kind == MANIPULABILITY:
+                    x = _manipulability(m, c, v, rint[prog[f, 2]], rflt[fp + 2:fp + 5],
+                                        point, J)
+                else:
+                    gravity_torques(m, c, v.E_world, v.p_world, mass, com, gravity, point, J,
+                                    v.tau)
+                    x = 0.0
+                    for k in range(nv):
+                        x += 0.5 * v.tau[k] * v.tau[k]
+                val += sign * x
+            g[i] = val / 2e-6
+
+
+@njit(cache=True, error_model="numpy", fastmath=FAST)
+def _critical_points(parent, E_world, p_world, spheres, rint, rflt, prog, root_point, point):
+    """Critical point X_c and distance d_c of every sphere (eq. 17; links as segments, the
+    last one to the collision function's tip) into ``spheres``; returns the elbow fade."""
+    nb, nf = parent.shape[0], prog.shape[0]
+    fade = 1.0
+    sph = 0
+    for f in range(nf):
+        if prog[f, 0] != COLLISION:
+            continue
+        fp, ip = prog[f, 1], prog[f, 2]
+        ns, ctip = rint[ip], rint[ip + 1]
+        for k in range(ns):
+            so = fp + 8 + 5 * k
+            best, bx0, bx1, bx2, bbody = 1e300, 0.0, 0.0, 0.0, -1
+            for i in range(nb + 1):  # links as segments; the last one to the tip
+                if i < nb:
+                    body = i
+                    p = parent[i]
+                    a0 = root_point[0] if p < 0 else p_world[p, 0]
+                    a1 = root_point[1] if p < 0 else p_world[p, 1]
+                    a2 = root_point[2] if p < 0 else p_world[p, 2]
+                    b0, b1, b2 = p_world[i, 0], p_world[i, 1], p_world[i, 2]
+                else:
+                    body = ctip
+                    _point(E_world, p_world, ctip, rflt[fp + 5:fp + 8], point)
+                    b0, b1, b2 = point[0], point[1], point[2]
+                    if ctip < 0:
+                        a0, a1, a2 = b0, b1, b2
+                    else:
+                        a0, a1, a2 = (p_world[ctip, 0], p_world[ctip, 1],
+                                      p_world[ctip, 2])
+                e0, e1, e2 = b0 - a0, b1 - a1, b2 - a2
+                den = e0 * e0 + e1 * e1 + e2 * e2
+                t = 0.0
+                if den >= 1e-18:
+                    t = ((rflt[so] - a0) * e0 + (rflt[so + 1] - a1) * e1
+                         + (rflt[so + 2] - a2) * e2) / den
+                    t = min(max(t, 0.0), 1.0)
+                x0, x1, x2 = a0 + t * e0, a1 + t * e1, a2 + t * e2
+                d = math.sqrt((x0 - rflt[so]) ** 2 + (x1 - rflt[so + 1]) ** 2
+                              + (x2 - rflt[so + 2]) ** 2)
+                if d < best:
+                    best, bx0, bx1, bx2, bbody = d, x0, x1, x2, body
+            spheres[sph, 0], spheres[sph, 1] = best, bx0
+            spheres[sph, 2], spheres[sph, 3], spheres[sph, 4] = bx1, bx2, bbody
+            ri, ro = rflt[so + 3], rflt[so + 4]
+            fade = min(fade, min(max((best - ri) / (ro - ri), 0.0), 1.0))
+            sph += 1
+    return fade
+
+
+@njit(cache=True, error_model="numpy", fastmath=FAST)
+def _arm_angle_row(par, S_, nvj, vst, Jt, E_world, p_world, rows, dX, W, value, rint, rflt,
+                   tgt, out, f, fp, ip, slot, n, fade):
+    """Row n: ψ and its Jacobian (eq. 14-15) from the S, E, W points and their Jacobians."""
+    nv = rows.shape[1]
+    JS, JE, JW = Jt[0], Jt[1], Jt[2]
+    S, E, Wp = np.empty(3), np.empty(3), np.empty(3)
+    _point(E_world, p_world, rint[ip], rflt[fp + 5:fp + 8], S)
+    _point(E_world, p_world, rint[ip + 1], rflt[fp + 8:fp + 11], E)
+    _point(E_world, p_world, rint[ip + 2], rflt[fp + 11:fp + 14], Wp)
+    _jacobian(par, S_, nvj, vst, E_world, p_world, rint[ip], S, JS)
+    _jacobian(par, S_, nvj, vst, E_world, p_world, rint[ip + 1], E, JE)
+    _jacobian(par, S_, nvj, vst, E_world, p_world, rint[ip + 2], Wp, JW)
+    r0, r1, r2 = rflt[fp + 1], rflt[fp + 2], rflt[fp + 3]
+    tol = rflt[fp + 4]
+    b0, b1, b2 = Wp[0] - S[0], Wp[1] - S[1], Wp[2] - S[2]
+    nb_ = math.sqrt(b0 * b0 + b1 * b1 + b2 * b2)
+    psi, note = 0.0, 0
+    for k in range(nv):
+        rows[n, k] = 0.0
+    if nb_ < 1e-9:
+        note = 1
+    else:
+        u0, u1, u2 = b0 / nb_, b1 / nb_, b2 / nb_
+        a0, a1, a2 = E[0] - S[0], E[1] - S[1], E[2] - S[2]
+        ru = r0 * u0 + r1 * u1 + r2 * u2
+        ua = u0 * a0 + u1 * a1 + u2 * a2
+        # y = u · (r × a), x = r · a - (r·u)(u·a)
+        y = u0 * (r1 * a2 - r2 * a1) + u1 * (r2 * a0 - r0 * a2) + u2 * (r0 * a1 - r1 * a0)
+        x = r0 * a0 + r1 * a1 + r2 * a2 - ru * ua
+        rp = math.sqrt((r0 - ru * u0) ** 2 + (r1 - ru * u1) ** 2 + (r2 - ru * u2) ** 2)
+        ep = math.sqrt((a0 - ua * u0) ** 2 + (a1 - ua * u1) ** 2 + (a2 - ua * u2) ** 2)
+        if rp < tol:
+            note = 2
+        elif ep < tol * max(1.0, nb_):
+            note = 3
+        n2 = x * x + y * y
+        if n2 < 1e-24:
+            note = note if note else 4
+        else:
+            psi = math.atan2(y, x)
+            # g_a = (x (u × r) - y (r - (r·u) u)) / n2
+            ga0 = (x * (u1 * r2 - u2 * r1) - y * (r0 - ru * u0)) / n2
+            ga1 = (x * (u2 * r0 - u0 * r2) - y * (r1 - ru * u1)) / n2
+            ga2 = (x * (u0 * r1 - u1 * r0) - y * (r2 - ru * u2)) / n2
+            # g_u = (x (r × a) - y (-(r·u) a - (u·a) r)) / n2; g_b = (I - u uᵀ) g_u / |b|
+            gu0 = (x * (r1 * a2 - r2 * a1) + y * (ru * a0 + ua * r0)) / n2
+            gu1 = (x * (r2 * a0 - r0 * a2) + y * (ru * a1 + ua * r1)) / n2
+            gu2 = (x * (r0 * a1 - r1 * a0) + y * (ru * a2 + ua * r2)) / n2
+            ug = u0 * gu0 + u1 * gu1 + u2 * gu2
+            gb0, gb1, gb2 = ((gu0 - ug * u0) / nb_, (gu1 - ug * u1) / nb_,
+                             (gu2 - ug * u2) / nb_)
+            for k in range(nv):
+                rows[n, k] = (ga0 * (JE[0, k] - JS[0, k]) + ga1 * (JE[1, k] - JS[1, k])
+                                + ga2 * (JE[2, k] - JS[2, k])
+                                + gb0 * (JW[0, k] - JS[0, k])
+                                + gb1 * (JW[1, k] - JS[1, k])
+                                + gb2 * (JW[2, k] - JS[2, k]))
+    target = tgt[slot]
+    d = 0.0 if math.isnan(target) else target - psi
+    dX[n] = (d + math.pi) % (2.0 * math.pi) - math.pi
+    W[n] = 0.0 if note else rflt[fp] * fade
+    value[n] = psi
+    out[f, 2] = note
+    n += 1
+    return n
+
+
+@njit(cache=True, error_model="numpy", fastmath=FAST)
+def _solve(H, L, rhs, y, rows, W, dX, dq, q_next, cols, Wv, dq_d, q, n, rint):
+    """(Jᵀ W J + W_v) dθ = Jᵀ W dX + W_v dθ_d (eq. 10-11) over the active columns: Cholesky,
+    or least squares by a Jacobi SVD when rank-deficient; q_next = q + dθ. Returns a status."""
+    na, nv = cols.shape[0], dq.shape[0]
+    hmax = 1e-300
+    for a in range(na):
+        ca = cols[a]
+        for b in range(a + 1):
+            cb = cols[b]
+            acc = 0.0
+            for r in range(n):
+                acc += rows[r, ca] * W[r] * rows[r, cb]
+            H[a, b] = acc
+            H[b, a] = acc
+        H[a, a] += Wv[ca]
+        hmax = max(hmax, H[a, a])
+        acc = Wv[ca] * dq_d[ca]
+        for r in range(n):
+            acc += rows[r, ca] * W[r] * dX[r]
+        rhs[a] = acc
+    ok = True
+    dmin = 1e300
+    for j in range(na):  # Cholesky H = L Lᵀ
+        sj = H[j, j]
+        for k in range(j):
+            sj -= L[j, k] * L[j, k]
+        if not (sj > 0.0):
+            ok = False
+            break
+        L[j, j] = math.sqrt(sj)
+        dmin = min(dmin, L[j, j])
+        for i in range(j + 1, na):
+            si = H[i, j]
+            for k in range(j):
+                si -= L[i, k] * L[j, k]
+            L[i, j] = si / L[j, j]
+    if ok and dmin < PIVOT_TOLERANCE * math.sqrt(hmax):
+        ok = False
+    dq[:] = 0.0
+    if ok:
+        for i in range(na):  # L y = rhs, Lᵀ x = y
+            si = rhs[i]
+            for k in range(i):
+                si -= L[i, k] * y[k]
+            y[i] = si / L[i, i]
+        for i in range(na - 1, -1, -1):
+            si = y[i]
+            for k in range(i + 1, na):
+                si -= L[k, i] * dq[cols[k]]
+            dq[cols[i]] = si / L[i, i]
+    else:  # rank-deficient: least squares on [√W J; √W_v] dθ = [√W dX; √W_v dθ_d]
+        rint[7] = 1
+        A = np.zeros((n + na, na))
+        bb = np.zeros(n + na)
+        for r in range(n):
+            sw = math.sqrt(W[r])
+            for k in range(na):
+                A[r, k] = sw * rows[r, cols[k]]
+            bb[r] = sw * dX[r]
+        for k in range(na):
+            sw = math.sqrt(Wv[cols[k]])
+            A[n + k, k] = sw
+            bb[n + k] = sw * dq_d[cols[k]]
+        Vl = np.empty((na, na))
+        jacobi_svd(A, Vl)  # A V = U Σ: x = Σ_i (u_iᵀ b / σ_i) v_i over σ_i > 1e-7 σ_max
+        sv = np.empty(na)
+        smax = 0.0
+        for k in range(na):
+            acc = 0.0
+            for r in range(n + na):
+                acc += A[r, k] * A[r, k]
+            sv[k] = math.sqrt(acc)
+            smax = max(smax, sv[k])
+        for k in range(na):
+            if sv[k] > 1e-7 * smax:
+                acc = 0.0
+                for r in range(n + na):
+                    acc += A[r, k] * bb[r]
+                acc /= sv[k] * sv[k]
+                for i in range(na):
+                    dq[cols[i]] += acc * Vl[i, k]
+    for k in range(nv):
+        q_next[k] = q[k] + dq[k]
+    if not all_finite(dq):
+        rint[5] = NONFINITE_STEP
+        return NONFINITE_STEP
+    return OK
 
 
 # ------------------------------------------------------------------ the step
@@ -287,6 +528,7 @@ def configuration_step(ints, consts, work, rint, rflt, rwork, q, tgt):
     m, _ = int_views(ints)
     c, _ = const_views(consts, m.nb)
     w, s, _ = work_views(work, m.nb, m.nv, m.na, m.npas)
+    par, S_, nvj, vst = m.parent, c.S, m.nv_joint, m.v_start
     nb, nv = m.nb, m.nv
     na, nf, max_rows, tip = rint[1], rint[2], rint[3], rint[4]
     n_spheres = rint[9]
@@ -316,28 +558,9 @@ def configuration_step(ints, consts, work, rint, rflt, rwork, q, tgt):
 
     # -- gradients by central differences first (they move the placements), h = 1e-6
     for f in range(nf):
-        kind = prog[f, 0]
-        if kind != MANIPULABILITY and kind != GRAVITY:
-            continue
-        g = v.grad[0] if kind == MANIPULABILITY else v.grad[1]
-        fp = prog[f, 1]
-        for i in range(nv):
-            val = 0.0
-            for sign in (1.0, -1.0):
-                v.qp[:] = q
-                v.qp[i] += sign * 1e-6
-                _forward(m, c, w, s, v.qp, v.E_world, v.p_world)
-                if kind == MANIPULABILITY:
-                    x = _manipulability(m, c, v, rint[prog[f, 2]], rflt[fp + 2:fp + 5],
-                                        point, J)
-                else:
-                    gravity_torques(m, c, v.E_world, v.p_world, mass, com, gravity, point, J,
-                                    v.tau)
-                    x = 0.0
-                    for k in range(nv):
-                        x += 0.5 * v.tau[k] * v.tau[k]
-                val += sign * x
-            g[i] = val / 2e-6
+        if prog[f, 0] == MANIPULABILITY or prog[f, 0] == GRAVITY:
+            _gradients(m, c, w, s, v, rint, rflt, prog, mass, com, gravity, q, point, J)
+            break
 
     # -- forward kinematics and the hand (rows 0-5): dX_e = [p_d - p; log(R_d Rᵀ)] (eq. 11)
     _forward(m, c, w, s, q, v.E_world, v.p_world)
@@ -354,7 +577,7 @@ def configuration_step(ints, consts, work, rint, rflt, rwork, q, tgt):
                 Rh[a, b] = (tip_rot[b, 0] * v.E_world[tb, 0, a] + tip_rot[b, 1]
                             * v.E_world[tb, 1, a] + tip_rot[b, 2] * v.E_world[tb, 2, a])
             hp[3 + 3 * a + b] = Rh[a, b]
-    _jacobian(m, c, v.E_world, v.p_world, tb, point, v.J_e)
+    _jacobian(par, S_, nvj, vst, v.E_world, v.p_world, tb, point, v.J_e)
     Rerr = np.empty((3, 3))
     for a in range(3):
         for b in range(3):
@@ -374,49 +597,9 @@ def configuration_step(ints, consts, work, rint, rflt, rwork, q, tgt):
 
     # -- critical points of every sphere (eq. 17) and the elbow fade
     fade = 1.0
-    sph = 0
-    for f in range(nf):
-        if prog[f, 0] != COLLISION:
-            continue
-        fp, ip = prog[f, 1], prog[f, 2]
-        ns, ctip = rint[ip], rint[ip + 1]
-        for k in range(ns):
-            so = fp + 8 + 5 * k
-            best, bx0, bx1, bx2, bbody = 1e300, 0.0, 0.0, 0.0, -1
-            for i in range(nb + 1):  # links as segments; the last one to the tip
-                if i < nb:
-                    body = i
-                    p = m.parent[i]
-                    a0 = root_point[0] if p < 0 else v.p_world[p, 0]
-                    a1 = root_point[1] if p < 0 else v.p_world[p, 1]
-                    a2 = root_point[2] if p < 0 else v.p_world[p, 2]
-                    b0, b1, b2 = v.p_world[i, 0], v.p_world[i, 1], v.p_world[i, 2]
-                else:
-                    body = ctip
-                    _point(v.E_world, v.p_world, ctip, rflt[fp + 5:fp + 8], point)
-                    b0, b1, b2 = point[0], point[1], point[2]
-                    if ctip < 0:
-                        a0, a1, a2 = b0, b1, b2
-                    else:
-                        a0, a1, a2 = (v.p_world[ctip, 0], v.p_world[ctip, 1],
-                                      v.p_world[ctip, 2])
-                e0, e1, e2 = b0 - a0, b1 - a1, b2 - a2
-                den = e0 * e0 + e1 * e1 + e2 * e2
-                t = 0.0
-                if den >= 1e-18:
-                    t = ((rflt[so] - a0) * e0 + (rflt[so + 1] - a1) * e1
-                         + (rflt[so + 2] - a2) * e2) / den
-                    t = min(max(t, 0.0), 1.0)
-                x0, x1, x2 = a0 + t * e0, a1 + t * e1, a2 + t * e2
-                d = math.sqrt((x0 - rflt[so]) ** 2 + (x1 - rflt[so + 1]) ** 2
-                              + (x2 - rflt[so + 2]) ** 2)
-                if d < best:
-                    best, bx0, bx1, bx2, bbody = d, x0, x1, x2, body
-            v.spheres[sph, 0], v.spheres[sph, 1] = best, bx0
-            v.spheres[sph, 2], v.spheres[sph, 3], v.spheres[sph, 4] = bx1, bx2, bbody
-            ri, ro = rflt[so + 3], rflt[so + 4]
-            fade = min(fade, min(max((best - ri) / (ro - ri), 0.0), 1.0))
-            sph += 1
+    if n_spheres > 0:
+        fade = _critical_points(m.parent, v.E_world, v.p_world, v.spheres, rint, rflt, prog,
+                                root_point, point)
 
     # -- the functions' rows, in program order
     sph = 0
@@ -426,70 +609,12 @@ def configuration_step(ints, consts, work, rint, rflt, rwork, q, tgt):
         out[f, 0], out[f, 2] = n, 0
         start = n
         if kind == ARM_ANGLE:  # eq. 14-15
-            JS, JE, JW = v.Jt[0], v.Jt[1], v.Jt[2]
-            S, E, Wp = np.empty(3), np.empty(3), np.empty(3)
-            _point(v.E_world, v.p_world, rint[ip], rflt[fp + 5:fp + 8], S)
-            _point(v.E_world, v.p_world, rint[ip + 1], rflt[fp + 8:fp + 11], E)
-            _point(v.E_world, v.p_world, rint[ip + 2], rflt[fp + 11:fp + 14], Wp)
-            _jacobian(m, c, v.E_world, v.p_world, rint[ip], S, JS)
-            _jacobian(m, c, v.E_world, v.p_world, rint[ip + 1], E, JE)
-            _jacobian(m, c, v.E_world, v.p_world, rint[ip + 2], Wp, JW)
-            r0, r1, r2 = rflt[fp + 1], rflt[fp + 2], rflt[fp + 3]
-            tol = rflt[fp + 4]
-            b0, b1, b2 = Wp[0] - S[0], Wp[1] - S[1], Wp[2] - S[2]
-            nb_ = math.sqrt(b0 * b0 + b1 * b1 + b2 * b2)
-            psi, note = 0.0, 0
-            for k in range(nv):
-                v.rows[n, k] = 0.0
-            if nb_ < 1e-9:
-                note = 1
-            else:
-                u0, u1, u2 = b0 / nb_, b1 / nb_, b2 / nb_
-                a0, a1, a2 = E[0] - S[0], E[1] - S[1], E[2] - S[2]
-                ru = r0 * u0 + r1 * u1 + r2 * u2
-                ua = u0 * a0 + u1 * a1 + u2 * a2
-                # y = u · (r × a), x = r · a - (r·u)(u·a)
-                y = u0 * (r1 * a2 - r2 * a1) + u1 * (r2 * a0 - r0 * a2) + u2 * (r0 * a1 - r1 * a0)
-                x = r0 * a0 + r1 * a1 + r2 * a2 - ru * ua
-                rp = math.sqrt((r0 - ru * u0) ** 2 + (r1 - ru * u1) ** 2 + (r2 - ru * u2) ** 2)
-                ep = math.sqrt((a0 - ua * u0) ** 2 + (a1 - ua * u1) ** 2 + (a2 - ua * u2) ** 2)
-                if rp < tol:
-                    note = 2
-                elif ep < tol * max(1.0, nb_):
-                    note = 3
-                n2 = x * x + y * y
-                if n2 < 1e-24:
-                    note = note if note else 4
-                else:
-                    psi = math.atan2(y, x)
-                    # g_a = (x (u × r) - y (r - (r·u) u)) / n2
-                    ga0 = (x * (u1 * r2 - u2 * r1) - y * (r0 - ru * u0)) / n2
-                    ga1 = (x * (u2 * r0 - u0 * r2) - y * (r1 - ru * u1)) / n2
-                    ga2 = (x * (u0 * r1 - u1 * r0) - y * (r2 - ru * u2)) / n2
-                    # g_u = (x (r × a) - y (-(r·u) a - (u·a) r)) / n2; g_b = (I - u uᵀ) g_u / |b|
-                    gu0 = (x * (r1 * a2 - r2 * a1) + y * (ru * a0 + ua * r0)) / n2
-                    gu1 = (x * (r2 * a0 - r0 * a2) + y * (ru * a1 + ua * r1)) / n2
-                    gu2 = (x * (r0 * a1 - r1 * a0) + y * (ru * a2 + ua * r2)) / n2
-                    ug = u0 * gu0 + u1 * gu1 + u2 * gu2
-                    gb0, gb1, gb2 = ((gu0 - ug * u0) / nb_, (gu1 - ug * u1) / nb_,
-                                     (gu2 - ug * u2) / nb_)
-                    for k in range(nv):
-                        v.rows[n, k] = (ga0 * (JE[0, k] - JS[0, k]) + ga1 * (JE[1, k] - JS[1, k])
-                                        + ga2 * (JE[2, k] - JS[2, k])
-                                        + gb0 * (JW[0, k] - JS[0, k])
-                                        + gb1 * (JW[1, k] - JS[1, k])
-                                        + gb2 * (JW[2, k] - JS[2, k]))
-            target = tgt[slot]
-            d = 0.0 if math.isnan(target) else target - psi
-            v.dX[n] = (d + math.pi) % (2.0 * math.pi) - math.pi
-            v.W[n] = 0.0 if note else rflt[fp] * fade
-            v.value[n] = psi
-            out[f, 2] = note
-            n += 1
+            n = _arm_angle_row(par, S_, nvj, vst, v.Jt, v.E_world, v.p_world, v.rows, v.dX, v.W,
+                               v.value, rint, rflt, tgt, out, f, fp, ip, slot, n, fade)
         elif kind == ELBOW:
             body, axis = rint[ip], rint[ip + 1]
             _point(v.E_world, v.p_world, body, rflt[fp + 1:fp + 4], point)
-            _jacobian(m, c, v.E_world, v.p_world, body, point, J)
+            _jacobian(par, S_, nvj, vst, v.E_world, v.p_world, body, point, J)
             for k in range(nv):
                 v.rows[n, k] = J[axis, k]
             target = tgt[slot]
@@ -509,7 +634,7 @@ def configuration_step(ints, consts, work, rint, rflt, rwork, q, tgt):
                     continue
                 for a in range(3):
                     point[a] = v.spheres[sph - 1, 1 + a]
-                _jacobian(m, c, v.E_world, v.p_world, body, point, J)
+                _jacobian(par, S_, nvj, vst, v.E_world, v.p_world, body, point, J)
                 dd = max(d, 1e-12)
                 n0, n1, n2_ = ((point[0] - rflt[so]) / dd, (point[1] - rflt[so + 1]) / dd,
                                (point[2] - rflt[so + 2]) / dd)
@@ -556,7 +681,7 @@ def configuration_step(ints, consts, work, rint, rflt, rwork, q, tgt):
             body = rint[ip]
             Rf, _ = take(rflt, fp + 1, (3, 3))
             _point(v.E_world, v.p_world, body, rflt[fp + 10:fp + 13], point)
-            _jacobian(m, c, v.E_world, v.p_world, body, point, J)
+            _jacobian(par, S_, nvj, vst, v.E_world, v.p_world, body, point, J)
             for a in range(3):
                 for b in range(3):  # R_link = (E_f E_b)ᵀ
                     Rh[a, b] = (Rf[b, 0] * v.E_world[body, 0, a] + Rf[b, 1]
@@ -624,87 +749,5 @@ def configuration_step(ints, consts, work, rint, rflt, rwork, q, tgt):
     rint[6] = n
 
     # -- normal equations (eq. 10-11): (Jᵀ W J + W_v) dθ = Jᵀ W dX + W_v dθ_d
-    H, L, rhs, y = v.H, v.L, v.rhs, v.y
-    hmax = 1e-300
-    for a in range(na):
-        ca = cols[a]
-        for b in range(a + 1):
-            cb = cols[b]
-            acc = 0.0
-            for r in range(n):
-                acc += v.rows[r, ca] * v.W[r] * v.rows[r, cb]
-            H[a, b] = acc
-            H[b, a] = acc
-        H[a, a] += Wv[ca]
-        hmax = max(hmax, H[a, a])
-        acc = Wv[ca] * dq_d[ca]
-        for r in range(n):
-            acc += v.rows[r, ca] * v.W[r] * v.dX[r]
-        rhs[a] = acc
-    ok = True
-    dmin = 1e300
-    for j in range(na):  # Cholesky H = L Lᵀ
-        sj = H[j, j]
-        for k in range(j):
-            sj -= L[j, k] * L[j, k]
-        if not (sj > 0.0):
-            ok = False
-            break
-        L[j, j] = math.sqrt(sj)
-        dmin = min(dmin, L[j, j])
-        for i in range(j + 1, na):
-            si = H[i, j]
-            for k in range(j):
-                si -= L[i, k] * L[j, k]
-            L[i, j] = si / L[j, j]
-    if ok and dmin < PIVOT_TOLERANCE * math.sqrt(hmax):
-        ok = False
-    v.dq[:] = 0.0
-    if ok:
-        for i in range(na):  # L y = rhs, Lᵀ x = y
-            si = rhs[i]
-            for k in range(i):
-                si -= L[i, k] * y[k]
-            y[i] = si / L[i, i]
-        for i in range(na - 1, -1, -1):
-            si = y[i]
-            for k in range(i + 1, na):
-                si -= L[k, i] * v.dq[cols[k]]
-            v.dq[cols[i]] = si / L[i, i]
-    else:  # rank-deficient: least squares on [√W J; √W_v] dθ = [√W dX; √W_v dθ_d]
-        rint[7] = 1
-        A = np.zeros((n + na, na))
-        bb = np.zeros(n + na)
-        for r in range(n):
-            sw = math.sqrt(v.W[r])
-            for k in range(na):
-                A[r, k] = sw * v.rows[r, cols[k]]
-            bb[r] = sw * v.dX[r]
-        for k in range(na):
-            sw = math.sqrt(Wv[cols[k]])
-            A[n + k, k] = sw
-            bb[n + k] = sw * dq_d[cols[k]]
-        Vl = np.empty((na, na))
-        jacobi_svd(A, Vl)  # A V = U Σ: x = Σ_i (u_iᵀ b / σ_i) v_i over σ_i > 1e-7 σ_max
-        sv = np.empty(na)
-        smax = 0.0
-        for k in range(na):
-            acc = 0.0
-            for r in range(n + na):
-                acc += A[r, k] * A[r, k]
-            sv[k] = math.sqrt(acc)
-            smax = max(smax, sv[k])
-        for k in range(na):
-            if sv[k] > 1e-7 * smax:
-                acc = 0.0
-                for r in range(n + na):
-                    acc += A[r, k] * bb[r]
-                acc /= sv[k] * sv[k]
-                for i in range(na):
-                    v.dq[cols[i]] += acc * Vl[i, k]
-    for k in range(nv):
-        v.q_next[k] = q[k] + v.dq[k]
-    if not all_finite(v.dq):
-        rint[5] = NONFINITE_STEP
-        return NONFINITE_STEP
-    return OK
+    return _solve(v.H, v.L, v.rhs, v.y, v.rows, v.W, v.dX, v.dq, v.q_next, cols, Wv, dq_d, q,
+                  n, rint)
