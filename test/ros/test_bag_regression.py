@@ -141,7 +141,7 @@ def replay_through_fresh_controller(domain: int, bag: Path) -> list[tuple[int, n
         player = subprocess.Popen(
             ["timeout", "-k", "5", "240", str(BIN / "underactuated-control"), "replay",
              str(bag), "--topics", STATES, REFERENCE, "--rate", str(RATE), "--clock",
-             "--wait-for-subscribers", "60", "--delay", "0.5"],
+             "--wait-for-subscribers", "60", "--delay", "2"],
             env=child_env(domain), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         while player.poll() is None:
             ros.spin_for(0.1)
@@ -174,6 +174,7 @@ def compare(bag: Path, fresh: list[tuple[int, np.ndarray]]) -> dict:
     """Each fresh command against the recorded commands that may answer the same state:
     those received from 5 ms before to WINDOW after the states it may answer (the last
     received before it and the LAG before that)."""
+    assert fresh, "no command of the fresh controller observed"
     data = read_bag(bag)
     t_state = np.array([t for t, _ in data[STATES]])
     t_cmd = np.array([t for t, _ in data[COMMANDS]])
@@ -190,7 +191,9 @@ def compare(bag: Path, fresh: list[tuple[int, np.ndarray]]) -> dict:
         which.append(int(near[d.argmin()]) if len(near) else -1)
     errors, which = np.array(errors), np.array(which)
     matched = errors <= TOL
-    considered = set(np.flatnonzero((t_cmd >= t_state[0] + 30e6) & (t_cmd <= end)).tolist())
+    # recorded commands whose state the observer saw replayed (it may hear the replay late)
+    first = t_state[min(k for k, _ in fresh)] + (WINDOW if min(k for k, _ in fresh) else 30e6)
+    considered = set(np.flatnonzero((t_cmd >= first) & (t_cmd <= end)).tolist())
     step = np.abs(np.diff(recorded, axis=0)).max(axis=1)
     return {"fresh": len(errors), "matched": int(matched.sum()), "errors": errors,
             "recorded": len(considered),
