@@ -35,6 +35,19 @@ msgs_ok=0
 if [ -f "$stamp_msgs" ] && [ -z "$(find interfaces scripts/build_control_msgs.sh -newer "$stamp_msgs" -print -quit)" ]; then
   msgs_ok=1
 fi
+# test mode: Debian's colcon, for the test that builds the package as a ROS 2 workspace does
+if [ "$mode" = test ] && ! command -v colcon >/dev/null; then
+  colcon_debs="colcon python3-colcon-ros python3-colcon-python-setup-py"
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "[setup] installing Debian's colcon ($colcon_debs)"
+    apt-get install -y -q $colcon_debs >/dev/null 2>&1 || {
+      apt-get update -q >/dev/null && apt-get install -y -q $colcon_debs >/dev/null; }
+  else
+    echo "[setup] error: the tests need colcon: sudo apt-get install $colcon_debs" \
+         "(or a ROS 2 install's colcon)" >&2
+    exit 1
+  fi
+fi
 if [ "$packages_ok" = 1 ] && [ "$msgs_ok" = 1 ]; then
   exit 0
 fi
