@@ -236,8 +236,9 @@ class ConfigurationControl:
         self.joint_velocity_weights = joint_velocity_weights
         self.workspace = JacobianWorkspace(model)
         self.columns = model.active_dofs
-        self.compiled = compiled and all(type(f) in _KINDS for f in self.functions)
-        self._kinematics = HybridDynamics(model) if self.compiled else None
+        self._want_compiled = compiled
+        self._kinematics: HybridDynamics | None = None
+        self.functions = self.functions  # decides ``compiled``
         self._program: _Program | None = None
         self._key: tuple = ()
         self._seen = -1
@@ -247,6 +248,12 @@ class ConfigurationControl:
         object.__setattr__(self, name, value)
         if name in ("task_weights", "joint_velocity_weights", "functions"):
             object.__setattr__(self, "_program", None)  # repacked at the next step
+        if name == "functions" and hasattr(self, "_want_compiled"):
+            # the compiled step knows the built-in functions; any other: the Python step
+            compiled = self._want_compiled and all(type(f) in _KINDS for f in value)
+            object.__setattr__(self, "compiled", compiled)
+            if compiled and self._kinematics is None:
+                object.__setattr__(self, "_kinematics", HybridDynamics(self.model))
 
     def _weights(self) -> tuple[np.ndarray, np.ndarray]:
         We = np.broadcast_to(np.asarray(self.task_weights, dtype=float), (6,)).copy()
