@@ -56,3 +56,13 @@ def compiled_kernels():
             settings["os_task"] = "position"
             law = law_class(model, settings, "tool")
             law.compute(q, np.zeros(7), law.hold_reference(q), 0.0, True)
+    # the resolver's compiled configuration-control step (redundancy_kernels.py)
+    from underactuated_control.jacobians import frame_placement
+    from underactuated_control.redundancy.arm_angle import ArmAngle
+    from underactuated_control.redundancy.configuration_control import ConfigurationControl
+    from underactuated_control.redundancy.functions import ArmAngleFunction
+
+    chain = RobotModel.from_urdf(ROOT / "urdf/arm7.urdf", tip_link="tool")
+    control = ConfigurationControl(chain, "tool", [ArmAngleFunction(ArmAngle(
+        chain, "link2", "link4", "link6"))])
+    control.step(q, frame_placement(chain, q, "tool"))
