@@ -21,7 +21,7 @@ NODE = "/hybrid_dynamics_controller"
 
 def test_operational_space_tracks_a_circle_and_moves_the_posture_in_the_null_space(ros,
                                                                                       launch):
-    launch("mujoco_sim", {"urdf_path": str(ARM7), "initial_positions": Q0})
+    launch("mujoco_sim", {"urdf_path": str(ARM7), "initial_positions": Q0, "lockstep": True})
     node = launch("hybrid_dynamics_controller", {
         "urdf_path": str(ARM7), "mode": "operational_space", "os_task": "position",
         "task_frame": "tool", "publish_jacobians": False, "publish_ellipsoids": True,
