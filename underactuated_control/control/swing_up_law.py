@@ -67,18 +67,34 @@ from .law import ControlLaw, LawOutput
 __all__ = ["SwingUpLaw", "solve_care", "lqr_gain", "PUMPING", "LOCKED", "BALANCING"]
 
 PUMPING, LOCKED, BALANCING = "pumping", "locked", "balancing"
-# Defaults that differ between the two kinds (tuned in normalised units on three mass/length
-# sets each, bench/bench_swing_up.py); a parameter left at 0 (the kick: negative) takes these.
+# Defaults that differ between the two kinds, tuned in normalised units on three mass/length
+# sets each (`bench/bench_swing_up.py --tune`, (1+1)-ES); a parameter left at 0 (those whose 0
+# is a value: negative) takes these. The swing-up is sensitive to them (the number of swings
+# can change with the fourth digit), so they are kept as the search found them.
 KIND_DEFAULTS = {
-    "acrobot": {"swing_ke": 5.44, "swing_kp": 0.311, "swing_torque_fraction": 0.39,
-                "swing_kick": 0.03, "lock_energy_tolerance": 0.048, "lqr_roa_scale": 0.263,
-                "swing_torque_rate": 0.0, "lqr_torque_rate": 0.0},
-    "pendubot": {"swing_ke": 2.38, "swing_kp": 1.19, "swing_torque_fraction": 0.72,
-                 "swing_kick": 0.67, "lock_energy_tolerance": 0.0074, "lqr_roa_scale": 0.583,
-                 "swing_torque_rate": 0.0, "lqr_torque_rate": 0.0},
+    "acrobot": {"swing_ke": 5.44,
+                "swing_kp": 0.311,
+                "swing_damping": 0.37,
+                "swing_torque_fraction": 0.39,
+                "swing_kick": 0.03,
+                "lock_energy_tolerance": 0.048,
+                "lqr_roa_scale": 0.263,
+                "swing_torque_rate": 0.0,
+                "lqr_torque_rate": 0.0,
+                "lqr_r_torque": 9.0},
+    "pendubot": {"swing_ke": 2.480130854347939,
+                 "swing_kp": 1.2744119889441334,
+                 "swing_damping": 0.40632436995945637,
+                 "swing_torque_fraction": 0.6386691680944737,
+                 "swing_kick": 0.6177542034968264,
+                 "lock_energy_tolerance": 0.0073144345293294725,
+                 "lqr_roa_scale": 0.5671313437368032,
+                 "swing_torque_rate": 5.892729874708006,
+                 "lqr_torque_rate": 8.890279036676892,
+                 "lqr_r_torque": 7.322605307515017},
 }
 # parameters whose 0 is a value (negative: the kind's default); for the others 0 is
-_ZERO_IS_A_VALUE = ("swing_kick", "swing_torque_rate", "lqr_torque_rate")
+_ZERO_IS_A_VALUE = ("swing_kick", "swing_damping", "swing_torque_rate", "lqr_torque_rate")
 _KICK_ENERGY = 0.05  # the kick fades out over the first 5 % of ΔE
 _MAX_STEP = 0.05  # s: a longer gap between states does not advance the torque filter further
 
@@ -150,14 +166,16 @@ class SwingUpLaw(ControlLaw):
     parameters = (
         ParameterSpec("swing_ke", 0.0, "swing-up: energy-pumping gain k_e in units of ω0/ΔE "
                       "(the active joint's acceleration σ·k_e·Ẽ·v_passive); 0: the default of the "
-                      "robot's kind (acrobot 5.44, pendubot 2.38)", unit="ω0/ΔE", low=0.0,
+                      "robot's kind (acrobot 5.44, pendubot 2.48)", unit="ω0/ΔE", low=0.0,
                       high=1e3),
         ParameterSpec("swing_kp", 0.0, "swing-up: stiffness pulling the active joint to its "
                       "upright angle while pumping, in units of ω0² (ω0: the upright's falling "
-                      "rate); 0: the default of the robot's kind (acrobot 0.311, pendubot 1.19)",
+                      "rate); 0: the default of the robot's kind (acrobot 0.311, pendubot 1.27)",
                       unit="ω0²", low=0.0, high=100.0),
-        ParameterSpec("swing_damping", 0.37, "swing-up: damping ratio of the active joint while "
-                      "pumping", unit="1", low=0.0, high=10.0),
+        ParameterSpec("swing_damping", -1.0, "swing-up: damping ratio of the active joint while "
+                      "pumping; negative: the default of the robot's kind (acrobot 0.37, "
+                      "pendubot 0.406)",
+                      unit="1", low=-1.0, high=10.0),
         ParameterSpec("swing_amplitude", 5.0, "swing-up: the pumping acceleration saturates "
                       "(tanh) at this multiple of τ_max/D_max (what the motor gives)",
                       unit="τ_max/D_max", low=0.01, high=100.0),
@@ -170,14 +188,14 @@ class SwingUpLaw(ControlLaw):
                       unit="ΔE", low=-0.2, high=0.5),
         ParameterSpec("swing_torque_fraction", 0.0, "swing-up: share of the motor's effort "
                       "limit the pumping may use; 0: the default of the robot's kind (acrobot "
-                      "0.39, pendubot 0.72)", unit="1", low=0.0, high=1.0),
+                      "0.39, pendubot 0.639)", unit="1", low=0.0, high=1.0),
         ParameterSpec("swing_kick", -1.0, "swing-up: offset of the active joint's target while "
                       "the energy is within 5 % of ΔE of hanging at rest (where the pumping "
-                      "term vanishes); negative: the default of the robot's kind (acrobot 0.03, "
-                      "pendubot 0.67)", unit="rad", low=-1.0, high=3.0),
+                      "term vanishes); negative: the default of the robot's kind (acrobot "
+                      "0.03, pendubot 0.618)", unit="rad", low=-1.0, high=3.0),
         ParameterSpec("lock_energy_tolerance", 0.0, "swing-up: lock the active joint when the "
                       "rigid pendulum it leaves has the target energy within this share of ΔE; "
-                      "0: the default of the robot's kind (acrobot 0.048, pendubot 0.0074)",
+                      "0: the default of the robot's kind (acrobot 0.048, pendubot 0.00731)",
                       unit="ΔE", low=0.0, high=0.5),
         ParameterSpec("lock_angle", 0.1, "swing-up: ... and the active joint is this close to "
                       "upright", unit="rad", low=1e-3, high=1.0),
@@ -191,11 +209,12 @@ class SwingUpLaw(ControlLaw):
                       "error", unit="1/rad^2", low=1e-6, high=1e6),
         ParameterSpec("lqr_q_velocity", 0.1, "balancing LQR: weight of the joint speeds in "
                       "units of ω0", unit="ω0", low=1e-6, high=1e6),
-        ParameterSpec("lqr_r_torque", 9.0, "balancing LQR: weight of the motor torque in "
-                      "units of its effort limit", unit="τ_max", low=1e-6, high=1e6),
+        ParameterSpec("lqr_r_torque", 0.0, "balancing LQR: weight of the motor torque in "
+                      "units of its effort limit; 0: the default of the robot's kind (acrobot "
+                      "9, pendubot 7.32)", unit="τ_max", low=0.0, high=1e6),
         ParameterSpec("lqr_roa_scale", 0.0, "switch to the LQR inside this multiple of the "
                       "region-of-attraction level found at start-up; 0: the default of the "
-                      "robot's kind (acrobot 0.263, pendubot 0.583)", unit="1", low=0.0,
+                      "robot's kind (acrobot 0.263, pendubot 0.567)", unit="1", low=0.0,
                       high=100.0),
         ParameterSpec("lqr_exit_factor", 4.0, "fall back to pumping beyond this multiple of "
                       "the switch level", unit="1", low=1.0, high=1000.0),
@@ -204,12 +223,14 @@ class SwingUpLaw(ControlLaw):
                       low=0.0, high=0.5),
         ParameterSpec("swing_torque_rate", -1.0, "swing-up: largest rate of change of the motor "
                       "torque while pumping, in units of τ_max·ω0 per second (smooth "
-                      "torque); 0: none; negative: the default of the robot's kind",
+                      "torque); 0: none; negative: the default of the robot's kind (acrobot "
+                      "0, pendubot 5.89)",
                       unit="τ_max·ω0/s", low=-1.0, high=100.0),
         ParameterSpec("lqr_torque_rate", -1.0, "locked and balancing: largest rate of change of "
                       "the motor torque, in units of τ_max·ω0 per second (in the "
                       "region-of-attraction simulation); 0: none; negative: the default of the "
-                      "robot's kind", unit="τ_max·ω0/s", low=-1.0, high=100.0),
+                      "robot's kind (acrobot 0, pendubot 8.89)", unit="τ_max·ω0/s", low=-1.0,
+                      high=100.0),
     )
 
     def __init__(self, model: RobotModel, settings: Mapping[str, Any], frame: str,
