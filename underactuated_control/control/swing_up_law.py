@@ -48,6 +48,10 @@ bisection over the distance from the top, simulating the model's forward dynamic
 smaller than the level on which dV/dt < 0 at a fixed sample of states; times lqr_roa_scale.
 Every phase switches to the LQR inside zᵀPz < ρ_in and the LQR falls back to pumping beyond
 lqr_exit_factor·ρ_in.
+
+**Torque rate.** The motor torque follows dτ/dt = clip((command − τ)/torque_filter_time, −S, S)
+with S = swing_torque_rate·τ_max·ω0 while pumping and lqr_torque_rate·τ_max·ω0 when locked or
+balancing (0: no limit); the region-of-attraction simulation uses the same rate limit.
 """
 
 from __future__ import annotations
