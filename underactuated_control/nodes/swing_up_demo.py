@@ -490,8 +490,9 @@ def plot_run(path: Path, model, t, q, tau, summary: dict, tip_frame: str = "tip"
     ax[0].set_ylabel("angle [rad]")
     ax[0].legend(fontsize=8)
     s = summary["score"]
-    ax[0].set_title(f"{model.name}: swing-up {s['swingup_time'] if s['success'] else 'failed'}"
-                    f" s, score {s['score']:.3f}")
+    ax[0].set_title(f"{model.name}: " + (f"swing-up {s['swingup_time']:.2f} s"
+                                          if s["success"] else "swing-up failed")
+                    + f", score {s['score']:.3f}")
     a = model.active_dofs[0]
     ax[1].plot(t, tau[:, a])
     limit = model.effort_limit[a]
