@@ -7,6 +7,7 @@ the score (0 unless ok).
     .venv/bin/python bench/bench_swing_up.py                 # MuJoCo stepped in-process
     .venv/bin/python bench/bench_swing_up.py --dds           # over DDS: mujoco_sim + controller
     .venv/bin/python bench/bench_swing_up.py --damping 0 0.01 0.02 0.05   # passive damping sweep
+    .venv/bin/python bench/bench_swing_up.py --tune pendubot --latency 0 --minutes 10  # re-tune
 
 Offline, the law runs in this process against MuJoCo (RK4, 2 ms), its torque applied at the
 next step (``--latency`` steps later); with ``--dds`` each run is ``run_swing_up`` (two node
