@@ -5,7 +5,7 @@ integrated by Pinocchio's forward dynamics."""
 import numpy as np
 import pinocchio as pin
 import pytest
-from helpers import SPACE_ARM_PATH
+from helpers import ARM7_PATH, SPACE_ARM_PATH
 from oracle import PinRef
 
 from underactuated_control import RobotModel
@@ -24,7 +24,7 @@ SPACE = SPACE_ARM_PATH.read_text()
 @pytest.fixture(scope="module")
 def space():
     model = RobotModel.from_urdf(SPACE, floating_base=True, gravity=(0, 0, 0))
-    return model, PinRef(model, SPACE, floating=True)
+    return model, PinRef(model, SPACE)
 
 
 def pin_momentum(ref, q, v):
@@ -99,8 +99,13 @@ def test_odometry_mapping_and_errors():
 
 def test_estimator_and_law_input_errors(space):
     model, _ = space
-    fixed = RobotModel.from_urdf(SPACE)
+    fixed = RobotModel.from_urdf(ARM7_PATH)
     assert floating_root(fixed) is None and floating_root(model) == 0
+    # space_arm.urdf declares its floating joint: it cannot load as a fixed bus, and
+    # floating_base adds nothing to it
+    declared = RobotModel.from_urdf(SPACE, gravity=(0, 0, 0))
+    assert floating_root(declared) == 0 and declared.joint_names == model.joint_names
+    np.testing.assert_array_equal(declared.inertia, model.inertia)
     with pytest.raises(ValueError, match="needs a floating root joint"):
         MomentumBaseEstimator(fixed)
     with pytest.raises(ValueError, match="unit quaternion"):

@@ -143,7 +143,7 @@ def test_redundant_space_arm_keeps_its_base_stiller(redundancy):
     with the bus's latched attitude as their reference, keep it at least 5x stiller than the
     naive controller (w_p = 0); all six base rows compete with the hand and help less."""
     model = RobotModel.from_urdf(SPACE_ARM, floating_base=True, gravity=(0, 0, 0))
-    ref = PinRef(model, SPACE_ARM, floating=True)
+    ref = PinRef(model, SPACE_ARM)
     q = model.neutral_configuration()
     q[7:] = Q_ARM
     traj = circle_from(model, q, "tool", 0.05, [1, 0, 0], 4.0, [0, 1, 0])

@@ -123,6 +123,14 @@ def _transform_inertia_to_parent(E: np.ndarray, r: np.ndarray, inertia: np.ndarr
     return X.T @ inertia @ X
 
 
+def declares_floating_base(links: dict, children: dict, root_link: str) -> bool:
+    """True when the URDF itself declares a free-flying base: a massless root link (``world``)
+    whose only joint is floating. ``floating_base`` then adds nothing."""
+    joints = children[root_link]
+    return (len(joints) == 1 and joints[0].type == "floating"
+            and _link_inertia(links[root_link]) is None)
+
+
 def load_model(
     urdf: str | Path,
     passive_joints: Iterable[str] = (),
@@ -137,7 +145,8 @@ def load_model(
 
     ``root_link`` / ``tip_link`` select a sub-tree or a sub-chain (KDL-style: with ``tip_link``
     only the joints on the root->tip path are kept). ``floating_base`` adds a passive 6-DOF joint
-    ``root_joint`` between the world and the root link. Moving links without ``<inertial>`` are
+    ``root_joint`` between the world and the root link (nothing when the URDF declares its own:
+    a massless root link whose only joint is floating). Moving links without ``<inertial>`` are
     an error unless ``allow_massless_links`` (then they weigh nothing).
     """
     from urdf_parser_py.urdf import URDF
@@ -251,6 +260,8 @@ def load_model(
 
     inf = float("inf")
     root_body = -1  # the fixed world, unless the root link floats
+    if floating_base and declares_floating_base(links, children, root_link):
+        floating_base = False  # the URDF's own floating joint is the free-flying base
     if floating_base:
         root_body = add_body(
             root_link,

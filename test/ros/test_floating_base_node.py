@@ -121,7 +121,7 @@ def test_floating_base_command_equals_dense_hybrid_torque(ros, launch, gravity):
     assert ros.wait_for(lambda: driver.state_pub.get_subscription_count() > 0 and
                         driver.odom_pub.get_subscription_count() > 0, 30), node.log()
     model = RobotModel.from_urdf(SPACE, floating_base=True, gravity=gravity)
-    ref = PinRef(model, SPACE, floating=True)
+    ref = PinRef(model, SPACE)
     q, v = random_state()
     qdd_a = np.array([0.3, -0.2, 0.5, 0.1, -0.4, 0.2, 0.1])
     expected, _ = ref.dense_hybrid(q, v, qdd_a, passive_forces_zero(model), model.active_dofs,
@@ -153,7 +153,7 @@ def test_momentum_base_state_matches_conservation_of_momentum(ros, launch):
     ros.node.create_subscription(Odometry, f"{NODE}/base_estimate", estimates.append, 10)
     assert ros.wait_for(lambda: driver.state_pub.get_subscription_count() > 0, 30), node.log()
     model = RobotModel.from_urdf(SPACE, floating_base=True, gravity=(0, 0, 0))
-    ref = PinRef(model, SPACE, floating=True)
+    ref = PinRef(model, SPACE)
     q, v = random_state(1)
     q[:7] = [0, 0, 0, 0, 0, 0, 1]  # base_initial_pose default
     # base twist with zero total momentum: solve pin_momentum(q, [v_b; qdot]) = 0 (linear in v_b)
@@ -233,7 +233,7 @@ def test_mujoco_sim_free_joint_conserves_momentum(ros, launch):
     ros.node.create_subscription(Odometry, "/odom", odoms.append, qos)
     assert ros.wait_for(lambda: len(states) > 300, 60), sim.log()
     model = RobotModel.from_urdf(SPACE, floating_base=True, gravity=(0, 0, 0))
-    ref = PinRef(model, SPACE, floating=True)
+    ref = PinRef(model, SPACE)
     by_stamp = {(o.header.stamp.sec, o.header.stamp.nanosec): o for o in odoms}
     hs, angles = [], []
     for js in states:
@@ -271,7 +271,7 @@ def test_space_scenario_holds_the_bus_attitude(tmp_path, domain):
     on_disk = json.loads((tmp_path / "space" / "summary.json").read_text())
     assert on_disk["runs"].keys() == summary["runs"].keys()
     model = RobotModel.from_urdf(SPACE, floating_base=True, gravity=(0, 0, 0))
-    ref = PinRef(model, SPACE, floating=True)
+    ref = PinRef(model, SPACE)
     fid = ref.pm.getFrameId("tool")
     rotation, rms = {}, {}
     for run in ("held", "naive", "momentum"):

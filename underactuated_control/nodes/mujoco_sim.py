@@ -167,8 +167,9 @@ class MujocoSim(Node):
         spec.option.timestep = self.timestep
         spec.option.gravity = p["gravity"]
         self.base_link = model.body_names[0] if self.floating else ""
-        if p["floating_base"]:  # the URDF's root link floats: a free joint as the model's
-            spec.body(model.root_link).add_freejoint().name = model.joint_names[0]
+        if self.floating and model.joint_names[0] not in [j.name for j in spec.joints]:
+            # floating_base added it (a URDF-declared floating joint is MuJoCo's free joint)
+            spec.body(model.body_names[0]).add_freejoint().name = model.joint_names[0]
         spec.option.integrator = {
             "euler": mujoco.mjtIntegrator.mjINT_EULER, "rk4": mujoco.mjtIntegrator.mjINT_RK4,
             "implicit": mujoco.mjtIntegrator.mjINT_IMPLICIT,
