@@ -206,7 +206,8 @@ class MujocoSim(Node):
             self.contact = (self.m.geom(self.contact[0]).id, self.m.geom(self.contact[1]).id)
             self.wrench_pub = self.create_publisher(WrenchStamped, "~/contact_wrench", 10)
             self.root_link = model.root_link
-        self.state_pub = self.create_publisher(JointState, "/joint_states", 10)
+        self.state_pub = self.create_publisher(JointState, "/joint_states", 100)  # a slow
+        # recorder (reliable) is sent what it missed, not dropped after 10 states
         self.clock_pub = self.create_publisher(Clock, "/clock", 10)
         self.create_subscription(Float64MultiArray, self.command_topic, self._on_command, 10)
         self.commands_received = 0
