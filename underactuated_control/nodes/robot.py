@@ -57,8 +57,9 @@ def robot_parameters(*, chain: bool = True, floating: bool = False,
     if floating:
         specs += [
             ParameterSpec("floating_base", False, "add a passive free joint 'root_joint' between "
-                          "the world and the URDF's root link (a free-flying base; a URDF may "
-                          "also declare its own floating joint)", read_only=True),
+                          "the world and the URDF's root link (a free-flying base; nothing when "
+                          "the URDF declares its own floating joint from a massless root)",
+                          read_only=True),
             ParameterSpec("gravity", [0.0, 0.0, -9.81], "gravity in the world (root) frame; "
                           "[0, 0, 0] for a robot in orbit", unit="m/s^2", read_only=True,
                           validator=_check_gravity),
