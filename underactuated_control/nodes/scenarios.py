@@ -168,12 +168,17 @@ class ScenarioRun:
     def stream_path(self, path: Callable[[float], np.ndarray], seconds: float, tag: str,
                     events: dict[float, Callable[[], None]] | None = None) -> float:
         """Publish ``path(t)`` at 100 Hz of simulated time for ``seconds`` of it (progress
-        every simulated second); ``events``: {t: action} run once when t is passed. Returns
-        the wall time (monotonic, s) at which the path started."""
-        t0, sim0 = time.monotonic(), self.sim_time
+        every simulated second); ``events``: {t: action} run once when the path's time t is
+        passed. Returns the wall time (monotonic, s) at which the path started."""
+        t0, last_sim = time.monotonic(), self.sim_time
         pending = dict(sorted((events or {}).items()))
-        next_report, sent = 1.0, -1.0
-        while (elapsed := self.sim_time - sim0) < seconds:
+        next_report, sent, elapsed = 1.0, -1.0, 0.0
+        while elapsed < seconds:
+            # the path's clock follows simulated time in steps of at most 20 ms: a stalled
+            # runner pauses the path instead of making the reference jump along it
+            now = self.sim_time
+            elapsed += min(max(now - last_sim, 0.0), 0.02)
+            last_sim = now
             if elapsed >= sent + 0.01:
                 self.publish_position(path(elapsed))
                 sent = elapsed
