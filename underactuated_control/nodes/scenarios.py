@@ -229,6 +229,27 @@ def floating_states(model: RobotModel, joint_states: list, odometry: list
     return np.array(times), np.array(qs), np.array(vs)
 
 
+def frame_positions(ws: JacobianWorkspace, frame: str, q: np.ndarray) -> np.ndarray:
+    """Position of ``frame`` (root axes) at each configuration row of ``q``."""
+    out = np.empty((len(q), 3))
+    for i, qi in enumerate(q):
+        ws.set_configuration(qi)
+        out[i] = ws.frame_placement(frame)[0]
+    return out
+
+
+def pyplot():
+    """matplotlib's pyplot on the Agg backend, or None when matplotlib is not installed."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def reference_at(t: np.ndarray, references: list) -> np.ndarray:
     """The last ~/pose_reference position received before each time of ``t`` (s; receive
     times of the same recorder), the hand's start before the first: what the controller was
@@ -246,10 +267,7 @@ def space_metrics(model: RobotModel, frame: str, t: np.ndarray, q: np.ndarray, v
     attitude (deg), the system's momentum drift, the effort peak and the command rate, from
     recorded states (receive times ``t``, s; the path starts at ``t_path``)."""
     ws = JacobianWorkspace(model)
-    hand = np.empty((len(t), 3))
-    for i in range(len(t)):
-        ws.set_configuration(q[i])
-        hand[i] = ws.frame_placement(frame)[0]
+    hand = frame_positions(ws, frame, q)
     error = np.linalg.norm(hand - reference_at(t, references), axis=1)
     R0 = quaternion_to_matrix(q[0, 3:7])
     attitude = np.degrees([rotation_angle(R0.T @ quaternion_to_matrix(x[3:7])) for x in q])
@@ -367,12 +385,8 @@ def run_space(out_dir: Path, duration: float | None, domain: int,
 
 
 def plot_space(path: Path, results: dict) -> Path | str:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return "not written: matplotlib is not installed"
     fig, ax = plt.subplots(3, 1, figsize=(8, 9))
     for name, m in results.items():
@@ -432,10 +446,7 @@ def run_arm(out_dir: Path, duration: float | None, domain: int,
     states = rec.messages("/joint_states")
     t = np.array([s for s, _ in states]) * 1e-9
     q = np.array([_joint_positions(model, m) for _, m in states])
-    hand = np.empty((len(t), 3))
-    for i in range(len(t)):
-        ws.set_configuration(q[i])
-        hand[i] = ws.frame_placement(frame)[0]
+    hand = frame_positions(ws, frame, q)
     error = np.linalg.norm(hand - reference_at(t, rec.messages(REFERENCE_TOPIC)), axis=1)
     commands = rec.messages(COMMAND_TOPIC)
     data = np.array([c.data for _, c in commands])
@@ -480,12 +491,8 @@ def _joint_positions(model: RobotModel, msg) -> np.ndarray:
 
 
 def _plot_arm(path: Path, t, t_fail, error, q, model, failing) -> Path | str:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return "not written: matplotlib is not installed"
     fig, ax = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
     ax[0].plot(t, 1e3 * error)
