@@ -8,10 +8,12 @@ the score (0 unless ok).
     .venv/bin/python bench/bench_swing_up.py --dds           # over DDS: mujoco_sim + controller
     .venv/bin/python bench/bench_swing_up.py --damping 0 0.01 0.02 0.05   # passive damping sweep
     .venv/bin/python bench/bench_swing_up.py --tune pendubot --latency 0 --minutes 10  # re-tune
+    .venv/bin/python bench/bench_swing_up.py --perturb 10 --spread 0.1  # robots near each set
 
-Offline, the law runs in this process against MuJoCo (RK4, 2 ms), its torque applied at the
-next step (``--latency`` steps later); with ``--dds`` each run is ``run_swing_up`` (two node
-processes, real time). Prints a table and writes swing_up.json (``--out``).
+Offline, the law runs in this process against MuJoCo (RK4, 2 ms), the torque it computes from
+a state acting from that state on (``--latency`` steps later); with ``--dds`` each run is
+``run_swing_up`` (two node processes, the simulator lock-stepped: the same loop as offline at
+latency 0). Prints a table and writes swing_up.json (``--out``).
 """
 
 from __future__ import annotations
@@ -63,30 +65,88 @@ def run_one(robot: str, variant: str, damping: float, args, out_dir: Path) -> di
     return summary
 
 
-TUNED = ("swing_ke", "swing_kp", "swing_damping", "swing_torque_fraction", "swing_kick",
-         "lock_energy_tolerance", "lqr_roa_scale", "swing_torque_rate", "lqr_torque_rate",
-         "lqr_r_torque")
+def perturbed(base, count: int, spread: float, rng) -> list:
+    """``count`` copies of the TwoLink ``base`` with every length, centre-of-mass distance, mass
+    and inertia scaled by an independent factor in [1 − spread, 1 + spread]."""
+    fields = ("l1", "l2", "m1", "m2", "r1", "r2", "I1", "I2")
+    return [dataclasses.replace(base, **{f: getattr(base, f) * (1 + spread * x)
+                                         for f, x in zip(fields, rng.uniform(-1, 1, len(fields)))})
+            for _ in range(count)]
+
+
+def robustness(robots, variants, count: int, spread: float, latencies, settings: dict,
+               out: Path, seed: int = 0) -> dict:
+    """How often the defaults hold robots near each set (offline): ``count`` copies of each set
+    with every mass, length, centre-of-mass distance and inertia scaled by an independent
+    factor in [1 − spread, 1 + spread] (seeded), each at every latency. Prints a row per
+    robot/set/latency (held count, median score) and writes the runs."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    rows, runs = [], []
+    print(f"robustness: {count} copies per set, each size within ±{100 * spread:g} %, "
+          f"offline MuJoCo RK4 2 ms, 10 s")
+    print(f"{'robot':<9}{'variant':<13}{'latency':>8} {'held':>8} {'median score':>13}")
+    for robot in robots:
+        for variant in variants:
+            copies = perturbed(robot_variants()[variant], count, spread, rng)
+            for latency in latencies:
+                held, scores = 0, []
+                for k, params in enumerate(copies):
+                    urdf = two_link_urdf(robot, params)
+                    r = simulate_offline(urdf, 10.0, settings=settings, latency_steps=latency,
+                                         stop_settled=True)
+                    s = summarize(RobotModel.from_urdf(urdf), "", r["t"], r["q"], r["v"],
+                                  r["tau"], 10.0)
+                    err = s.get("max_error_from_1s_after_swing_up_rad")
+                    ok = bool(s["score"]["success"] and err is not None and err < 0.1)
+                    held += ok
+                    scores.append(s["score"]["score"] if ok else 0.0)
+                    runs.append({"robot": robot, "variant": variant, "latency": latency,
+                                 "copy": k, "parameters": dataclasses.asdict(params),
+                                 "held": ok, "score": s["score"]})
+                row = {"robot": robot, "variant": variant, "latency": latency, "held": held,
+                       "of": count, "median_score": float(np.median(scores))}
+                rows.append(row)
+                print(f"{robot:<9}{variant:<13}{latency:>8} {held:>4}/{count:<3} "
+                      f"{row['median_score']:13.3f}", flush=True)
+    result = {"spread": spread, "count": count, "seed": seed, "rows": rows, "runs": runs}
+    out.write_text(json.dumps(result, indent=2))
+    print(f"wrote {out}")
+    return result
+
+
+TUNED = ("swing_power_gain", "swing_ke", "swing_kp", "swing_damping", "swing_torque_fraction",
+         "swing_kick", "lock_energy_tolerance", "lqr_roa_scale", "swing_torque_rate",
+         "lqr_torque_rate", "lqr_r_torque")
 
 
 def tune(robot: str, minutes: float, out: Path, seed: int = 0, start_from: dict | None = None,
-         sigma: float = 0.15, latency: int = 0) -> dict:
+         sigma: float = 0.15, latency: int = 0, copies: int = 0) -> dict:
     """(1+1)-ES with the 1/5 success rule, in log space, on the kind's gains: the mean score
-    over the three mass/length sets (torque ``latency`` steps late: 0 is what DDS gives on an
-    idle machine) and design C.1 one step later,
-    −0.5 for a case not held within 0.1 rad. Starts from the kind's current defaults (or
-    ``start_from``)."""
+    over the three mass/length sets, each with its torque ``latency`` steps late (0: what the
+    lock-stepped simulation gives) and one step later, and ``copies`` robots near each set
+    (sizes within ±5 %, seed 1, at ``latency``) — so that the gains do not hang on one exact
+    trajectory; −0.5 for a case not held within 0.1 rad. Starts from the kind's current
+    defaults (or ``start_from``)."""
     import numpy as np
 
     from underactuated_control.control.swing_up_law import KIND_DEFAULTS, SwingUpLaw
 
     defaults = {sp.name: sp.default for sp in SwingUpLaw.parameters}
     x = np.array([KIND_DEFAULTS[robot].get(k, defaults[k]) for k in TUNED], float)
-    start = {"swing_torque_rate": 5.0, "lqr_torque_rate": 10.0}  # where 0 (none) is the default
+    start = {"swing_torque_rate": 5.0, "lqr_torque_rate": 10.0,  # where 0 (none) is the default
+             "swing_power_gain": 1.0}
     x = np.array([start.get(k, v) if v <= 0.0 else v for k, v in zip(TUNED, x)])
     if start_from:
         x = np.array([start_from.get(k, v) for k, v in zip(TUNED, x)])
-    cases = [(v, latency) for v in robot_variants()] + [("design_c1", latency + 1)]
+    cases = [(v, k) for v in robot_variants() for k in (latency, latency + 1)]
     urdfs = {v: two_link_urdf(robot, robot_variants()[v]) for v in robot_variants()}
+    rng = np.random.default_rng(1)
+    for v in robot_variants():
+        for k, params in enumerate(perturbed(robot_variants()[v], copies, 0.05, rng)):
+            urdfs[f"{v}~{k}"] = two_link_urdf(robot, params)
+            cases.append((f"{v}~{k}", latency))
     models = {v: RobotModel.from_urdf(u) for v, u in urdfs.items()}
 
     def evaluate(x) -> tuple[float, list]:
@@ -149,13 +209,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=10.0, help="--tune: time budget")
     parser.add_argument("--start", type=Path, help="--tune: start from this tune's JSON")
     parser.add_argument("--sigma", type=float, default=0.15, help="--tune: first step (log)")
+    parser.add_argument("--seed", type=int, default=0, help="--tune: random seed")
+    parser.add_argument("--copies", type=int, default=0, help="--tune: also this many robots "
+                        "near each set (sizes within ±5 %%)")
+    parser.add_argument("--perturb", type=int, metavar="N", help="robustness instead of the "
+                        "matrix: N copies of each set with its sizes scaled by up to ±--spread, "
+                        "offline, at each --latencies")
+    parser.add_argument("--spread", type=float, default=0.1, help="--perturb: largest relative "
+                        "change of each size")
+    parser.add_argument("--latencies", type=int, nargs="+", default=[0, 1],
+                        help="--perturb: steps of delay")
     parser.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE",
                         help="law parameters for the runs of the matrix")
     args = parser.parse_args(argv)
     if args.tune:
         start = json.loads(args.start.read_text())["settings"] if args.start else None
-        tune(args.tune, args.minutes, args.out, start_from=start, sigma=args.sigma,
-             latency=args.latency)
+        tune(args.tune, args.minutes, args.out, seed=args.seed, start_from=start,
+             sigma=args.sigma, latency=args.latency, copies=args.copies)
         return 0
     args.settings = {}
     for item in args.set:
@@ -164,6 +234,10 @@ def main(argv: list[str] | None = None) -> int:
             args.settings[name] = float(value)
         except ValueError:
             parser.error(f"--set: {item!r} is not NAME=NUMBER")
+    if args.perturb:
+        robustness(args.robots, args.variants, args.perturb, args.spread, args.latencies,
+                   args.settings, args.out)
+        return 0
     out_dir = args.out.with_suffix("")
     out_dir.mkdir(parents=True, exist_ok=True)
     results = []

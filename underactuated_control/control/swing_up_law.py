@@ -17,16 +17,19 @@ from ``mass_matrix`` and V from the bodies' centres of mass placed by the kinema
 Ẽ = E − E_target (E_target = E_up + swing_energy_margin·ΔE) and e_a the active joint's angle
 from upright (nearest 2π branch, with hysteresis):
 
-    u = −k_p e_a − 2ζ√k_p v_a + A tanh(σ k_e Ẽ v_p / A)
+    u = −k_p e_a − 2ζ√k_p v_a + A tanh(σ k_e Ẽ v_p / A) − k_w Ẽ v_a / D
 
 k_p = swing_kp·ω0², ζ = swing_damping, k_e = swing_ke·ω0/ΔE, A = swing_amplitude·τ_max/D_max
 and σ = +1 (swing_sign; Spong's rule, as in the acrobot and pendubot energy controllers of the
 literature: below the target energy the active joint accelerates against the passive joint's
-motion). Hanging at rest u = 0, so the
-active joint's target is offset by ``swing_kick`` until the energy has risen by 5 % of ΔE. The
-motor's limit is in the design: u is bounded so that the torque stays within
-swing_torque_fraction of the URDF effort limit (times the node's effort_limit_scale), and the
-reported passive acceleration is the recursion's for the bounded u.
+motion). The last term is a motor torque −k_w Ẽ v_a, k_w = swing_power_gain·τ_max/(ΔE·ω0):
+the energy changes only by the motor's power, dE/dt = T_a v_a (+ the passive joint's own
+losses), so this term always moves E toward the target, whatever the configuration — Spong's
+term alone can stall below it (a pendubot circling its elbow under a stiffly held shoulder).
+Hanging at rest u = 0, so the active joint's target is offset by ``swing_kick`` until the
+energy has risen by 5 % of ΔE. The motor's limit is in the design: u is bounded so that the
+torque stays within swing_torque_fraction of the URDF effort limit (times the node's
+effort_limit_scale), and the reported passive acceleration is the recursion's for the bounded u.
 
 **Locking** — the homoclinic approach. Pumping ends precisely by locking the active joint at
 its upright angle at the right moment: a lock (fast against the swing) conserves the passive
@@ -76,31 +79,39 @@ PUMPING, LOCKED, BALANCING = "pumping", "locked", "balancing"
 # is a value: negative) takes these. The swing-up is sensitive to them (the number of swings
 # can change with the fourth digit), so they are kept as the search found them.
 KIND_DEFAULTS = {
-    "acrobot": {"swing_ke": 5.44,
-                "swing_kp": 0.311,
-                "swing_damping": 0.37,
-                "swing_torque_fraction": 0.39,
-                "swing_kick": 0.03,
-                "lock_energy_tolerance": 0.048,
-                "lqr_roa_scale": 0.263,
-                "swing_torque_rate": 0.0,
-                "lqr_torque_rate": 0.0,
-                "lqr_r_torque": 9.0},
-    "pendubot": {"swing_ke": 2.480130854347939,
-                 "swing_kp": 1.2744119889441334,
-                 "swing_damping": 0.40632436995945637,
-                 "swing_torque_fraction": 0.6386691680944737,
-                 "swing_kick": 0.6177542034968264,
-                 "lock_energy_tolerance": 0.0073144345293294725,
-                 "lqr_roa_scale": 0.5671313437368032,
-                 "swing_torque_rate": 5.892729874708006,
-                 "lqr_torque_rate": 8.890279036676892,
-                 "lqr_r_torque": 7.322605307515017},
+    "acrobot": {"swing_power_gain": 0.7956434235621649,
+                "swing_ke": 9.93547755071595,
+                "swing_kp": 0.19478145894178245,
+                "swing_damping": 0.8846442960022634,
+                "swing_torque_fraction": 0.46089727784580586,
+                "swing_kick": 0.028975088938821336,
+                "lock_energy_tolerance": 0.012655848788123314,
+                "lqr_roa_scale": 0.6443939511115839,
+                "swing_torque_rate": 6.00747980696829,
+                "lqr_torque_rate": 2.965796442789794,
+                "lqr_r_torque": 3.7321349795875145},
+    "pendubot": {"swing_power_gain": 2.9364662214234256,
+                 "swing_ke": 1.2031826720117522,
+                 "swing_kp": 1.2822061725172478,
+                 "swing_damping": 0.35628502424913017,
+                 "swing_torque_fraction": 0.6438327777649041,
+                 "swing_kick": 0.575465964297222,
+                 "lock_energy_tolerance": 0.008702389059923654,
+                 "lqr_roa_scale": 0.5768567033734933,
+                 "swing_torque_rate": 6.307010359706826,
+                 "lqr_torque_rate": 9.02249333017543,
+                 "lqr_r_torque": 7.408070917907781},
 }
 # parameters whose 0 is a value (negative: the kind's default); for the others 0 is
-_ZERO_IS_A_VALUE = ("swing_kick", "swing_damping", "swing_torque_rate", "lqr_torque_rate")
+_ZERO_IS_A_VALUE = ("swing_kick", "swing_damping", "swing_torque_rate", "lqr_torque_rate",
+                    "swing_power_gain")
 _KICK_ENERGY = 0.05  # the kick fades out over the first 5 % of ΔE
 _MAX_STEP = 0.05  # s: a longer gap between states does not advance the torque filter further
+
+
+def _kinds(name: str) -> str:
+    """The kinds' defaults of ``name`` for its description: "acrobot 5.44, pendubot 2.48"."""
+    return ", ".join(f"{kind} {values[name]:.3g}" for kind, values in KIND_DEFAULTS.items())
 
 
 def _wrap(x):
@@ -170,16 +181,20 @@ class SwingUpLaw(ControlLaw):
     parameters = (
         ParameterSpec("swing_ke", 0.0, "swing-up: energy-pumping gain k_e in units of ω0/ΔE "
                       "(the active joint's acceleration σ·k_e·Ẽ·v_passive); 0: the default of the "
-                      "robot's kind (acrobot 5.44, pendubot 2.48)", unit="ω0/ΔE", low=0.0,
+                      f"robot's kind ({_kinds('swing_ke')})", unit="ω0/ΔE", low=0.0,
                       high=1e3),
         ParameterSpec("swing_kp", 0.0, "swing-up: stiffness pulling the active joint to its "
                       "upright angle while pumping, in units of ω0² (ω0: the upright's falling "
-                      "rate); 0: the default of the robot's kind (acrobot 0.311, pendubot 1.27)",
+                      f"rate); 0: the default of the robot's kind ({_kinds('swing_kp')})",
                       unit="ω0²", low=0.0, high=100.0),
         ParameterSpec("swing_damping", -1.0, "swing-up: damping ratio of the active joint while "
-                      "pumping; negative: the default of the robot's kind (acrobot 0.37, "
-                      "pendubot 0.406)",
+                      f"pumping; negative: the default of the robot's kind "
+                      f"({_kinds('swing_damping')})",
                       unit="1", low=-1.0, high=10.0),
+        ParameterSpec("swing_power_gain", -1.0, "swing-up: pumping by the motor's power, the "
+                      "torque −k_w·Ẽ·v_active with k_w in units of τ_max/(ΔE·ω0); 0: none; "
+                      f"negative: the default of the robot's kind ({_kinds('swing_power_gain')})",
+                      unit="τ_max/(ΔE·ω0)", low=-1.0, high=100.0),
         ParameterSpec("swing_amplitude", 5.0, "swing-up: the pumping acceleration saturates "
                       "(tanh) at this multiple of τ_max/D_max (what the motor gives)",
                       unit="τ_max/D_max", low=0.01, high=100.0),
@@ -191,15 +206,15 @@ class SwingUpLaw(ControlLaw):
                       "rest energy, in units of ΔE (offsets damping losses on the way up)",
                       unit="ΔE", low=-0.2, high=0.5),
         ParameterSpec("swing_torque_fraction", 0.0, "swing-up: share of the motor's effort "
-                      "limit the pumping may use; 0: the default of the robot's kind (acrobot "
-                      "0.39, pendubot 0.639)", unit="1", low=0.0, high=1.0),
+                      "limit the pumping may use; 0: the default of the robot's kind "
+                      f"({_kinds('swing_torque_fraction')})", unit="1", low=0.0, high=1.0),
         ParameterSpec("swing_kick", -1.0, "swing-up: offset of the active joint's target while "
                       "the energy is within 5 % of ΔE of hanging at rest (where the pumping "
-                      "term vanishes); negative: the default of the robot's kind (acrobot "
-                      "0.03, pendubot 0.618)", unit="rad", low=-1.0, high=3.0),
+                      "term vanishes); negative: the default of the robot's kind "
+                      f"({_kinds('swing_kick')})", unit="rad", low=-1.0, high=3.0),
         ParameterSpec("lock_energy_tolerance", 0.0, "swing-up: lock the active joint when the "
                       "rigid pendulum it leaves has the target energy within this share of ΔE; "
-                      "0: the default of the robot's kind (acrobot 0.048, pendubot 0.00731)",
+                      f"0: the default of the robot's kind ({_kinds('lock_energy_tolerance')})",
                       unit="ΔE", low=0.0, high=0.5),
         ParameterSpec("lock_angle", 0.1, "swing-up: ... and the active joint is this close to "
                       "upright", unit="rad", low=1e-3, high=1.0),
@@ -214,11 +229,11 @@ class SwingUpLaw(ControlLaw):
         ParameterSpec("lqr_q_velocity", 0.1, "balancing LQR: weight of the joint speeds in "
                       "units of ω0", unit="ω0", low=1e-6, high=1e6),
         ParameterSpec("lqr_r_torque", 0.0, "balancing LQR: weight of the motor torque in "
-                      "units of its effort limit; 0: the default of the robot's kind (acrobot "
-                      "9, pendubot 7.32)", unit="τ_max", low=0.0, high=1e6),
+                      "units of its effort limit; 0: the default of the robot's kind "
+                      f"({_kinds('lqr_r_torque')})", unit="τ_max", low=0.0, high=1e6),
         ParameterSpec("lqr_roa_scale", 0.0, "switch to the LQR inside this multiple of the "
                       "region-of-attraction level found at start-up; 0: the default of the "
-                      "robot's kind (acrobot 0.263, pendubot 0.567)", unit="1", low=0.0,
+                      f"robot's kind ({_kinds('lqr_roa_scale')})", unit="1", low=0.0,
                       high=100.0),
         ParameterSpec("lqr_exit_factor", 4.0, "fall back to pumping beyond this multiple of "
                       "the switch level", unit="1", low=1.0, high=1000.0),
@@ -227,13 +242,13 @@ class SwingUpLaw(ControlLaw):
                       low=0.0, high=0.5),
         ParameterSpec("swing_torque_rate", -1.0, "swing-up: largest rate of change of the motor "
                       "torque while pumping, in units of τ_max·ω0 per second (smooth "
-                      "torque); 0: none; negative: the default of the robot's kind (acrobot "
-                      "0, pendubot 5.89)",
+                      "torque); 0: none; negative: the default of the robot's kind "
+                      f"({_kinds('swing_torque_rate')})",
                       unit="τ_max·ω0/s", low=-1.0, high=100.0),
         ParameterSpec("lqr_torque_rate", -1.0, "locked and balancing: largest rate of change of "
                       "the motor torque, in units of τ_max·ω0 per second (in the "
                       "region-of-attraction simulation); 0: none; negative: the default of the "
-                      "robot's kind (acrobot 0, pendubot 8.89)", unit="τ_max·ω0/s", low=-1.0,
+                      f"robot's kind ({_kinds('lqr_torque_rate')})", unit="τ_max·ω0/s", low=-1.0,
                       high=100.0),
     )
 
@@ -322,6 +337,7 @@ class SwingUpLaw(ControlLaw):
         self.pump_sign = 1.0 if s["swing_sign"] == "positive" else -1.0
         self.k_p = s["swing_kp"] * self.omega0 ** 2
         self.k_e = s["swing_ke"] * self.omega0 / self.delta_energy
+        self.k_w = s["swing_power_gain"] * self.effort_limit / (self.delta_energy * self.omega0)
         self.reach = s["swing_amplitude"] * self.effort_limit / self.d_max
         self.lock_omega = s["lock_bandwidth"] * self.omega0
         self.lock_timeout = s["lock_timeout"] / self.omega0
@@ -657,7 +673,9 @@ class SwingUpLaw(ControlLaw):
         else:
             pumping = self.reach * float(np.tanh(
                 self.pump_sign * self.k_e * e_energy * v[p] / self.reach))
-            u = -self.k_p * e - 2.0 * s["swing_damping"] * np.sqrt(self.k_p) * v[a] + pumping
+            power = -self.k_w * e_energy * v[a] / D  # the torque −k_w Ẽ v_a as an acceleration
+            u = -self.k_p * e - 2.0 * s["swing_damping"] * np.sqrt(self.k_p) * v[a] + pumping \
+                + power
             bound = s["swing_torque_fraction"] * self.effort_limit
         u = float(np.clip(u, (-bound - compensation - tau0) / D, (bound - compensation - tau0) / D))
         return tau0 + D * u + compensation

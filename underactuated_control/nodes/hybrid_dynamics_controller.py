@@ -196,6 +196,7 @@ class HybridDynamicsController(Node):
 
         # -- state of the loop -----------------------------------------------------------------
         self._last_receipt: float | None = None  # monotonic time of the last good state
+        self._state_time = 0.0  # s: the last good state's stamp (the law's time), else receipt
         self._last_stamp_ns = 0
         self._silenced = False  # zero effort sent; silent until fresh valid data
         self._missing: list[str] = []
@@ -422,8 +423,9 @@ class HybridDynamicsController(Node):
             self._refuse("nonfinite", f"non-finite /joint_states for {bad}")
             return None
         stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        now = self.get_clock().now().nanoseconds  # 0: use_sim_time before the first /clock
         if stamp:
-            age = (self.get_clock().now().nanoseconds - stamp) * 1e-9
+            age = (now - stamp) * 1e-9 if now else 0.0
             if -age > self.params["future_stamp_tolerance"]:  # refused alone, not silenced
                 self.stats["future_stamps"] += 1
                 self.get_logger().warning(
@@ -442,6 +444,9 @@ class HybridDynamicsController(Node):
                              f"{timeout} s)")
                 return None
             self._last_stamp_ns = stamp
+        # the law's clock is the state's stamp (the simulator's time under use_sim_time, so a
+        # lock-stepped or slowed simulation gives the law its own steps), else the receipt
+        self._state_time = stamp * 1e-9 if stamp else time.monotonic()
         if self.floating and not self._fill_base(q, v, stamp):
             return None
         return q, v
@@ -462,7 +467,7 @@ class HybridDynamicsController(Node):
                                         self.get_clock().now().nanoseconds)
         publish_jacobians = self.params["publish_jacobians"]
         try:
-            out = law.compute(q, v, self.reference, self._last_receipt, publish_jacobians)
+            out = law.compute(q, v, self.reference, self._state_time, publish_jacobians)
         except ValueError as exc:  # singular passive inertia and the like: never send NaN
             self._send_zero_once(f"control law failed: {exc}")
             return

@@ -4,9 +4,10 @@ Loads the same URDF into MuJoCo (visuals and collisions dropped: dynamics only),
 to each **active** joint (passive joints feel only their own damping, dry friction and limits
 from the URDF), applies the effort commands of ``command_topic`` (std_msgs/Float64MultiArray in
 ``command_joints`` order, held between commands, clamped to the effort limits, non-finite
-values ignored) and publishes ``/joint_states`` (stamped with this node's clock) and ``/clock``
-(simulated time) every ``publish_every`` physics steps. A floating-base robot (a floating joint
-in the URDF, or ``floating_base``) gets a MuJoCo free joint and its base state is published as
+values ignored) and publishes ``/joint_states`` (stamped with this node's clock; under
+``use_sim_time`` with the simulated time) and ``/clock`` (simulated time) every
+``publish_every`` physics steps. A floating-base robot (a floating joint in the URDF, or
+``floating_base``) gets a MuJoCo free joint and its base state is published as
 nav_msgs/Odometry on ``base_odometry_topic`` (pose of the floating joint's child link in
 ``odom_frame``, twist in the child frame); ``gravity`` is the world's (zero for orbit).
 With ``hold_until_first_command`` the robot stays still (brakes on) until a controller sends
@@ -104,9 +105,9 @@ PARAMETERS = table(
                   read_only=True),
     ParameterSpec("real_time_factor", 1.0, "simulated / wall time (0: as fast as possible)",
                   low=0.0, high=100.0, read_only=True),
-    ParameterSpec("lockstep", False, "after each published state, wait (up to "
-                  "lockstep_timeout of wall time) for one effort command before stepping on: "
-                  "the simulation then follows an event-driven controller exactly, however "
+    ParameterSpec("lockstep", False, "after each published state (from the first on), wait "
+                  "(up to lockstep_timeout of wall time) for one effort command before stepping "
+                  "on: the simulation then follows an event-driven controller exactly, however "
                   "loaded the machine (simulated time may fall behind wall time)",
                   read_only=True),
     ParameterSpec("lockstep_timeout", 0.05, "lockstep: longest wait for a command, then the "
@@ -209,6 +210,9 @@ class MujocoSim(Node):
         self.state_pub = self.create_publisher(JointState, "/joint_states", 100)  # a slow
         # recorder (reliable) is sent what it missed, not dropped after 10 states
         self.clock_pub = self.create_publisher(Clock, "/clock", 10)
+        # use_sim_time (rclpy's own parameter): stamp with d.time itself, not with this node's
+        # clock, which would follow the /clock it publishes one state late
+        self.stamp_simulated = bool(self.get_parameter("use_sim_time").value)
         self.create_subscription(Float64MultiArray, self.command_topic, self._on_command, 10)
         self.commands_received = 0
         self.last_command = time.monotonic()
@@ -271,7 +275,11 @@ class MujocoSim(Node):
 
     def publish_state(self) -> None:
         msg = JointState()
-        msg.header.stamp = self.get_clock().now().to_msg()
+        if self.stamp_simulated:  # under use_sim_time the states carry the simulated time
+            sec = int(self.d.time)
+            msg.header.stamp.sec, msg.header.stamp.nanosec = sec, int((self.d.time - sec) * 1e9)
+        else:
+            msg.header.stamp = self.get_clock().now().to_msg()
         msg.name = self.joint_names
         msg.position = self.d.qpos[self.qadr].tolist()
         msg.velocity = self.d.qvel[self.vadr].tolist()
@@ -367,7 +375,8 @@ def spin_simulation(node: MujocoSim, should_stop: Callable[[], bool] = lambda: F
                     next_wall = time.perf_counter()
             else:
                 executor.spin_once(timeout_sec=0.0)
-            if node.lockstep and node.commands_received:  # the answer to the last state
+            if node.lockstep:  # the answer to the last state, from the first state on (a
+                # command answering an earlier state would pair every later one a state late)
                 deadline = time.perf_counter() + node.lockstep_timeout
                 while node.commands_received == answered and time.perf_counter() < deadline:
                     executor.spin_once(timeout_sec=0.002)
