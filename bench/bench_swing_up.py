@@ -122,13 +122,14 @@ TUNED = ("swing_power_gain", "swing_ke", "swing_kp", "swing_damping", "swing_tor
 
 
 def tune(robot: str, minutes: float, out: Path, seed: int = 0, start_from: dict | None = None,
-         sigma: float = 0.15, latency: int = 0, copies: int = 0) -> dict:
+         sigma: float = 0.15, latency: int = 0, copies: int = 0, damped: float = 0.0) -> dict:
     """(1+1)-ES with the 1/5 success rule, in log space, on the kind's gains: the mean score
     over the three mass/length sets, each with its torque ``latency`` steps late (0: what the
     lock-stepped simulation gives) and one step later, and ``copies`` robots near each set
     (sizes within ±5 %, seed 1, at ``latency``) — so that the gains do not hang on one exact
-    trajectory; −0.5 for a case not held within 0.1 rad. Starts from the kind's current
-    defaults (or ``start_from``)."""
+    trajectory; with ``damped`` > 0 also each set with that passive damping [N·m·s/rad];
+    −0.5 for a case not held within 0.1 rad. Starts from the kind's current defaults (or
+    ``start_from``)."""
     import numpy as np
 
     from underactuated_control.control.swing_up_law import KIND_DEFAULTS, SwingUpLaw
@@ -147,6 +148,10 @@ def tune(robot: str, minutes: float, out: Path, seed: int = 0, start_from: dict 
         for k, params in enumerate(perturbed(robot_variants()[v], copies, 0.05, rng)):
             urdfs[f"{v}~{k}"] = two_link_urdf(robot, params)
             cases.append((f"{v}~{k}", latency))
+        if damped > 0.0:
+            urdfs[f"{v}+d"] = two_link_urdf(robot, dataclasses.replace(
+                robot_variants()[v], passive_damping=damped))
+            cases.append((f"{v}+d", latency))
     models = {v: RobotModel.from_urdf(u) for v, u in urdfs.items()}
 
     def evaluate(x) -> tuple[float, list]:
@@ -212,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="--tune: random seed")
     parser.add_argument("--copies", type=int, default=0, help="--tune: also this many robots "
                         "near each set (sizes within ±5 %%)")
+    parser.add_argument("--damped", type=float, default=0.0, help="--tune: also each set with "
+                        "this passive damping [N·m·s/rad]")
     parser.add_argument("--perturb", type=int, metavar="N", help="robustness instead of the "
                         "matrix: N copies of each set with its sizes scaled by up to ±--spread, "
                         "offline, at each --latencies")
@@ -225,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.tune:
         start = json.loads(args.start.read_text())["settings"] if args.start else None
         tune(args.tune, args.minutes, args.out, seed=args.seed, start_from=start,
-             sigma=args.sigma, latency=args.latency, copies=args.copies)
+             sigma=args.sigma, latency=args.latency, copies=args.copies, damped=args.damped)
         return 0
     args.settings = {}
     for item in args.set:

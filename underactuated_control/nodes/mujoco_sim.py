@@ -38,6 +38,13 @@ from .parameters import NodeParameters
 from .robot import check_joint_names, load_robot, robot_parameters, with_passive
 
 
+def _seconds_nanoseconds(t: float) -> tuple[int, int]:
+    """(sec, nanosec) of a time in seconds, rounded to the nanosecond (0.002 s → (0, 2000000),
+    not 1999999)."""
+    sec, nanosec = divmod(round(t * 1e9), 1_000_000_000)
+    return int(sec), int(nanosec)
+
+
 def _dynamics_only(urdf: str) -> str:
     """Drop <visual> and <collision> (meshes are not needed for dynamics), <ros2_control>,
     <gazebo> and <transmission>, editing the XML as XML (comments and text stay out of it)."""
@@ -276,8 +283,7 @@ class MujocoSim(Node):
     def publish_state(self) -> None:
         msg = JointState()
         if self.stamp_simulated:  # under use_sim_time the states carry the simulated time
-            sec = int(self.d.time)
-            msg.header.stamp.sec, msg.header.stamp.nanosec = sec, int((self.d.time - sec) * 1e9)
+            msg.header.stamp.sec, msg.header.stamp.nanosec = _seconds_nanoseconds(self.d.time)
         else:
             msg.header.stamp = self.get_clock().now().to_msg()
         msg.name = self.joint_names
@@ -288,8 +294,7 @@ class MujocoSim(Node):
             self.publish_odometry(msg.header.stamp)
         self.state_pub.publish(msg)
         clock = Clock()
-        sec = int(self.d.time)
-        clock.clock.sec, clock.clock.nanosec = sec, int((self.d.time - sec) * 1e9)
+        clock.clock.sec, clock.clock.nanosec = _seconds_nanoseconds(self.d.time)
         self.clock_pub.publish(clock)
         if self.contact is not None:
             wrench = WrenchStamped()
