@@ -222,6 +222,7 @@ class MujocoSim(Node):
         self.stamp_simulated = bool(self.get_parameter("use_sim_time").value)
         self.create_subscription(Float64MultiArray, self.command_topic, self._on_command, 10)
         self.commands_received = 0
+        self.lockstep_timeouts = 0  # lockstep waits that ended without a command (after the first)
         self.last_command = time.monotonic()
         self.braked = self.hold_until_first_command
         base_text = (f"floating base '{self.base_link}' (odometry on "
@@ -385,6 +386,12 @@ def spin_simulation(node: MujocoSim, should_stop: Callable[[], bool] = lambda: F
                 deadline = time.perf_counter() + node.lockstep_timeout
                 while node.commands_received == answered and time.perf_counter() < deadline:
                     executor.spin_once(timeout_sec=0.002)
+                if node.commands_received == answered and answered > 0:
+                    node.lockstep_timeouts += 1  # a late answer will pair with the next state
+                    node.get_logger().warning(
+                        f"lockstep: no command within lockstep_timeout {node.lockstep_timeout} s "
+                        f"({node.lockstep_timeouts} so far); stepping on with the held one",
+                        throttle_duration_sec=2.0)
                 if rtf > 0 and time.perf_counter() > next_wall:
                     next_wall = time.perf_counter()  # waited for the controller: no catch-up
             answered = node.commands_received
