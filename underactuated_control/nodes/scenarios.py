@@ -342,7 +342,9 @@ def run_space(out_dir: Path, duration: float | None, domain: int,
             rec = run.recorder
             run.wait_for(lambda rec=rec: rec.counts()["/odom"] > 0 and
                          rec.counts()[COMMAND_TOPIC] > 5, 120.0, "the controller sent no effort")
-            _, q, _ = floating_states(model, rec.messages("/joint_states")[-1:],
+            # the latest state whose /odom has arrived (two topics: the last /joint_states
+            # may come before its /odom)
+            _, q, _ = floating_states(model, rec.messages("/joint_states")[-50:],
                                       rec.messages("/odom"))
             if not len(q):
                 raise RuntimeError("no paired /joint_states and /odom received")
