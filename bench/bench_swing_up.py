@@ -65,6 +65,13 @@ def run_one(robot: str, variant: str, damping: float, args, out_dir: Path) -> di
     return summary
 
 
+def is_held(summary: dict) -> bool:
+    """The leaderboard's success and the joints within 0.1 rad of upright from 1 s after the
+    swing-up to the end (``summarize``'s fields)."""
+    error = summary.get("max_error_from_1s_after_swing_up_rad")
+    return bool(summary["score"]["success"] and error is not None and error < 0.1)
+
+
 def perturbed(base, count: int, spread: float, rng) -> list:
     """``count`` copies of the TwoLink ``base`` with every length, centre-of-mass distance, mass
     and inertia scaled by an independent factor in [1 − spread, 1 + spread]."""
@@ -98,8 +105,7 @@ def robustness(robots, variants, count: int, spread: float, latencies, settings:
                                          stop_settled=True)
                     s = summarize(RobotModel.from_urdf(urdf), "", r["t"], r["q"], r["v"],
                                   r["tau"], 10.0)
-                    err = s.get("max_error_from_1s_after_swing_up_rad")
-                    ok = bool(s["score"]["success"] and err is not None and err < 0.1)
+                    ok = is_held(s)
                     held += ok
                     scores.append(s["score"]["score"] if ok else 0.0)
                     runs.append({"robot": robot, "variant": variant, "latency": latency,
@@ -168,8 +174,7 @@ def tune(robot: str, minutes: float, out: Path, seed: int = 0, start_from: dict 
                 rows.append((variant, latency, -0.5))
                 continue
             s = summarize(models[variant], "", r["t"], r["q"], r["v"], r["tau"], 10.0)
-            err = s.get("max_error_from_1s_after_swing_up_rad")
-            held = s["score"]["success"] and err is not None and err < 0.1
+            held = is_held(s)
             value = s["score"]["score"] if held else -0.5
             total += value
             rows.append((variant, latency, round(value, 4)))
@@ -258,8 +263,7 @@ def main(argv: list[str] | None = None) -> int:
                 s = run_one(robot, variant, damping, args, out_dir)
                 results.append(s)
                 c = s["score"]
-                s["held"] = bool(c["success"] and s.get("max_error_from_1s_after_swing_up_rad")
-                                 is not None and s["max_error_from_1s_after_swing_up_rad"] < 0.1)
+                s["held"] = is_held(s)
                 t_up = f"{c['swingup_time']:7.2f}" if c["success"] else "      —"
                 print(f"{robot:<9}{variant:<13}{damping:6.3g} {'yes' if c['success'] else 'no':>3}"
                       f" {'yes' if s['held'] else 'no':>4} {t_up} {c['energy']:7.2f} "
