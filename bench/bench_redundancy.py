@@ -52,8 +52,8 @@ import numpy as np  # noqa: E402
 from urdf_parser_py.urdf import URDF  # noqa: E402
 
 from underactuated_control import RobotModel  # noqa: E402
-from underactuated_control import redundancy_kernels as kernels  # noqa: E402
 from underactuated_control.jacobians import frame_jacobian, frame_placement  # noqa: E402
+from underactuated_control.redundancy import kernels  # noqa: E402
 from underactuated_control.redundancy.arm_angle import ArmAngle  # noqa: E402
 from underactuated_control.redundancy.configuration_control import (  # noqa: E402
     ConfigurationControl,

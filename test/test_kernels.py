@@ -89,19 +89,24 @@ def test_compute_converts_other_input_types_to_the_same_result():
 
 
 def test_kernels_are_cached_under_the_stamp_of_the_whole_package():
-    for kernel in (run_steps, generalized_jacobian_sweeps):
+    from underactuated_control.redundancy.kernels import configuration_step
+
+    for kernel in (run_steps, generalized_jacobian_sweeps, configuration_step):  # subpackage too
         locator = kernel._cache._impl.locator
         assert type(locator).__name__.startswith("PackageKeyed")
         assert locator.get_source_stamp() == package_source_stamp()
 
 
-def test_the_stamp_changes_when_any_core_module_changes(tmp_path):
+@pytest.mark.parametrize("edited", ["spatial.py", "redundancy/kernels.py", "nodes/common.py"])
+def test_the_stamp_changes_when_any_module_of_the_package_changes(tmp_path, edited):
     package = Path(underactuated_control.__file__).parent
-    for path in package.glob("*.py"):
-        shutil.copy(path, tmp_path / path.name)
+    for path in package.rglob("*.py"):
+        target = tmp_path / path.relative_to(package)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, target)
     assert source_stamp(tmp_path) == package_source_stamp()
-    spatial = tmp_path / "spatial.py"
-    spatial.write_text(spatial.read_text() + "\n# an edit of an inlined helper\n")
+    module = tmp_path / edited
+    module.write_text(module.read_text() + "\n# an edit of an inlined helper\n")
     assert source_stamp(tmp_path) != package_source_stamp()
 
 

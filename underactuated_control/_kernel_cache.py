@@ -3,10 +3,11 @@
 numba invalidates a cached kernel only when the file that defines it changes, but the kernels
 here inline kernels and constants of other modules (``dynamics.run_steps`` inlines the 6-D
 helpers of ``spatial`` and ``buffers.block_view``; ``jacobians`` inlines the buffer layouts and
-the sweeps of ``dynamics``): after an edit of ``spatial.py`` alone, ``dynamics.py`` would load
-stale machine code. The locators
-registered here give every kernel defined in this package's top-level modules one stamp, the
-hash of all of them, so that any edit recompiles everything once (~15 s).
+the sweeps of ``dynamics``; ``redundancy.kernels`` those of ``dynamics`` and ``kinematics``):
+after an edit of ``spatial.py`` alone, ``dynamics.py`` would load stale machine code. The
+locators registered here give every kernel defined anywhere in this package (every ``*.py``
+under ``underactuated_control/``, subpackages included) one stamp, the hash of all of those
+files, so that any edit recompiles everything once (~15-30 s).
 
 This uses numba's cache-locator classes (``numba.core.caching``), which are not public API; if
 they are missing, numba's own per-file keying stays in place.
@@ -22,17 +23,19 @@ _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def source_stamp(directory: Path) -> str:
-    """SHA-256 over the ``*.py`` files directly in ``directory`` (names and contents)."""
+    """SHA-256 over the ``*.py`` files under ``directory``, recursively (relative paths and
+    contents)."""
+    directory = Path(directory)
     digest = hashlib.sha256()
-    for path in sorted(Path(directory).glob("*.py")):
-        digest.update(path.name.encode())
+    for path in sorted(directory.rglob("*.py")):
+        digest.update(path.relative_to(directory).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
 @functools.lru_cache(maxsize=1)
 def package_source_stamp() -> str:
-    """The stamp of this package's top-level modules (computed once per process)."""
+    """The stamp of this package's modules, subpackages included (computed once per process)."""
     return source_stamp(_PACKAGE_DIR)
 
 
@@ -40,7 +43,7 @@ def _keyed_on_package(base: type) -> type:
     class PackageKeyedLocator(base):
         @classmethod
         def from_function(cls, py_func, py_file):
-            if Path(py_file).resolve().parent != _PACKAGE_DIR:
+            if not Path(py_file).resolve().is_relative_to(_PACKAGE_DIR):
                 return None  # not ours: numba's usual locators apply
             return super().from_function(py_func, py_file)
 

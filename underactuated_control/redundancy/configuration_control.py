@@ -12,7 +12,7 @@ joints only: a passive joint is locked out of direct command (its column is drop
 motion is left to the dynamics and the controller). With W_v = 0 and a square regular J this
 is the exact inverse (8). Weights may change between steps.
 
-The step of the built-in functions runs as one compiled call (``redundancy_kernels``); the
+The step of the built-in functions runs as one compiled call (``redundancy.kernels``); the
 Python method (``compiled=False``, or any function object of another class with a
 ``rows(ctx)`` method) is the readable reference and gives the same result.
 """
@@ -23,12 +23,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .. import redundancy_kernels as K  # noqa: N812
 from ..control.trajectories import LineTrajectory, cycloidal
 from ..dynamics import HybridDynamics
 from ..jacobians import JacobianWorkspace
 from ..model import FLOATING, RobotModel
 from ..so3 import rotation_error
+from . import kernels as K  # noqa: N812
 from .functions import (
     STAMP,
     ArmAngleFunction,

@@ -10,7 +10,7 @@ their solve by a Cholesky factorisation of the n_a x n_a matrix, or, when it is
 rank-deficient, least squares on [√W J; √W_v] (directions weaker than 1e-7 of the strongest
 are not moved). Python only chooses which functions are on and packs their parameters.
 
-Lives at the package's top level so that the package-keyed numba cache
+Beside its front end (``redundancy.configuration_control``); the package-keyed numba cache
 (``_kernel_cache``) recompiles it whenever the kernels it inlines change.
 
 Buffers (layouts in ``int_header``/``step_views`` below and in
@@ -33,10 +33,10 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .buffers import take
-from .dynamics import all_finite, const_views, int_views, joint_transforms, work_views
-from .kinematics import body_placements, frame_jacobian_kernel
-from .spatial import FAST
+from ..buffers import take
+from ..dynamics import all_finite, const_views, int_views, joint_transforms, work_views
+from ..kinematics import body_placements, frame_jacobian_kernel
+from ..spatial import FAST
 
 __all__ = ["ARM_ANGLE", "ELBOW", "COLLISION", "JOINT_LIMITS", "LOCKING", "OPTIMAL",
            "MANIPULABILITY", "GRAVITY", "LINK_ORIENTATION", "HEADER", "FLOAT_HEADER",
