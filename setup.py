@@ -59,6 +59,9 @@ setup(
             "matplotlib",
             "ruff",
             "pyyaml",
+            # test/test_docs.py builds doc/ (Sphinx, Markdown pages)
+            "sphinx",
+            "myst-parser",
         ],
     },
     zip_safe=True,
