@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_node_latency.py [--seconds 10] [--rates 500 1000]
     .venv/bin/python bench/bench_node_latency.py --soak-minutes 10        # 1 kHz soak
     .venv/bin/python bench/bench_node_latency.py --before bb89000 --rounds 3   # interleaved
+    .venv/bin/python bench/bench_node_latency.py --first-launch [--before REV] [--rounds 1]
 
 The controller runs in its own process (arm7, joints 2 and 4 passive, joint mode, J_G/J_D
 publication on). This process publishes sensor_msgs/JointState at each rate from a busy-wait
@@ -11,8 +12,12 @@ state got one command; a run that lost or gained commands reports its answered f
 latency). Prints p50/p99/p99.9 latency and the fraction answered; the soak prints them per
 minute with the controller's RSS.
 ``--before REV`` runs the controller of git revision REV (a temporary worktree) and of this
-checkout alternately, ``--rounds`` times each. Writes bench/results/node_latency.json (or
-node_soak.json, node_latency_compare.json).
+checkout alternately, ``--rounds`` times each. ``--first-launch`` measures instead the seconds
+from the controller's process start to its first effort command, states published at 100 Hz
+from the start, on a fresh numba cache (an empty ``NUMBA_CACHE_DIR``) and then warm (that
+cache again), for this checkout and, with ``--before``, REV's, alternately. Writes
+bench/results/node_latency.json (or node_soak.json, node_latency_compare.json,
+first_launch.json).
 """
 
 from __future__ import annotations
@@ -34,9 +39,13 @@ NAMES = [f"joint{i}" for i in range(1, 8)]
 Q = np.array([0.1, -0.4, 0.2, -2.0, 0.1, 1.8, 0.5])
 
 
-def start_controller(args, package_root: Path | None, limit_s: int) -> subprocess.Popen:
-    """The controller of this checkout, or of ``package_root`` (run by module path)."""
+def start_controller(args, package_root: Path | None, limit_s: int,
+                     cache_dir: str | None = None) -> subprocess.Popen:
+    """The controller of this checkout, or of ``package_root`` (run by module path);
+    ``cache_dir``: numba's kernel cache to use (``NUMBA_CACHE_DIR``)."""
     env = {k: v for k, v in os.environ.items() if k != "_ROS_WHEELS_BOOTSTRAP_COMPLETE"}
+    if cache_dir is not None:
+        env["NUMBA_CACHE_DIR"] = cache_dir
     if package_root is None:
         exe = [str(Path(sys.executable).parent / "hybrid_dynamics_controller")]
     else:
@@ -174,6 +183,8 @@ def main() -> int:
     parser.add_argument("--rates", type=float, nargs="+", default=[500.0, 1000.0], help="[Hz]")
     parser.add_argument("--soak-minutes", type=int, default=0,
                         help="soak at 1 kHz for this many minutes (per-minute table)")
+    parser.add_argument("--first-launch", action="store_true",
+                        help="seconds from process start to the first command, fresh and warm")
     parser.add_argument("--before", help="git revision whose controller runs interleaved")
     parser.add_argument("--rounds", type=int, default=3, help="rounds with --before")
     parser.add_argument("--publish-jacobians", choices=("true", "false"), default="true")
@@ -185,6 +196,8 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     driver = Driver()
     try:
+        if args.first_launch:
+            return first_launch(args, driver, out)
         if args.soak_minutes:
             return soak(args, driver, out)
         if args.before:
@@ -236,6 +249,62 @@ def soak(args, driver: Driver, out: Path) -> int:
          "states_sent": sent, "commands_received": answered, "rss_start_kb": rss_start,
          "rss_end_kb": rss_end}, indent=2))
     print(f"wrote {out / 'node_soak.json'}")
+    return 0
+
+
+def first_command_after(driver: Driver, controller: subprocess.Popen, started: float,
+                        limit_s: float) -> float:
+    """Seconds from ``started`` to the first effort command, states published at 100 Hz."""
+    driver.received.clear()
+    k = 0
+    while not driver.received:
+        if time.monotonic() - started > limit_s or controller.poll() is not None:
+            raise SystemExit(f"no command within {limit_s} s (controller exit code "
+                             f"{controller.poll()})")
+        driver.pub.publish(driver.state(k))
+        k += 1
+        driver.spin(0.01)
+    return time.monotonic() - started - (time.perf_counter_ns() - driver.received[0]) / 1e9
+
+
+def first_launch(args, driver: Driver, out: Path) -> int:
+    """Process start -> first command, fresh cache then warm, per side, sides alternating."""
+    sides: dict[str, Path | None] = {"after": None}
+    tmp = None
+    if args.before:
+        tmp = Path(tempfile.mkdtemp(prefix="first-launch-before-"))
+        subprocess.run(["git", "worktree", "add", "--detach", str(tmp), args.before], cwd=ROOT,
+                       check=True, capture_output=True)
+        sides = {"before": tmp, "after": None}
+    runs: dict[str, dict[str, list[float]]] = {s: {"fresh": [], "warm": []} for s in sides}
+    print(f"{'side':>8}{'cache':>8}{'first command s':>18}", flush=True)
+    try:
+        for k in range(args.rounds):
+            order = list(sides) if k % 2 == 0 else list(sides)[::-1]
+            for side in order:
+                cache = tempfile.mkdtemp(prefix="numba-cache-")
+                for state in ("fresh", "warm"):
+                    started = time.monotonic()
+                    controller = start_controller(args, sides[side], 400, cache)
+                    try:
+                        seconds = first_command_after(driver, controller, started, 300.0)
+                    finally:
+                        stop(controller)
+                    runs[side][state].append(seconds)
+                    print(f"{side:>8}{state:>8}{seconds:>18.2f}", flush=True)
+                    driver.spin(2.0)  # the old controller leaves the graph
+    finally:
+        if tmp is not None:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tmp)], cwd=ROOT,
+                           capture_output=True)
+    median = {side: {state: float(np.median(v)) for state, v in r.items()}
+              for side, r in runs.items()}
+    print(f"\nmedian over {args.rounds} round(s): " + "; ".join(
+        f"{side} fresh {m['fresh']:.1f} s, warm {m['warm']:.2f} s" for side, m in median.items()))
+    (out / "first_launch.json").write_text(json.dumps(
+        {"before": args.before, "rounds": args.rounds, "runs": runs, "median": median},
+        indent=2))
+    print(f"wrote {out / 'first_launch.json'}")
     return 0
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -14,7 +16,10 @@ from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
 from ..so3 import quaternion_matrix  # re-exported: nodes.common.quaternion_matrix
 
-__all__ = ["matrix_message", "pose_from_message", "quaternion_matrix", "spin_node", "run_node"]
+_IMPORTED = time.monotonic()
+
+__all__ = ["matrix_message", "pose_from_message", "process_age", "quaternion_matrix", "spin_node",
+           "run_node"]
 
 
 def pose_from_message(msg, root_link: str) -> tuple[np.ndarray, np.ndarray]:
@@ -41,6 +46,17 @@ def matrix_message(matrix: np.ndarray, row_label: str, col_label: str,
     msg.layout.data_offset = 0
     msg.data = matrix.ravel().tolist()
     return msg
+
+
+def process_age() -> float:
+    """Seconds since this process started (Linux ``/proc``; elsewhere since this module was
+    imported): what a node's readiness log reports."""
+    try:
+        ticks = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])
+        uptime = float(open("/proc/uptime").read().split()[0])
+        return uptime - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return time.monotonic() - _IMPORTED
 
 
 def spin_node(node: Node, should_stop: Callable[[], bool] = lambda: False) -> None:

@@ -1,0 +1,117 @@
+"""Compile every compiled kernel of the package once, so that the first launch starts warm.
+
+numba compiles a kernel the first time it runs and keeps the machine code in its on-disk cache
+(``NUMBA_CACHE_DIR``, else ``__pycache__`` beside the package), keyed on the whole package's
+source (``_kernel_cache.py``). On a fresh cache the controller would compile for tens of
+seconds before its first command; ``underactuated-control warm-up`` (run by
+``scripts/setup.sh``) fills the cache ahead of time, and every node calls :func:`warm_law` (or
+its own equivalent) before it subscribes, so that it never compiles while states queue up.
+
+ROS-free: used by the CLI, the nodes and the tests' session set-up.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .model import RobotModel
+
+__all__ = ["warm_law", "warm_up"]
+
+# a bent pose of the bundled 7-DOF arm, away from singularities and joint limits
+_ARM_POSE = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])
+
+
+def warm_law(law_class: type, model: RobotModel, settings: dict[str, Any], frame: str,
+             q: np.ndarray | None = None) -> float:
+    """Run one cycle of a throwaway ``law_class`` instance on ``model`` at ``q`` (default: a
+    fixed generic configuration inside the joint limits) with the Jacobians on, so that every
+    kernel the law's cycle and the J_G/J_D publication use is compiled or loaded; returns the
+    seconds it took. The instance is discarded: the caller's own law keeps its state (filters,
+    clocks) untouched."""
+    t0 = time.perf_counter()
+    if q is None:
+        q = model.random_configuration(np.random.default_rng(0), scale=1.0)
+    v = np.zeros(model.nv)
+    law = law_class(model, settings, frame)
+    law.compute(q, v, law.hold_reference(q), 0.0, True)
+    return time.perf_counter() - t0
+
+
+def _default_settings() -> dict[str, Any]:
+    from .control.registry import law_parameters
+    from .parameters import coerce
+
+    return {s.name: coerce(s, s.default) for s in law_parameters()}
+
+
+def _steps() -> list[tuple[str, Callable[[], None]]]:
+    """(what, how) for every family of kernels, in the order a node needs them."""
+    from .cli import builtin_robots
+    from .control.registry import CONTROL_LAWS
+    from .dynamics import forward_dynamics, hybrid_dynamics, inverse_dynamics
+
+    robots = builtin_robots()
+    arm = RobotModel.from_urdf(robots["arm7"])
+    failed = arm.with_passive(["joint2"])
+    settings = _default_settings()
+    q, v = _ARM_POSE, np.zeros(arm.nv)
+
+    def dynamics() -> None:
+        for model in (arm, failed):
+            hybrid_dynamics(model, q, v, np.zeros(model.n_active), np.zeros(model.n_passive))
+        forward_dynamics(arm, q, v, np.zeros(arm.nv))
+        inverse_dynamics(arm, q, v, np.zeros(arm.nv))
+
+    def law(mode: str, **overrides: Any) -> Callable[[], None]:
+        def run() -> None:
+            for model in (arm, failed):
+                warm_law(CONTROL_LAWS[mode], model, {**settings, **overrides}, "tool", q)
+        return run
+
+    def swing_up() -> None:
+        acrobot = RobotModel.from_urdf(robots["acrobot"])
+        warm_law(CONTROL_LAWS["swing_up"], acrobot, settings, acrobot.body_names[-1])
+
+    def resolver() -> None:
+        from .jacobians import frame_placement
+        from .redundancy.arm_angle import ArmAngle
+        from .redundancy.configuration_control import ConfigurationControl
+        from .redundancy.functions import ArmAngleFunction
+
+        chain = RobotModel.from_urdf(robots["arm7"], tip_link="tool")
+        control = ConfigurationControl(chain, "tool", [ArmAngleFunction(ArmAngle(
+            chain, "link2", "link4", "link6"))])
+        control.step(q, frame_placement(chain, q, "tool"))
+
+    steps = [("hybrid, forward and inverse dynamics", dynamics)]
+    for mode in CONTROL_LAWS:
+        if mode == "swing_up":
+            steps.append(("control law 'swing_up' (acrobot)", swing_up))
+        elif mode == "operational_space":
+            for task in ("position", "pose"):
+                steps.append((f"control law 'operational_space' (os_task {task})",
+                              law(mode, os_task=task)))
+        else:
+            steps.append((f"control law '{mode}'", law(mode)))
+    steps.append(("elbow resolver's configuration-control step", resolver))
+    return steps
+
+
+def warm_up(report: Callable[[str], None] | None = print) -> float:
+    """Compile (or load) every kernel of the package; ``report`` gets one line per step (None:
+    silent). Returns the total seconds."""
+    t_start = time.perf_counter()
+    for what, run in _steps():
+        t0 = time.perf_counter()
+        run()
+        if report is not None:
+            report(f"[warm-up] {what}: {time.perf_counter() - t0:.1f} s")
+    total = time.perf_counter() - t_start
+    if report is not None:
+        report(f"[warm-up] every kernel compiled or loaded in {total:.1f} s")
+    return total
