@@ -1,5 +1,5 @@
 """Sphinx configuration (rosdoc2 builds a package's doc/ with Sphinx; pages are Markdown, read
-by myst_parser). Build: .venv/bin/sphinx-build -W --keep-going -b html doc doc/_build"""
+by myst_parser). Build: .venv/bin/sphinx-build -W --keep-going -b html doc build/doc"""
 
 project = "underactuated_control"
 author = "underactuated_control maintainers"
