@@ -62,14 +62,18 @@ def chain_urdf(n: int, seed: int = 0) -> str:
     return "".join(out)
 
 
-def samples_of(fn, budget_s: float, max_calls: int, min_calls: int = 100) -> list[int]:
-    """Single-call times (ns) after a short warm-up, until the budget or max_calls."""
+def samples_of(fn, budget_s: float, max_calls: int, min_calls: int = 100, between=None
+               ) -> list[int]:
+    """Single-call times (ns) after a short warm-up, until the budget or max_calls;
+    ``between()`` (untimed) before each call, e.g. a new configuration."""
     for _ in range(min(20, max_calls)):
         fn()
     samples = []
     clock = time.perf_counter_ns
     deadline = time.perf_counter() + budget_s
     while len(samples) < max_calls and (len(samples) < min_calls or time.perf_counter() < deadline):
+        if between is not None:
+            between()
         t0 = clock()
         fn()
         samples.append(clock() - t0)
@@ -82,8 +86,9 @@ def stats(samples) -> dict[str, float]:
             "calls": len(arr)}
 
 
-def measure(fn, budget_s: float, max_calls: int, min_calls: int = 200) -> dict[str, float]:
-    return stats(samples_of(fn, budget_s, max_calls, min_calls))
+def measure(fn, budget_s: float, max_calls: int, min_calls: int = 200, between=None
+            ) -> dict[str, float]:
+    return stats(samples_of(fn, budget_s, max_calls, min_calls, between))
 
 
 class Case:
@@ -101,6 +106,10 @@ class Case:
         assert self.pm.nv == self.model.nv and self.pm.nq == self.model.nq
         rng = np.random.default_rng(1)
         self.q = self.model.random_configuration(rng)
+        # each timed call gets the other of two configurations (``next_configuration``), as
+        # in a control loop: a workspace already at q skips its transforms and (4.6)
+        self.configurations = (self.q, self.model.random_configuration(rng))
+        self._at = 0
         self.v = rng.normal(size=self.N)
         self.tau = rng.normal(size=self.N)
         self.qa = rng.normal(size=self.model.n_active)
@@ -113,6 +122,10 @@ class Case:
         # the same vectors in Pinocchio's order (names match; all joints here are 1-DOF plain)
         order = [self.pm.joints[self.pm.getJointId(n)].idx_v for n in self.model.joint_names]
         assert order == list(range(self.N)), "benchmark robots keep Pinocchio's joint order"
+
+    def next_configuration(self) -> None:
+        self._at ^= 1
+        self.q = self.configurations[self._at]
 
     # --- ours -------------------------------------------------------------------------------
     def ours_public(self):
@@ -238,7 +251,7 @@ def main() -> int:
             for method in METHODS:
                 gc.collect()
                 got = samples_of(getattr(case, method), budget / ROUNDS, max_calls // ROUNDS,
-                                 min_calls=50)
+                                 min_calls=50, between=case.next_configuration)
                 pooled[method] += got
                 rounds[method].append(float(np.median(got)) / 1e3)
         for method in METHODS:
@@ -255,7 +268,8 @@ def main() -> int:
     # p99 over 100k calls of the workspace recursion, GC enabled as in a real loop
     c7 = next(c for c in cases if c.name == "chain7")
     n_tail = 20000 if args.quick else 100000
-    tail = measure(c7.ours_workspace, budget_s=1e9, max_calls=n_tail, min_calls=n_tail)
+    tail = measure(c7.ours_workspace, budget_s=1e9, max_calls=n_tail, min_calls=n_tail,
+                   between=c7.next_configuration)
     # growth exponent of J_G + J_D with N (n_a = N/2): slope of log t vs log N
     chains = [r for r in results if r["robot"].startswith("chain") and r["N"] >= 20]
     slope = float(np.polyfit(np.log([r["N"] for r in chains]),

@@ -124,7 +124,7 @@ def test_layouts_fill_their_buffers_exactly_and_name_every_block():
     assert isinstance(c, Constants) and end == consts.size
     np.testing.assert_array_equal(numpy_view(c.inertia, consts), model.inertia)
     assert numpy_view(c.tol, consts)[0] == ws.singular_tolerance
-    w, s, end = work_views(work, t.nb, t.nv, t.na, t.npas)
+    w, s, end = work_views(work, t.nb, t.nq, t.nv, t.na, t.npas)
     assert end == work.size
     for name, block in zip(Work._fields, w):  # each attribute is its block of the buffer
         assert np.shares_memory(getattr(ws, name), work)
@@ -192,12 +192,50 @@ def test_free_functions_keep_their_workspaces_outside_the_model():
         jacobians.disturbance_jacobian(other, q, workspace=jws)
 
 
-def test_shared_workspaces_are_bounded():
+def test_shared_workspaces_are_one_bounded_cache():
+    from underactuated_control import operational_space
+
     models = [RobotModel.from_urdf(ARM7) for _ in range(dynamics._CACHED_MODELS + 3)]
     for m in models:
         dynamics.shared_workspace(m)
         jacobians.shared_workspace(m)
-    assert len(dynamics._workspaces["model"]) == dynamics._CACHED_MODELS
-    assert len(jacobians._workspaces) == jacobians._CACHED_MODELS
-    assert models[0] not in dynamics._workspaces["model"]  # the oldest went first
-    assert models[-1] in dynamics._workspaces["model"]
+        operational_space.shared_workspace(m)
+    assert len(dynamics._workspaces) == dynamics._CACHED_MODELS
+    assert models[0] not in dynamics._workspaces  # the oldest went first
+    assert models[-1] in dynamics._workspaces
+    m = models[-1]
+    shared = dynamics.model_workspace(m)  # one per model, holding every part
+    assert jacobians.shared_workspace(m).shared is shared
+    assert operational_space.shared_workspace(m).shared is shared
+    assert jacobians.shared_workspace(m).dynamics is dynamics.shared_workspace(m)
+    assert operational_space.shared_workspace(m).dynamics is dynamics.shared_workspace(
+        m, "passive")
+    assert dynamics.shared_workspace(m, "active") is dynamics.shared_workspace(m)  # no passive
+
+
+def test_configuration_is_computed_once_per_q_and_recomputed_for_another():
+    model = RobotModel.from_urdf(ARM7, passive_joints=["joint2", "joint4"])
+    ws = HybridDynamics(model)
+    rng = np.random.default_rng(3)
+    q1, q2 = rng.uniform(-1, 1, 7), rng.uniform(-1, 1, 7)
+    ws.set_configuration(q1)
+    assert ws.q_valid[0] == 1.0 and np.array_equal(ws.q_at, q1)
+    P1 = ws.P.copy()
+    ws.P[:] = 0.0  # not recomputed for the same q: the marker is the proof
+    ws.set_configuration(q1.copy())
+    assert not ws.P.any()
+    ws.set_configuration(q2)  # another q: recomputed
+    fresh = HybridDynamics(model)
+    fresh.set_configuration(q2)
+    np.testing.assert_array_equal(ws.P, fresh.P)
+    q2[3] += 1e-9  # changed in place: still seen
+    ws.set_configuration(q2)
+    fresh.set_configuration(q2)
+    np.testing.assert_array_equal(ws.E_up, fresh.E_up)
+    ws.set_configuration(q1)
+    np.testing.assert_array_equal(ws.P, P1)
+    bad = q1.copy()
+    bad[0] = np.nan
+    with pytest.raises(ValueError, match="joint1"):
+        ws.set_configuration(bad)
+    assert ws.q_valid[0] == 0.0

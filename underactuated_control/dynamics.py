@@ -21,6 +21,9 @@ the base acceleration alpha(n+1) = [0; -g].
 The sweeps read three buffers through named layouts (``Topology``, ``Constants``, ``Work`` and
 ``Scratch``, cut by ``int_views``, ``const_views`` and ``work_views``) and are inlined into the
 one compiled call ``run_steps``, which returns a status code (``OK``, ``NONFINITE_Q``, ...).
+``configure`` runs steps 0 and 2 for every kernel of the package and skips them when the buffer
+is at that q already; a ``Workspace`` (one per model and cycle) holds one ``HybridDynamics``
+per passive set for the dynamics, the Jacobians and the operational space alike.
 """
 
 from __future__ import annotations
@@ -61,6 +64,8 @@ from .spatial import (
 
 __all__ = [
     "HybridDynamics",
+    "Workspace",
+    "model_workspace",
     "HybridResult",
     "SingularPassiveInertiaError",
     "hybrid_dynamics",
@@ -136,6 +141,8 @@ class Work(NamedTuple):
     qdd_passive: np.ndarray
     vel_base: np.ndarray  # V(n+1) = 0
     alpha_base: np.ndarray  # alpha(n+1): [0; -g] or 0
+    q_at: np.ndarray  # (nq,): the q that E_up ... G are at (see ``configure``)
+    q_valid: np.ndarray  # (1,): 1 while q_at holds the q of E_up ... G
 
 
 class Scratch(NamedTuple):
@@ -197,7 +204,7 @@ def const_views(consts, nb):
 
 
 @njit(cache=True, inline="always")
-def work_views(work, nb, nv, na, npas):
+def work_views(work, nb, nq, nv, na, npas):
     """(Work, Scratch, end) of the per-cycle buffer."""
     E_up, o = take(work, 0, (nb, 3, 3))
     r_up, o = take(work, o, (nb, 3))
@@ -218,6 +225,8 @@ def work_views(work, nb, nv, na, npas):
     qdd_passive, o = take(work, o, (npas,))
     vel_base, o = take(work, o, (6,))
     alpha_base, o = take(work, o, (6,))
+    q_at, o = take(work, o, (nq,))
+    q_valid, o = take(work, o, (1,))
     R, o = take(work, o, (3, 3))
     P_plus, o = take(work, o, (6, 6))
     XtP, o = take(work, o, (6, 6))
@@ -230,7 +239,7 @@ def work_views(work, nb, nv, na, npas):
     return (Work(E_up=E_up, r_up=r_up, vel=vel, coriolis=coriolis, gyro=gyro, P=P, U=U,
                  Dinv=Dinv, G=G, z=z, alpha=alpha, force=force, nu=nu, qdd=qdd, tau=tau,
                  tau_active=tau_active, qdd_passive=qdd_passive, vel_base=vel_base,
-                 alpha_base=alpha_base),
+                 alpha_base=alpha_base, q_at=q_at, q_valid=q_valid),
             Scratch(R=R, P_plus=P_plus, XtP=XtP, D=D, L=L, Li=Li, x6=x6, y6=y6, e6=e6), o)
 
 
@@ -239,7 +248,7 @@ def buffer_sizes(nb, nq, nv, na, npas):
     """Lengths of the (ints, consts, work) buffers: where each layout ends."""
     no_ints, no_floats = np.empty(0, np.int64), np.empty(0)  # the views are never read
     return (int_layout(no_ints, nb, nq, nv, na, npas)[1], const_views(no_floats, nb)[1],
-            work_views(no_floats, nb, nv, na, npas)[2])
+            work_views(no_floats, nb, nq, nv, na, npas)[2])
 
 
 # ================================================================ compiled kernels
@@ -362,6 +371,33 @@ def all_finite(x):
     return True
 
 
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def configure(m, c, q, w, s):
+    """Steps 0 and 2, the transforms and (4.6), at q (length nq), unless the workspace is at
+    this q already: they depend on q only, so every kernel that shares this workspace in a
+    cycle (dynamics, Jacobians, operational space) reuses them. Returns OK, NONFINITE_Q or
+    the body whose D_p(k) is singular. A kernel that writes E_up ... G otherwise clears
+    ``w.q_valid``."""
+    if w.q_valid[0] == 1.0:
+        same = True
+        for i in range(m.nq):
+            if q[i] != w.q_at[i]:
+                same = False
+                break
+        if same:
+            return OK
+    w.q_valid[0] = 0.0
+    if not all_finite(q):
+        return NONFINITE_Q
+    joint_transforms(m, c, q, w, s)
+    status = articulated_sweep(m, c, w, s)
+    if status == OK:
+        for i in range(m.nq):
+            w.q_at[i] = q[i]
+        w.q_valid[0] = 1.0
+    return status
+
+
 # run_steps flags
 CONFIGURATION = 1  # transforms + (4.6)
 VELOCITY = 2  # (3.1)
@@ -385,7 +421,7 @@ def run_steps(ints, consts, work, q, v, qdd_active, tau_passive, flags):
     whose D_p(k) is singular."""
     m, _ = int_views(ints)
     c, _ = const_views(consts, m.nb)
-    w, s, _ = work_views(work, m.nb, m.nv, m.na, m.npas)
+    w, s, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
     q, v = borrow(q), borrow(v)  # their slices count no references
     if ((flags & CONFIGURATION and q.shape[0] != m.nq)
             or (flags & VELOCITY and not flags & ZERO_VELOCITY and v.shape[0] != m.nv)
@@ -393,10 +429,7 @@ def run_steps(ints, consts, work, q, v, qdd_active, tau_passive, flags):
                                    or tau_passive.shape[0] != m.npas))):
         return WRONG_LENGTH
     if flags & CONFIGURATION:  # steps 0 and 2: transforms and (4.6), functions of q only
-        if not all_finite(q):
-            return NONFINITE_Q
-        joint_transforms(m, c, q, w, s)
-        status = articulated_sweep(m, c, w, s)
+        status = configure(m, c, q, w, s)
         if status != OK:
             return status
     if flags & ZERO_VELOCITY:  # step 1 with V = 0: a = b = 0
@@ -476,7 +509,7 @@ class HybridDynamics:
         c.tree_E[:], c.tree_r[:] = model.tree_rotation, model.tree_translation
         c.axis[:], c.S[:], c.inertia[:] = model.axis, model.motion_subspace, model.inertia
         c.gravity_base[3:], c.tol[0] = -model.gravity, self.singular_tolerance
-        self.work = numpy_views(work_views(work, *sizes[:1], *sizes[2:])[0], work)
+        self.work = numpy_views(work_views(work, *sizes)[0], work)
         for name, view in zip(Work._fields, self.work):
             setattr(self, name, view)
         self.alpha_base[:] = c.gravity_base
@@ -576,30 +609,90 @@ class HybridDynamics:
                     f"{m.dof_names[idx[b]]}={arr[b]}" for b in bad[:6]))
 
 
-# ================================================================ workspaces of the functions
-# The free functions below reuse one workspace per (model, kind), held here and not in the
-# model (a RobotModel is pure data). A workspace refers to its model, so a WeakKeyDictionary
-# would keep every model alive; instead at most _CACHED_MODELS models per kind are kept, the
-# oldest dropped first. Not thread-safe for one model (like any workspace): give each thread
-# its own ``workspace=``.
+# ================================================================ one workspace per model
+class Workspace:
+    """Everything one model needs for a cycle, in one place (Pinocchio's Data to the model's
+    Model): one ``HybridDynamics`` per passive set, built on first use, and the front ends
+    built on them (``JacobianWorkspace``, ``OperationalSpace``: ``part``). Whatever shares a
+    ``Workspace`` shares its per-mask buffers, so the transforms and (4.6) for a q are computed
+    once per mask and reused (``configure`` skips them when the buffer is at that q already).
+
+    Not thread-safe (like any workspace): give each thread its own.
+    """
+
+    _STANDARD = ("model", "active", "passive")
+    _MAX_OTHER_MASKS = 8  # e.g. macro/mini splits; the oldest dropped first
+
+    def __init__(self, model: RobotModel) -> None:
+        self.model = model
+        self._masks = {"model": model.passive_joint_mask, "active": np.zeros(model.nb, bool),
+                       "passive": np.ones(model.nb, bool)}
+        self._hybrid: dict[bytes, HybridDynamics] = {}
+        self._other: list[bytes] = []
+        self._parts: dict[type, object] = {}
+
+    def mask(self, passive: str | np.ndarray = "model") -> np.ndarray:
+        """The per-body passive mask of ``passive``: the model's passive set (``"model"``),
+        every joint active (``"active"``), every joint passive (``"passive"``) or a mask."""
+        nb = self.model.nb
+        if isinstance(passive, str):
+            if passive not in self._masks:
+                raise ValueError(f"passive must be one of {self._STANDARD} or a mask, "
+                                 f"got {passive!r}")
+            return self._masks[passive]
+        mask = np.array(passive, dtype=bool)  # a copy: the caller may reuse its array
+        if mask.shape != (nb,):
+            raise ValueError(f"passive_mask must have shape ({nb},)")
+        return mask
+
+    def hybrid(self, passive: str | np.ndarray = "model") -> HybridDynamics:
+        """The ``HybridDynamics`` of this model with the passive set ``passive`` (see
+        ``mask``); one per distinct mask (with no passive joint, ``"model"`` is ``"active"``)."""
+        mask = self.mask(passive)
+        key = mask.tobytes()
+        ws = self._hybrid.get(key)
+        if ws is None:
+            standard = any(np.array_equal(mask, self.mask(k)) for k in self._STANDARD)
+            if not standard:
+                if len(self._other) >= self._MAX_OTHER_MASKS:
+                    self._hybrid.pop(self._other.pop(0), None)
+                self._other.append(key)
+            ws = HybridDynamics(self.model, mask)
+            self._hybrid[key] = ws
+        return ws
+
+    def part(self, kind: type):
+        """The ``kind(model, shared=self)`` built on this workspace (one per kind), e.g. the
+        ``JacobianWorkspace`` or ``OperationalSpace`` of the free functions."""
+        obj = self._parts.get(kind)
+        if obj is None:
+            obj = self._parts[kind] = kind(self.model, shared=self)
+        return obj
+
+
+# The free functions of this package (here, ``jacobians``, ``operational_space``) use one
+# Workspace per model, held here and not in the model (a RobotModel is pure data). A workspace
+# refers to its model, so the entries of a WeakKeyDictionary would never die; instead at most
+# _CACHED_MODELS models are kept, the oldest dropped first. Not thread-safe for one model:
+# give each thread its own ``workspace=``.
 _CACHED_MODELS = 16
-_KINDS = ("model", "active", "passive")  # the model's passive set, all active, all passive
-_workspaces: dict[str, dict[RobotModel, HybridDynamics]] = {kind: {} for kind in _KINDS}
+_workspaces: dict[RobotModel, Workspace] = {}
+
+
+def model_workspace(model: RobotModel) -> Workspace:
+    """The ``Workspace`` the free functions use for ``model`` (the one cache of them)."""
+    ws = _workspaces.get(model)
+    if ws is None:
+        while len(_workspaces) >= _CACHED_MODELS:
+            _workspaces.pop(next(iter(_workspaces)), None)
+        ws = _workspaces[model] = Workspace(model)
+    return ws
 
 
 def shared_workspace(model: RobotModel, kind: str = "model") -> HybridDynamics:
-    """The workspace that the free functions use for ``model``: its own passive set
+    """The HybridDynamics that the free functions use for ``model``: its own passive set
     (``"model"``), every joint active (``"active"``) or every joint passive (``"passive"``)."""
-    cache = _workspaces[kind]
-    ws = cache.get(model)
-    if ws is None:
-        mask = {"model": None, "active": np.zeros(model.nb, bool),
-                "passive": np.ones(model.nb, bool)}[kind]
-        ws = HybridDynamics(model, mask)
-        while len(cache) >= _CACHED_MODELS:
-            cache.pop(next(iter(cache)), None)
-        cache[model] = ws
-    return ws
+    return model_workspace(model).hybrid(kind)
 
 
 def _checked(ws: HybridDynamics, model: RobotModel, kind: str) -> HybridDynamics:

@@ -24,19 +24,18 @@ from numba import njit
 
 from .buffers import block_view, borrow
 from .dynamics import (
-    NONFINITE_Q,
     OK,
     HybridDynamics,
-    all_finite,
-    articulated_sweep,
+    Workspace,
     const_views,
     dofs,
     int_views,
-    joint_transforms,
+    model_workspace,
     outward_sweep,
     residual_force_sweep,
     work_views,
 )
+from .dynamics import configure as configure_at
 from .kinematics import body_placements, classical_acceleration, frame_jacobian_kernel
 from .model import RobotModel
 from .spatial import (
@@ -77,13 +76,10 @@ def generalized_jacobian_sweeps(ints, consts, work, q, configure, E_world, p_wor
     Returns OK, NONFINITE_Q or the body whose D_p(k) is singular."""
     m, _ = int_views(ints)
     c, _ = const_views(consts, m.nb)
-    w, s, _ = work_views(work, m.nb, m.nv, m.na, m.npas)
+    w, s, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
     E_world, p_world, J_G, J_D = borrow(E_world), borrow(p_world), borrow(J_G), borrow(J_D)
     if configure:
-        if not all_finite(q):
-            return NONFINITE_Q
-        joint_transforms(m, c, q, w, s)
-        status = articulated_sweep(m, c, w, s)
+        status = configure_at(m, c, q, w, s)
         if status != OK:
             return status
         body_placements(m.parent, w.E_up, w.r_up, E_world, p_world)
@@ -117,7 +113,7 @@ def generalized_jacobian_adjoint(ints, consts, work, body, W, J_G, seed, z_bar, 
     The (4.6) quantities must be in the workspace (``configure`` of the forward kernel)."""
     m, _ = int_views(ints)
     c, _ = const_views(consts, m.nb)
-    w, _, _ = work_views(work, m.nb, m.nv, m.na, m.npas)
+    w, _, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
     E, r = w.E_up, w.r_up
     z_bar, alpha_bar, x_bar, nu_bar = (borrow(z_bar), borrow(alpha_bar), borrow(x_bar),
                                        borrow(nu_bar))
@@ -161,11 +157,15 @@ class JacobianWorkspace:
     Call order per control cycle: ``set_configuration(q)``, then any of ``frame_jacobian``,
     ``generalized`` (J_G, J_D), then ``drifts(v, tau_passive)``; ``dynamics`` is the hybrid
     workspace they share (its (4.6) quantities are computed once per configuration).
+    ``shared``: the model's ``dynamics.Workspace`` to build on (default: a new one), whose
+    ``HybridDynamics`` of the model's passive set becomes ``dynamics``; whatever else is built
+    on ``self.shared`` (an ``OperationalSpace``, the inverse dynamics of a law) reuses it.
     """
 
-    def __init__(self, model: RobotModel) -> None:
+    def __init__(self, model: RobotModel, shared: Workspace | None = None) -> None:
         self.model = model
-        self.dynamics = HybridDynamics(model)
+        self.shared = Workspace(model) if shared is None else _same_robot(shared, model)
+        self.dynamics = self.shared.hybrid("model")
         nb, nv = model.nb, model.nv
         na, npas = model.n_active, model.n_passive
         self.E_world = np.zeros((nb, 3, 3))
@@ -315,21 +315,16 @@ class JacobianWorkspace:
         return self.frame_jacobian(frame) @ v
 
 
-# The functions below reuse one JacobianWorkspace per model, held here and not in the model;
-# as in ``dynamics.shared_workspace``, at most _CACHED_MODELS models, the oldest dropped first.
-_CACHED_MODELS = 16
-_workspaces: dict[RobotModel, JacobianWorkspace] = {}
+def _same_robot(shared: Workspace, model: RobotModel) -> Workspace:
+    if shared.model is not model:
+        raise ValueError("shared workspace was built for another model (or passive set)")
+    return shared
 
 
 def shared_workspace(model: RobotModel) -> JacobianWorkspace:
-    """The JacobianWorkspace that the functions below use for ``model`` by default."""
-    ws = _workspaces.get(model)
-    if ws is None:
-        ws = JacobianWorkspace(model)
-        while len(_workspaces) >= _CACHED_MODELS:
-            _workspaces.pop(next(iter(_workspaces)), None)
-        _workspaces[model] = ws
-    return ws
+    """The JacobianWorkspace that the functions below use for ``model`` by default (built on
+    the model's cached ``dynamics.model_workspace``)."""
+    return model_workspace(model).part(JacobianWorkspace)
 
 
 def _ws(model: RobotModel, workspace: JacobianWorkspace | None) -> JacobianWorkspace:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .buffers import numpy_views
-from .dynamics import NONFINITE_V, OK, HybridDynamics
+from .dynamics import NONFINITE_V, OK, Workspace, model_workspace
 from .model import FLOATING, RobotModel
 from .operational_space_kernels import (
     SINGULAR_TASK,
@@ -159,13 +159,21 @@ class OperationalSpace:
     preallocated buffers, overwritten by the next ``update``: copy what you keep.
     ``singular`` is True when the last update found S Λ⁻¹ Sᵀ singular (``Lambda`` is then
     stale); ``update`` raises ``SingularTaskError`` then unless ``raise_on_singular=False``.
+
+    ``shared``: the model's ``dynamics.Workspace`` to build on (default: a new one). Its
+    all-passive ``HybridDynamics`` (every joint free: A itself) is ``dynamics``; the other
+    passive sets (the model's, for the under-actuated quantities; macro/mini splits) come from
+    it too, so a ``JacobianWorkspace`` or a law on the same ``shared`` reuses their (4.6).
     """
 
     def __init__(self, model: RobotModel, singular_tolerance: float = 1e-10,
-                 raise_on_singular: bool = True) -> None:
+                 raise_on_singular: bool = True, shared: Workspace | None = None) -> None:
         self.model = model
         nb, nv = model.nb, model.nv
-        self.dynamics = HybridDynamics(model, np.ones(nb, bool))  # every joint free: A itself
+        if shared is not None and shared.model is not model:
+            raise ValueError("shared workspace was built for another model (or passive set)")
+        self.shared = Workspace(model) if shared is None else shared
+        self.dynamics = self.shared.hybrid("passive")
         self.buffer = np.zeros(os_buffer_size(nb, nv))
         self.work = numpy_views(os_views(self.buffer, nb, nv)[0], self.buffer)
         self.path = np.zeros(nb, np.int64)
@@ -174,9 +182,6 @@ class OperationalSpace:
         self.singular = False
         self._zero_tau = np.zeros(nv)
         self._null_out = np.zeros(nv)
-        self._masked: dict[bytes, HybridDynamics] = {}
-        self._masked_stamp: dict[bytes, int] = {}  # the configuration each one is at
-        self._stamp = 0  # counts configurations
         self._q = np.zeros(model.nq)
         self.frame: str | None = None
         self.body = -1
@@ -269,7 +274,6 @@ class OperationalSpace:
         if status != OK and status != SINGULAR_TASK:
             self._status(status, q)  # raises (non-finite q, a singular D_p)
         self._q[:] = q
-        self._stamp += 1
         self._configured = True
         self._status(status, q, raise_on_singular)  # SingularTaskError, unless not wanted
         self._inverted = invert and not self.singular
@@ -331,7 +335,6 @@ class OperationalSpace:
         if status != OK and status != SINGULAR_TASK:
             self._status(status, q)  # raises (non-finite q, a singular D_p)
         self._q[:] = q
-        self._stamp += 1
         self._configured = True
         self._status(status, q)
         self._inverted = not self.singular
@@ -369,32 +372,19 @@ class OperationalSpace:
         return np.eye(self.model.nv) - self.J_task.T @ Jbar.T
 
     # ------------------------------------------------------------------ other passive sets
-    def _masked_workspace(self, mask: np.ndarray) -> HybridDynamics:
-        key = mask.tobytes()
-        ws = self._masked.get(key)
-        if ws is None:
-            ws = HybridDynamics(self.model, mask)
-            if len(self._masked) >= 8:
-                dropped = next(iter(self._masked))
-                self._masked.pop(dropped)
-                self._masked_stamp.pop(dropped, None)
-            self._masked[key] = ws
-        return ws
-
     def masked_inverse(self, passive_mask: np.ndarray) -> np.ndarray:
         """S W Ω Wᵀ Sᵀ (k x k) with only the joints of ``passive_mask`` (per body) free and
         the others locked, at the configured q: e.g. J_p M_pp⁻¹ J_pᵀ (the model's passive
         joints) or the mini-manipulator alone (Khatib Lemma 1). A new array."""
         self._require()
         mask = np.ascontiguousarray(passive_mask, dtype=bool)
-        ws = self._masked_workspace(mask)
+        ws = self.shared.hybrid(mask)
         out = np.zeros((6, 6))
         if mask.any():
             status = masked_inverse_inertia(*ws.buffers, self.buffer, self.path, self._q,
                                             self.body, self.k, out)
             if status != OK:
                 ws.raise_for_status(status, q=self._q)
-            self._masked_stamp[mask.tobytes()] = self._stamp  # its (4.6) is at this q now
         return out[:self.k, :self.k].copy()
 
     # ------------------------------------------------------------------ under-actuated
@@ -408,11 +398,8 @@ class OperationalSpace:
         JtF = self.work.J.T @ (self.S.T @ np.asarray(F, dtype=float))
         out = JtF[m.active_dofs]
         if m.n_passive:
-            mask = np.ascontiguousarray(m.passive_joint_mask)
-            ws = self._masked_workspace(mask)
-            if self._masked_stamp.get(mask.tobytes()) != self._stamp:
-                ws.set_configuration(self._q)  # (4.6) of the model's passive set, once per q
-                self._masked_stamp[mask.tobytes()] = self._stamp
+            ws = self.shared.hybrid("model")
+            ws.set_configuration(self._q)  # (4.6) of the model's passive set, once per q
             ws.set_velocity(None)
             out = out - ws.solve(np.zeros(m.n_active), JtF[m.passive_dofs],
                                  gravity=False).tau_active
@@ -515,19 +502,10 @@ class GeneralizedTask:
 
 
 # ====================================================================== shared workspaces
-_CACHED_MODELS = 16
-_workspaces: dict[RobotModel, OperationalSpace] = {}
-
-
 def shared_workspace(model: RobotModel) -> OperationalSpace:
-    """The OperationalSpace the free functions use for ``model`` (at most 16 models kept)."""
-    ws = _workspaces.get(model)
-    if ws is None:
-        ws = OperationalSpace(model)
-        while len(_workspaces) >= _CACHED_MODELS:
-            _workspaces.pop(next(iter(_workspaces)), None)
-        _workspaces[model] = ws
-    return ws
+    """The OperationalSpace the free functions use for ``model`` (built on the model's cached
+    ``dynamics.model_workspace``, with its Jacobians and dynamics)."""
+    return model_workspace(model).part(OperationalSpace)
 
 
 def _configured(model, q, frame, rows, offset, workspace, invert=True) -> OperationalSpace:

@@ -35,17 +35,16 @@ from .dynamics import (
     NONFINITE_V,
     OK,
     all_finite,
-    articulated_sweep,
     const_views,
     int_views,
-    joint_transforms,
     outward_sweep,
     residual_force_sweep,
     velocity_sweep,
     work_views,
 )
+from .dynamics import configure as configure_at
 from .kinematics import body_placements, classical_acceleration, frame_jacobian_kernel
-from .spatial import FAST, spd_inverse
+from .spatial import FAST, spd_inverse, xform_force_transpose, xform_motion
 
 # status codes beyond those of dynamics.py (OK = -1, NONFINITE_Q = -2, NONFINITE_V = -3)
 SINGULAR_TASK = -10  # S Λ⁻¹ Sᵀ is singular: the frame cannot move along some task direction
@@ -94,7 +93,7 @@ class OsWork(NamedTuple):
     y6: np.ndarray
     Y: np.ndarray  # (nv, 6): A⁻¹ J_Sᵀ (first k columns)
     Jbar: np.ndarray  # (nv, 6): J̄ = A⁻¹ J_Sᵀ Λ (first k columns)
-    alpha6: np.ndarray  # (nb, 6, 6): body accelerations of the six wrench passes (columns)
+    alpha6: np.ndarray  # (nb, 6, 6): body accelerations of the six wrench passes (rows)
     eps: np.ndarray  # (nv, 6): ε of the six wrench passes
 
 
@@ -142,34 +141,13 @@ def os_buffer_size(nb, nv):
 
 # ================================================================ 6-D helpers
 @njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
-def motion_congruence(E, r, Y, T, out):
-    """out = X Y Xᵀ for the motion transform X = [[E, 0], [-E r~, E]] (φ*(k+1,k)) and a
-    force-to-motion map Y (6x6); T is 6x6 scratch."""
-    for c in range(6):  # T = X Y: each column of Y is a motion vector
-        w0, w1, w2 = Y[0, c], Y[1, c], Y[2, c]
-        l0 = Y[3, c] - (r[1] * w2 - r[2] * w1)
-        l1 = Y[4, c] - (r[2] * w0 - r[0] * w2)
-        l2 = Y[5, c] - (r[0] * w1 - r[1] * w0)
-        for a in range(3):
-            T[a, c] = E[a, 0] * w0 + E[a, 1] * w1 + E[a, 2] * w2
-            T[3 + a, c] = E[a, 0] * l0 + E[a, 1] * l1 + E[a, 2] * l2
-    for row in range(6):  # out = T Xᵀ = (X Tᵀ)ᵀ: each row of T is a motion vector
-        w0, w1, w2 = T[row, 0], T[row, 1], T[row, 2]
-        l0 = T[row, 3] - (r[1] * w2 - r[2] * w1)
-        l1 = T[row, 4] - (r[2] * w0 - r[0] * w2)
-        l2 = T[row, 5] - (r[0] * w1 - r[1] * w0)
-        for a in range(3):
-            out[row, a] = E[a, 0] * w0 + E[a, 1] * w1 + E[a, 2] * w2
-            out[row, 3 + a] = E[a, 0] * l0 + E[a, 1] * l1 + E[a, 2] * l2
-
-
-@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
 def motion_congruence_sym(E, r, Y, T, out):
     """out = X Y Xᵀ for a symmetric Y = [[A, B], [Bᵀ, C]] by blocks, X = diag(E, E) M with
     M = [[I, 0], [−r~, I]]: M Y Mᵀ = [[A, B'], [B'ᵀ, C']] with B' = A r~ + B (row i of
     P r~ is P[i] × r) and C' = C + Bᵀ r~ − r~ B' (column j of r~ P is r × P[:, j]); then
-    E (·) Eᵀ per block, symmetric blocks on their upper triangle. ~25% fewer products than
-    ``motion_congruence``. T is 6x6 scratch (T[:3] = B', T[3:, :3] = C')."""
+    E (·) Eᵀ per block, symmetric blocks on their upper triangle (~25% fewer products than
+    X Y Xᵀ by ``spatial.xform_motion`` of each column, then of each row). T is 6x6 scratch
+    (T[:3] = B', T[3:, :3] = C')."""
     r0, r1, r2 = r[0], r[1], r[2]
     for i in range(3):  # B' = A r~ + B
         a0, a1, a2 = Y[i, 0], Y[i, 1], Y[i, 2]
@@ -211,37 +189,6 @@ def motion_congruence_sym(E, r, Y, T, out):
                 else:
                     out[3 + a, 3 + c] = s
                     out[3 + c, 3 + a] = s
-
-
-@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
-def motion_cols(E, r, A, k, out):
-    """out[:, :k] = X A[:, :k] (k motion vectors as columns)."""
-    for c in range(k):
-        w0, w1, w2 = A[0, c], A[1, c], A[2, c]
-        l0 = A[3, c] - (r[1] * w2 - r[2] * w1)
-        l1 = A[4, c] - (r[2] * w0 - r[0] * w2)
-        l2 = A[5, c] - (r[0] * w1 - r[1] * w0)
-        for a in range(3):
-            out[a, c] = E[a, 0] * w0 + E[a, 1] * w1 + E[a, 2] * w2
-            out[3 + a, c] = E[a, 0] * l0 + E[a, 1] * l1 + E[a, 2] * l2
-
-
-@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
-def force_cols(E, r, F, k, out):
-    """out[:, :k] = Xᵀ F[:, :k] (k force vectors as columns: φ(k+1,k) f); ``out`` not F."""
-    for c in range(k):
-        n0 = E[0, 0] * F[0, c] + E[1, 0] * F[1, c] + E[2, 0] * F[2, c]
-        n1 = E[0, 1] * F[0, c] + E[1, 1] * F[1, c] + E[2, 1] * F[2, c]
-        n2 = E[0, 2] * F[0, c] + E[1, 2] * F[1, c] + E[2, 2] * F[2, c]
-        f0 = E[0, 0] * F[3, c] + E[1, 0] * F[4, c] + E[2, 0] * F[5, c]
-        f1 = E[0, 1] * F[3, c] + E[1, 1] * F[4, c] + E[2, 1] * F[5, c]
-        f2 = E[0, 2] * F[3, c] + E[1, 2] * F[4, c] + E[2, 2] * F[5, c]
-        out[0, c] = n0 + r[1] * f2 - r[2] * f1
-        out[1, c] = n1 + r[2] * f0 - r[0] * f2
-        out[2, c] = n2 + r[0] * f1 - r[1] * f0
-        out[3, c] = f0
-        out[4, c] = f1
-        out[5, c] = f2
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
@@ -370,10 +317,9 @@ def path_omega(m, c, w, path, body, Om, T, Z, C):
 def task_configuration(m, c, w, s, o, path, q, configure, body, k, invert, rcond):
     """The body of ``configure_task``."""
     if configure:
-        if q.shape[0] != m.nq or not all_finite(q):
+        if q.shape[0] != m.nq:
             return NONFINITE_Q
-        joint_transforms(m, c, q, w, s)
-        status = articulated_sweep(m, c, w, s)
+        status = configure_at(m, c, q, w, s)
         if status != OK:
             return status
         body_placements(m.parent, w.E_up, w.r_up, o.E_world, o.p_world)
@@ -404,7 +350,7 @@ def configure_task(ints, consts, work, buf, path, q, configure, body, k, invert,
     the rest are then still valid; only Λ is not)."""
     m, _ = int_views(ints)
     c, _ = const_views(consts, m.nb)
-    w, s, _ = work_views(work, m.nb, m.nv, m.na, m.npas)
+    w, s, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
     o, _ = os_views(buf, m.nb, m.nv)
     return task_configuration(m, c, w, s, o, path, borrow(q), configure, body, k, invert, rcond)
 
@@ -416,7 +362,7 @@ def update_kernel(ints, consts, work, buf, path, q, v, tau, body, k, rcond):
     μ and p are not)."""
     m, _ = int_views(ints)
     c, _ = const_views(consts, m.nb)
-    w, s, _ = work_views(work, m.nb, m.nv, m.na, m.npas)
+    w, s, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
     o, _ = os_views(buf, m.nb, m.nv)
     status = task_configuration(m, c, w, s, o, path, borrow(q), True, body, k, True, rcond)
     if status != OK and status != SINGULAR_TASK:
@@ -433,13 +379,12 @@ def masked_inverse_inertia(ints, consts, work, buf, path, q, body, k, out):
     ``buf`` (``configure_task`` at the same q). Returns OK, NONFINITE_Q or a singular body."""
     m, _ = int_views(ints)
     c, _ = const_views(consts, m.nb)
-    w, s, _ = work_views(work, m.nb, m.nv, m.na, m.npas)
+    w, s, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
     o, _ = os_views(buf, m.nb, m.nv)
     q = borrow(q)
-    if q.shape[0] != m.nq or not all_finite(q):
+    if q.shape[0] != m.nq:
         return NONFINITE_Q
-    joint_transforms(m, c, q, w, s)
-    status = articulated_sweep(m, c, w, s)
+    status = configure_at(m, c, q, w, s)
     if status != OK:
         return status
     path_omega(m, c, w, path, body, o.Omega, o.T, o.Z, o.C)
@@ -510,7 +455,7 @@ def task_bias_kernel(ints, consts, work, buf, v, tau, body, k):
     Needs ``configure_task`` (Λ) at the same q first. Returns OK or NONFINITE_V."""
     m, _ = int_views(ints)
     c, _ = const_views(consts, m.nb)
-    w, s, _ = work_views(work, m.nb, m.nv, m.na, m.npas)
+    w, s, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
     o, _ = os_views(buf, m.nb, m.nv)
     return task_free_motion(m, c, w, s, o, borrow(v), borrow(tau), body, k)
 
@@ -525,15 +470,16 @@ def wrench_response_kernel(ints, consts, work, buf, path, body, k, with_lambda):
     Λ⁻¹. With ``with_lambda``: J̄ = Y Λ (eq. 22) too (Λ from ``configure_task``)."""
     m, _ = int_views(ints)
     c, _ = const_views(consts, m.nb)
-    w, _, _ = work_views(work, m.nb, m.nv, m.na, m.npas)
+    w, _, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
     o, _ = os_views(buf, m.nb, m.nv)
+    # wrench j's 6-vectors are rows: z in Zc[j], α(i) in A6[i, j] (contiguous, for spatial.py)
     Zc, F, A6, eps = o.Z, o.C, o.alpha6, o.eps
-    for a in range(6):  # force columns at body b: z(b) = −Wᵀ Sᵀ
-        for j in range(k):
+    for j in range(k):  # forces at body b: z(b) = −Wᵀ Sᵀ
+        for a in range(6):
             s = 0.0
             for b in range(6):
                 s += o.W[b, a] * o.S[j, b]
-            Zc[a, j] = -s
+            Zc[j, a] = -s
     for i in range(m.nv):
         for j in range(6):
             eps[i, j] = 0.0
@@ -541,49 +487,46 @@ def wrench_response_kernel(ints, consts, work, buf, path, body, k, with_lambda):
     while i >= 0:  # (5.4a) along the path: ε_p = −H z, z⁺ = z + G_p ε_p, z(k+1) = φ z⁺
         if m.passive[i]:
             r, H, G, e0 = m.nv_joint[i], c.S[i], w.G[i], m.v_start[i]
-            for q in range(r):
-                for j in range(k):
+            for j in range(k):
+                for q in range(r):
                     s = 0.0
                     for a in range(6):
-                        s -= H[a, q] * Zc[a, j]
+                        s -= H[a, q] * Zc[j, a]
                     eps[e0 + q, j] = s
-            for a in range(6):
-                for j in range(k):
-                    s = Zc[a, j]
+                for a in range(6):
+                    s = Zc[j, a]
                     for q in range(r):
                         s += G[a, q] * eps[e0 + q, j]
-                    Zc[a, j] = s
+                    Zc[j, a] = s
         if m.parent[i] >= 0:
-            force_cols(w.E_up[i], w.r_up[i], Zc, k, F)
-            for a in range(6):
-                for j in range(k):
-                    Zc[a, j] = F[a, j]
+            for j in range(k):
+                F[j, :] = 0.0
+                xform_force_transpose(w.E_up[i], w.r_up[i], Zc[j], F[j])  # φ(k+1,k) z⁺
+            Zc, F = F, Zc
         i = m.parent[i]
     for i in range(m.nb):  # (5.4b) over the tree: α⁺ = φ* α(k+1), q̈ = D⁻¹ε − G_pᵀ α⁺
         p, Ai = m.parent[i], A6[i]
-        if p >= 0:
-            motion_cols(w.E_up[i], w.r_up[i], A6[p], k, Ai)
-        else:
-            for a in range(6):
-                for j in range(k):
-                    Ai[a, j] = 0.0
+        for j in range(k):
+            if p >= 0:
+                xform_motion(w.E_up[i], w.r_up[i], A6[p, j], Ai[j])
+            else:
+                Ai[j, :] = 0.0
         r, v0 = m.nv_joint[i], m.v_start[i]
         if m.passive[i]:
             H, G, Dinv = c.S[i], w.G[i], w.Dinv[i]
-            for q in range(r):
-                for j in range(k):
+            for j in range(k):
+                for q in range(r):
                     s = 0.0
                     for u in range(r):
                         s += Dinv[q, u] * eps[v0 + u, j]
                     for a in range(6):
-                        s -= G[a, q] * Ai[a, j]
+                        s -= G[a, q] * Ai[j, a]
                     o.Y[v0 + q, j] = s
-            for a in range(6):
-                for j in range(k):
-                    s = Ai[a, j]
+                for a in range(6):
+                    s = Ai[j, a]
                     for q in range(r):
                         s += H[a, q] * o.Y[v0 + q, j]
-                    Ai[a, j] = s
+                    Ai[j, a] = s
         else:
             for q in range(r):
                 for j in range(k):
@@ -604,7 +547,7 @@ def null_space_kernel(ints, consts, work, buf, tau0, out, body, k):
     acceleration. Needs ``configure_task`` at the same q. Returns OK or NONFINITE_V."""
     m, _ = int_views(ints)
     c, _ = const_views(consts, m.nb)
-    w, s, _ = work_views(work, m.nb, m.nv, m.na, m.npas)
+    w, s, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
     o, _ = os_views(buf, m.nb, m.nv)
     tau0, out = borrow(tau0), borrow(out)
     if tau0.shape[0] != m.nv or out.shape[0] != m.nv or not all_finite(tau0):

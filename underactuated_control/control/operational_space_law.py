@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..dynamics import HybridDynamics
+from ..dynamics import forward_dynamics
 from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
 from ..operational_space import OperationalSpace, SingularTaskError
@@ -88,7 +88,11 @@ class OperationalSpaceLaw(ControlLaw):
                              f"{model.n_active} joints are active ({list(model.active_joints)})"
                              ": use os_task position or orientation")
         self.rows = np.arange(6) if rows is None else np.asarray(rows)
-        self.osp = OperationalSpace(model)
+        # one workspace for the cycle: the Jacobians' (self.workspace), the operational space's
+        # and the inverse and forward dynamics' buffers all come from it, so the transforms and
+        # (4.6) of each passive set are computed once per q
+        shared = self.workspace.shared
+        self.osp = OperationalSpace(model, shared=shared)
         self.osp.set_task(frame, rows)
         self._frame = model.frame(frame)
         self.gains = np.array([settings["task_kp_position"]] * 3
@@ -109,7 +113,7 @@ class OperationalSpaceLaw(ControlLaw):
             settings["task_max_angular_speed"], settings["task_max_angular_acceleration"])
         self._last_t: float | None = None
         self.passive_forces = PassiveForceModel(model)
-        self.inertia = HybridDynamics(model, np.zeros(model.nb, bool))  # inverse dynamics
+        self.inertia = shared.hybrid("active")  # inverse dynamics
         self._tau0 = np.zeros(model.nv)
         self._q_joints = np.array([model.q_start[model.joint_index(n)]
                                    for n in model.joint_names], dtype=np.int64)
@@ -208,6 +212,6 @@ class OperationalSpaceLaw(ControlLaw):
         return self._tau0
 
     def _forward(self, q: np.ndarray, v: np.ndarray, tau: np.ndarray) -> np.ndarray:
-        from ..dynamics import forward_dynamics
-
-        return forward_dynamics(self.model, q, v, tau)
+        """Forward dynamics on the operational space's all-passive workspace (its (4.6) is
+        at q already)."""
+        return forward_dynamics(self.model, q, v, tau, workspace=self.osp.dynamics)

@@ -64,7 +64,7 @@ from typing import Any
 
 import numpy as np
 
-from ..dynamics import HybridDynamics, forward_dynamics, mass_matrix
+from ..dynamics import forward_dynamics, mass_matrix
 from ..jacobians import JacobianWorkspace
 from ..model import REVOLUTE, RobotModel
 from ..parameters import ParameterSpec
@@ -273,8 +273,8 @@ class SwingUpLaw(ControlLaw):
         self.continuous = np.array([model.joint_types[k] == "continuous"
                                     for k in range(model.nb)])
         self.dynamics = self.workspace.dynamics
-        self._active_ws = HybridDynamics(model, np.zeros(model.nb, bool))
-        self._forward_ws = HybridDynamics(model, np.ones(model.nb, bool))
+        self._active_ws = self.workspace.shared.hybrid("active")
+        self._forward_ws = self.workspace.shared.hybrid("passive")
         self.friction = PassiveForceModel(model.with_passive(model.joint_names))
         self._masses = model.inertia[:, 3, 3].copy()
         self._com = np.array([[I[2, 4], I[0, 5], I[1, 3]] for I in model.inertia])  # m·c

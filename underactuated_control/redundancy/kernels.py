@@ -130,6 +130,7 @@ def step_buffer_size(nb, nv, na, nf, max_rows, n_spheres):
 # ------------------------------------------------------------------ small helpers
 @njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
 def _forward(m, c, w, s, q, E_world, p_world):
+    w.q_valid[0] = 0.0  # E_up, r_up at q, (4.6) not: ``dynamics.configure`` must rerun
     joint_transforms(m, c, q, w, s)
     body_placements(m.parent, w.E_up, w.r_up, E_world, p_world)
 
@@ -527,7 +528,7 @@ def configuration_step(ints, consts, work, rint, rflt, rwork, q, tgt):
     per-function outputs of ``rint``."""
     m, _ = int_views(ints)
     c, _ = const_views(consts, m.nb)
-    w, s, _ = work_views(work, m.nb, m.nv, m.na, m.npas)
+    w, s, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
     par, S_, nvj, vst = m.parent, c.S, m.nv_joint, m.v_start
     nb, nv = m.nb, m.nv
     na, nf, max_rows, tip = rint[1], rint[2], rint[3], rint[4]
