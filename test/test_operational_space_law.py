@@ -107,3 +107,31 @@ def test_force_controlled_direction_carries_the_force_law():
     # F - p = Λ Ω F* + Ω̄ F_force (10): the motion part has no z row
     motion = np.linalg.solve(Lam, F - p - np.r_[0, 0, force, 0, 0, 0])
     assert_close(motion, np.r_[100.0 * offset[:2], 0.0, np.zeros(3)], 1e-9)
+
+
+def test_one_workspace_per_cycle_and_its_jacobians_and_passive_response_are_pinocchios(
+        velocity):
+    """The law's parts share one Workspace (one HybridDynamics per passive set, each configured
+    once per q); what it reports with ``with_jacobians`` is still Pinocchio's, cycle after
+    cycle at changing configurations."""
+    model = RobotModel.from_urdf(ARM7, passive_joints=["joint2"])
+    ref = PinRef(model, ARM7)
+    law = OperationalSpaceLaw(model, settings(os_task="position"), "tool")
+    shared = law.workspace.shared
+    assert law.osp.shared is shared and law.osp.dynamics is shared.hybrid("passive")
+    assert law.inertia is shared.hybrid("active")
+    assert law.workspace.dynamics is shared.hybrid("model")
+    reference = law.hold_reference(Q)
+    rng = np.random.default_rng(7)
+    for step in range(3):
+        q = Q + 0.1 * rng.normal(size=7)
+        out = law.compute(q, velocity, reference, 0.01 * step, with_jacobians=True)
+        for part in ("passive", "active", "model"):  # each at this q
+            np.testing.assert_array_equal(shared.hybrid(part).q_at, q)
+        JG, JD = ref.generalized_jacobians(q, "tool", model.active_dofs, model.passive_dofs)
+        assert_close(out.J_G, JG, 1e-9)
+        assert_close(out.J_D, JD, 1e-9)
+        tau = np.zeros(7)
+        tau[model.active_dofs] = out.tau_active
+        tau[model.passive_dofs] = urdf_passive_torque(velocity[model.passive_dofs])
+        assert_close(out.qdd_passive, ref.aba(q, velocity, tau)[model.passive_dofs], 1e-9)
