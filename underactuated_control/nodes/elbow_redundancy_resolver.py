@@ -36,6 +36,9 @@ outside [-π, π], malformed obstacle markers and non-finite steps are refused w
 
 from __future__ import annotations
 
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+
 import numpy as np
 from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -47,30 +50,13 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from visualization_msgs.msg import Marker, MarkerArray
 
 from ..control.joint_space import JointStateMatcher, MissingJointsError
-from ..control.trajectories import cycloidal
 from ..model import RobotModel
 from ..parameters import ParameterError, ParameterSpec, per_joint, table
-from ..redundancy.arm_angle import ArmAngle
-from ..redundancy.configuration_control import ConfigurationControl, ConfigurationTrajectory
-from ..redundancy.functions import (
-    WEIGHT_CAP,
-    ArmAngleFunction,
-    CollisionAvoidance,
-    ElbowCoordinate,
-    GravityTorqueMinimization,
-    JointLimitAvoidance,
-    JointLocking,
-    LinkOrientation,
-    Manipulability,
-    OptimalJointMovement,
-    Sphere,
-)
-from ..redundancy.limits import SetpointLimiter, plan_motion, reach
+from ..redundancy.functions import Sphere
+from ..redundancy.resolver import HAND_AXES, Arrival, ElbowPlanner, Settings, Waypoint
 from .common import pose_from_message, quaternion_matrix, run_node
 from .parameters import NodeParameters
 from .robot import load_robot, robot_parameters, with_passive
-
-HAND_AXES = ("x", "y", "z", "rx", "ry", "rz")
 
 
 def _one_per(name: str, axes_of):
@@ -176,21 +162,16 @@ PARAMETERS = table(
 )
 
 DIAGNOSTICS_PERIOD = 1.0  # s
-MAX_DURATION = 600.0  # s: a goal whose motion would take longer within the limits is refused
-
-
-class Segment:
-    """One cycloidal piece of a motion: hand pose and ψ from a start to a waypoint."""
-
-    def __init__(self, start: tuple, goal: tuple, duration: float) -> None:
-        self.start, self.goal, self.duration = start, goal, duration
-        self.trajectory = ConfigurationTrajectory(*start, *goal, duration)
-        self.elbow_done = False  # elbow targets move over the first segment only
 
 
 class ElbowRedundancyResolver(Node):
+    """The ROS adapter of ``redundancy.resolver.ElbowPlanner``: parameters, messages, timers,
+    diagnostics. A goal's dry run runs on a worker thread (one at a time, goals in order);
+    its plan is taken over at the next tick, and until then the running motion goes on."""
+
     def __init__(self, **kwargs) -> None:
         super().__init__("elbow_redundancy_resolver", **kwargs)
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="resolver_plan")
         self.params = NodeParameters(self, PARAMETERS)
         base = load_robot(self.params.declare(["robot_description", "urdf_path", "root_link",
                                                "tip_link"]))
@@ -200,14 +181,12 @@ class ElbowRedundancyResolver(Node):
         links = {k: p[k] for k in ("shoulder_link", "elbow_link", "wrist_link")}
         if not all(links.values()):
             raise ParameterError("set parameters shoulder_link, elbow_link and wrist_link")
-        self.arm_angle = ArmAngle(self.model, links["shoulder_link"], links["elbow_link"],
-                                  links["wrist_link"], reference=p["reference_direction"])
+        self.planner = ElbowPlanner(self.model, self.tip, tuple(links.values()),
+                                    Settings.from_values(p),
+                                    reference=p["reference_direction"])
         self.matcher = JointStateMatcher(self.model)
-        self.reach_point, self.reach_radius = reach(self.model, self.tip)
-        self.marker_spheres: list[Sphere] = []
-        self.control, self.limiter = self._build(p, set(PARAMETERS))
-        self.params.on_update(self._build, self._commit)
-        self._warm_up()
+        self.params.on_update(self._configure, self._commit)
+        self.planner.warm_up()
 
         self.setpoint_pub = self.create_publisher(JointTrajectory, "~/joint_setpoints", 10)
         self.psi_pub = self.create_publisher(Float64, "~/arm_angle", 10)
@@ -225,21 +204,13 @@ class ElbowRedundancyResolver(Node):
         self.create_timer(DIAGNOSTICS_PERIOD, self._publish_diagnostics)
 
         self.q_measured: np.ndarray | None = None
-        self.q_plan: np.ndarray | None = None
-        self.v_plan = np.zeros(self.model.nv)
-        self.goal_pose = None
+        self.goal_pose = None  # of the last goal: a single goal keeps the part it does not give
         self.goal_psi: float | None = None
-        self.pending: list | None = None  # waypoints that came before the first state
-        self.segments: list[Segment] = []
-        self.total_duration = 0.0
-        self.elbow_goal: dict[str, float] = {}  # elbow_x... -> target (root frame, m)
-        self.elbow_start: dict[str, float] = {}
+        self.pending: list[Waypoint] | None = None  # waypoints that came before the first state
+        self.requests: deque[tuple[list[Waypoint], str]] = deque()  # goals waiting to be planned
+        self.planning: tuple[Future, list[Waypoint], str] | None = None  # the dry run under way
         self.desired_v: np.ndarray | None = None
         self.desired_stamp = 0.0
-        self.t_motion = 0.0  # the segment's clock [s]: slows down where the limits demand
-        self.motion_time = 0.0  # setpoint time since the goal started [s]
-        self.motion_reported = True
-        self.at_limit: tuple[str, ...] = ()
         self.counts = {"limited_samples": 0, "samples_at_position_limit": 0,
                        "non_finite_steps": 0, "rejected_goals": 0, "rejected_markers": 0}
         self.last_rejection = ""
@@ -247,103 +218,23 @@ class ElbowRedundancyResolver(Node):
         self.get_logger().info(
             f"resolving the elbow of '{self.model.name}' (S {links['shoulder_link']}, E "
             f"{links['elbow_link']}, W {links['wrist_link']}; hand {self.tip}, reach "
-            f"{self.reach_radius:.3f} m); passive {list(self.model.passive_joints)}; "
-            f"functions {[f.name for f in self.control.functions]}")
+            f"{self.planner.reach_radius:.3f} m); passive {list(self.model.passive_joints)}; "
+            f"functions {self.planner.function_names}")
 
-    def _warm_up(self) -> None:
-        """One step at the middle of the joint ranges, so that the compiled step is loaded
-        (or compiled, ~30 s after an edit of the package) now and not at the first goal."""
-        q = self.limiter.clamp(np.where(np.isfinite(self.model.position_lower)
-                                        & np.isfinite(self.model.position_upper),
-                                        0.5 * (self.model.position_lower
-                                               + self.model.position_upper), 0.0))
-        ws = self.control.workspace
-        ws.set_configuration(q)
-        self.control.step(q, ws.frame_placement(self.tip))
-        for f in self.control.functions:  # forget what the warm-up step locked or held
-            for attr in ("locked", "rest", "held"):
-                if getattr(f, attr, None) is not None:
-                    setattr(f, attr, None)
-
-    @property
-    def trajectory(self) -> ConfigurationTrajectory | None:
-        """The running segment's trajectory (None when idle)."""
-        return self.segments[0].trajectory if self.segments else None
+    def destroy_node(self) -> None:
+        self.worker.shutdown(wait=False, cancel_futures=True)
+        super().destroy_node()
 
     # ---------------------------------------------------------------- configuration
-    def _spheres(self, p: dict | None = None) -> list[Sphere]:
-        p = self.params.values if p is None else p
-        obs = list(p["obstacles"])
-        spheres = [] if obs in ([], [0.0]) else [
-            Sphere(obs[i:i + 3], obs[i + 3], obs[i + 3] + p["obstacle_margin"])
-            for i in range(0, len(obs), 4)]
-        return spheres + self.marker_spheres
-
-    def _build(self, p: dict, changed: set[str]) -> tuple[ConfigurationControl, SetpointLimiter]:
-        """The configuration-control step and the setpoint limits for the values ``p``:
-        every kinematic function whose parameters switch it on (claim 13: several at once)."""
-        m = self.model
-        functions = [ArmAngleFunction(self.arm_angle, p["arm_angle_weight"])]
-        for axis in p["elbow_axes"]:
-            functions.append(ElbowCoordinate(m, self.arm_angle.elbow, axis, p["elbow_weight"]))
-        spheres = self._spheres(p)
-        if spheres:
-            functions.append(CollisionAvoidance(m, spheres, tip=self.tip,
-                                                gain=p["collision_gain"],
-                                                weight=p["collision_weight"]))
-        if p["joint_limit_margin"] > 0:
-            functions.append(JointLimitAvoidance(m, p["joint_limit_margin"],
-                                                 gain=p["joint_limit_gain"]))
-        locked = [j for j in p["locked_joints"] if j]
-        if locked:
-            functions.append(JointLocking(m, locked, p["joint_locking_weight"]))
-        if p["joint_spring_stiffness"] not in ([], [0.0]):
-            k = per_joint("joint_spring_stiffness", p["joint_spring_stiffness"], m.joint_names)
-            functions.append(OptimalJointMovement(m, k, weight=p["joint_spring_weight"]))
-        if p["manipulability_gain"] > 0:
-            functions.append(Manipulability(m, self.tip, p["manipulability_gain"],
-                                            p["manipulability_weight"]))
-        if p["gravity_torque_gain"] > 0:
-            functions.append(GravityTorqueMinimization(m, p["gravity_torque_gain"],
-                                                       p["gravity_torque_weight"]))
-        if p["orientation_link"]:
-            functions.append(LinkOrientation(m, p["orientation_link"], p["orientation_weight"]))
-        old = getattr(self, "control", None)
-        if old is not None:  # keep the state of a running goal (locks, springs, held links)
-            for f in functions:
-                prev = next((g for g in old.functions if type(g) is type(f)
-                             and g.name == f.name), None)
-                for attr in ("locked", "rest", "held"):
-                    if prev is not None and getattr(prev, attr, None) is not None:
-                        if attr != "locked" or list(prev.dofs) == list(f.dofs):
-                            setattr(f, attr, getattr(prev, attr))
-        control = ConfigurationControl(
-            m, self.tip, functions,
-            task_weights=per_joint("hand_weights", p["hand_weights"], HAND_AXES),
-            joint_velocity_weights=per_joint("joint_velocity_weights",
-                                             p["joint_velocity_weights"], m.joint_names))
-        limiter = SetpointLimiter(m, per_joint(
-            "acceleration_limit", p["acceleration_limit"], m.joint_names))
-        return control, limiter
+    def _configure(self, p: dict, changed: set[str]):
+        """The planner's step for the values ``p`` (ValueError naming what is wrong)."""
+        return self.planner.configure(Settings.from_values(p))
 
     def _commit(self, built, p: dict, changed: set[str]) -> None:
-        self.control, self.limiter = built
+        self.planner.use(built)
         if "rate" in changed:
             self.timer.cancel()
             self.timer = self.create_timer(1.0 / p["rate"], self._tick)
-
-    def _reset_goal_state(self, q: np.ndarray) -> None:
-        """Locks, spring rest angles and held link orientations start at ``q`` (the start of
-        a goal: θ(0) of Seraji §3.3-3.4)."""
-        for f in self.control.functions:
-            if isinstance(f, JointLocking):
-                f.locked = q[f.q_index].copy()
-            elif isinstance(f, OptimalJointMovement):
-                f.rest = q.copy()
-            elif isinstance(f, LinkOrientation):
-                ws = self.control.workspace
-                ws.set_configuration(q)
-                f.held = ws.frame_placement(f.link)[1].copy()
 
     # ---------------------------------------------------------------- inputs
     def _on_state(self, msg: JointState) -> None:
@@ -367,85 +258,67 @@ class ElbowRedundancyResolver(Node):
         self.get_logger().warning(self.last_rejection)
 
     def _start_goal(self, pose=None, psi: float | None = None) -> None:
-        """A single goal (``pose`` and/or ``psi``; the other part stays as it was)."""
+        """A single goal (``pose`` and/or ``psi``; the other part stays as it was when its
+        planning starts)."""
         what = "~/target_pose" if pose is not None else "~/target_arm_angle"
-        goal_pose = pose if pose is not None else self.goal_pose
-        goal_psi = psi if psi is not None else self.goal_psi
-        self._start_motion([(goal_pose, goal_psi, self.params["motion_duration"])], what)
+        self._start_motion([Waypoint(pose, psi, self.params["motion_duration"])], what)
 
-    def _start_motion(self, waypoints: list, what: str) -> None:
-        """Plan the motion through ``waypoints`` [(pose or None, ψ or None, duration)] from
-        the current plan, or from the measured state when idle; each segment is a dry run
-        (``plan_motion``) from where the previous one ends. A motion the dry runs do not
-        reach is refused and the current one goes on."""
+    def _kept(self, waypoints: list[Waypoint]) -> list[Waypoint]:
+        """The waypoints, a part not given taken from the last goal."""
+        return [Waypoint(wp.pose if wp.pose is not None else self.goal_pose,
+                         wp.psi if wp.psi is not None else self.goal_psi, wp.duration)
+                for wp in waypoints]
+
+    def _start_motion(self, waypoints: list[Waypoint], what: str) -> None:
+        """Queue the motion through ``waypoints`` for planning (``ElbowPlanner.plan`` on the
+        worker thread: from the current plan, or from the measured state when idle). A
+        motion the dry runs do not reach is refused and the current one goes on."""
         if self.q_measured is None:
-            self.pending = waypoints
-            self.goal_pose, self.goal_psi = waypoints[-1][0], waypoints[-1][1]
+            self.pending = self._kept(waypoints)
+            self.goal_pose, self.goal_psi = self.pending[-1].pose, self.pending[-1].psi
             self.get_logger().warning("goal received before any /joint_states: it starts "
                                       "with the first state")
             return
-        moving = self.q_plan is not None and bool(self.segments)
-        q = self.limiter.clamp(self.q_plan if moving else self.q_measured)
-        ws = self.control.workspace
-        ws.set_configuration(q)
-        p0, R0 = ws.frame_placement(self.tip)
-        psi0 = self.arm_angle.evaluate(q).psi
-        saved = [(getattr(f, "locked", None), getattr(f, "rest", None), getattr(f, "held", None))
-                 for f in self.control.functions]
-        self._reset_goal_state(q)
-        elbow_p = ws.frame_placement(self.arm_angle.elbow)[0]
-        elbow_start = {f"elbow_{a}": float(elbow_p["xyz".index(a)])
-                       for a in self.params["elbow_axes"]}
-        extra = {k: (v, self.elbow_goal.get(k, v)) for k, v in elbow_start.items()}
-        segments, start, q_start = [], (p0, R0, psi0), q
-        try:
-            for k, (pose, psi, requested) in enumerate(waypoints):
-                p1, R1 = pose if pose is not None else (start[0].copy(), start[1].copy())
-                goal = (p1, R1, psi if psi is not None else start[2])
-                # elbow targets: the whole way over the first segment, then held
-                seg_extra = extra if k == 0 else {n: (g, g) for n, (_, g) in extra.items()}
-                plan = plan_motion(self.control, self.limiter, q_start, start, goal, requested,
-                                   extra=seg_extra)
-                label = what if len(waypoints) == 1 else f"{what} (waypoint {k + 1})"
-                if not plan.reached:
-                    why = plan.failure or (f"{', '.join(plan.at_limit)} at a position limit"
-                                           if plan.at_limit else "the arm cannot get there")
-                    raise _RefusedError(label, f"the planned motion ends "
-                                        f"{1e3 * plan.position_error:.1f} mm and "
-                                        f"{np.degrees(plan.orientation_error):.1f}° from the "
-                                        f"target ({why})")
-                if plan.duration > MAX_DURATION:
-                    raise _RefusedError(label, f"the motion would take {plan.duration:.0f} s "
-                                        "within the joint velocity/acceleration limits (near "
-                                        "a singularity?)")
-                if plan.duration > requested * (1 + 1e-9):
-                    name = "motion_duration" if len(waypoints) == 1 else f"{label}: duration"
-                    self.get_logger().info(
-                        f"{name} {requested:g} s stretched to {plan.duration:.2f} s by the "
-                        "joint velocity/acceleration limits")
-                segments.append(Segment(start, goal, plan.duration))
-                start, q_start = goal, plan.q_end
-        except _RefusedError as exc:
-            for f, (lk, rs, hd) in zip(self.control.functions, saved):
-                for attr, val in (("locked", lk), ("rest", rs), ("held", hd)):
-                    if val is not None:
-                        setattr(f, attr, val)
-            self._reject(*exc.args)
+        self.requests.append((waypoints, what))
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Start the dry run of the next goal if none is under way."""
+        if self.planning is not None or not self.requests or self.q_measured is None:
             return
+        waypoints, what = self.requests.popleft()
+        waypoints = self._kept(waypoints)
+        q = self.planner.start_configuration(self.q_measured)
+        self.planning = (self.worker.submit(self.planner.plan, waypoints, q), waypoints, what)
+
+    def _collect(self) -> None:
+        """Take over a finished dry run: start its motion or report its refusal."""
+        if self.planning is None or not self.planning[0].done():
+            return
+        future, waypoints, what = self.planning
+        self.planning = None
+        try:
+            result = future.result()
         except (ValueError, np.linalg.LinAlgError) as exc:
             self._reject(what, f"planning failed: {exc}")
+            self._dispatch()
             return
-        self._reset_goal_state(q)
-        self.goal_pose = (segments[-1].goal[0], segments[-1].goal[1])
-        self.goal_psi = segments[-1].goal[2]
-        self.elbow_start = {k: s for k, (s, _) in extra.items()}
-        if not moving:
-            self.v_plan = np.zeros(self.model.nv)
-        self.q_plan = q.copy()
-        self.segments = segments
-        self.total_duration = sum(seg.duration for seg in segments)
-        self.t_motion = self.motion_time = 0.0
-        self.motion_reported = False
+        single = len(waypoints) == 1
+        if result.plan is not None and result.plan.generation != self.planner.generation:
+            self.requests.appendleft((waypoints, what))  # parameters changed: plan again
+        elif result.plan is None:
+            label = (what if single or result.waypoint is None
+                     else f"{what} (waypoint {result.waypoint + 1})")
+            self._reject(label, result.reason)
+        else:
+            for k, requested, planned in result.plan.stretched:
+                name = "motion_duration" if single else f"{what} (waypoint {k + 1}): duration"
+                self.get_logger().info(f"{name} {requested:g} s stretched to {planned:.2f} s "
+                                       "by the joint velocity/acceleration limits")
+            self.planner.accept(result.plan, self.q_measured)
+            goal = result.plan.goal
+            self.goal_pose, self.goal_psi = (goal[0], goal[1]), goal[2]
+        self._dispatch()
 
     def _on_pose(self, msg: PoseStamped) -> None:
         try:
@@ -453,19 +326,11 @@ class ElbowRedundancyResolver(Node):
         except ValueError as exc:
             self._reject("~/target_pose", str(exc))
             return
-        reason = self._beyond_reach(position)
+        reason = self.planner.beyond_reach(position)
         if reason:
             self._reject("~/target_pose", reason)
             return
         self._start_goal(pose=(position, rotation))
-
-    def _beyond_reach(self, position: np.ndarray) -> str:
-        distance = float(np.linalg.norm(position - self.reach_point))
-        if distance <= self.reach_radius:
-            return ""
-        return (f"the target is {distance:.3f} m from the arm's first joint at "
-                f"{np.round(self.reach_point, 3).tolist()}, beyond the reach of "
-                f"{self.reach_radius:.3f} m (sum of the link lengths)")
 
     def _on_psi(self, msg: Float64) -> None:
         psi = float(msg.data)
@@ -492,8 +357,10 @@ class ElbowRedundancyResolver(Node):
         elif not np.all(np.isfinite(point)):
             self._reject("~/target_elbow", "non-finite point")
         else:
-            self.elbow_goal = {f"elbow_{a}": float(point["xyz".index(a)]) for a in axes}
-            self.get_logger().info(f"elbow targets {self.elbow_goal} (used from the next goal)")
+            self.planner.elbow_goal = {f"elbow_{a}": float(point["xyz".index(a)])
+                                       for a in axes}
+            self.get_logger().info(f"elbow targets {self.planner.elbow_goal} (used from the "
+                                   "next goal)")
 
     def _on_waypoints(self, msg: Float64MultiArray) -> None:
         data = np.asarray(msg.data, dtype=float)
@@ -517,12 +384,12 @@ class ElbowRedundancyResolver(Node):
             except ValueError as exc:
                 self._reject("~/waypoints", f"{label}: {exc}")
                 return
-            reason = self._beyond_reach(row[:3])
+            reason = self.planner.beyond_reach(row[:3])
             if reason:
                 self._reject("~/waypoints", f"{label}: {reason}")
                 return
             duration = row[8] if row[8] > 0 else self.params["motion_duration"]
-            waypoints.append(((row[:3].copy(), R), float(row[7]), float(duration)))
+            waypoints.append(Waypoint((row[:3].copy(), R), float(row[7]), float(duration)))
         self._start_motion(waypoints, "~/waypoints")
 
     def _on_desired_velocities(self, msg: JointState) -> None:
@@ -541,7 +408,7 @@ class ElbowRedundancyResolver(Node):
                 self._reject("~/desired_joint_velocities", f"non-finite velocity of '{name}'")
                 return
             v[names.index(name)] = value
-        if not np.any(self.control.joint_velocity_weights):
+        if not self.planner.uses_desired_velocities:
             self.get_logger().warning("~/desired_joint_velocities has no effect while "
                                       "joint_velocity_weights (W_v) are 0",
                                       throttle_duration_sec=10.0)
@@ -570,126 +437,88 @@ class ElbowRedundancyResolver(Node):
             self.counts["rejected_markers"] += len(rejected)
             self.get_logger().warning("~/obstacles: " + "; ".join(rejected),
                                       throttle_duration_sec=1.0)
-        previous = self.marker_spheres
-        self.marker_spheres = spheres
         try:
-            self.control, self.limiter = self._build(self.params.values, set())
+            built = self.planner.configure(Settings.from_values(self.params.values), spheres)
         except ValueError as exc:  # defensive: keep the previous obstacles
-            self.marker_spheres = previous
             self.get_logger().warning(f"~/obstacles ignored: {exc}")
+            return
+        self.planner.use(built)
 
     # ---------------------------------------------------------------- output
     def _tick(self) -> None:
         if self.q_measured is None:
             return
-        psi = self.arm_angle.evaluate(self.q_measured)
-        self.psi_pub.publish(Float64(data=psi.psi))
+        self._collect()
+        self.psi_pub.publish(Float64(data=self.planner.arm_angle(self.q_measured)))
         self._publish_markers()
-        if not self.segments or self.q_plan is None:
+        if self.planner.motion is None:
             return
         dt = 1.0 / self.params["rate"]
-        seg = self.segments[0]
-        p_d, R_d, psi_d = seg.trajectory(self.t_motion + dt)
-        targets = {"arm_angle": psi_d}
-        for name, start in self.elbow_start.items():  # cycloidal, over the motion's start
-            goal = self.elbow_goal.get(name, start)
-            s = 1.0 if seg.elbow_done else cycloidal(self.t_motion + dt, seg.duration)[0]
-            targets[name] = start + s * (goal - start)
-        passive = self.model.passive_dofs
-        sensed = self.params["iterate_from"] == "sensed"
-        q_from = self.limiter.clamp(self.q_measured) if sensed else self.q_plan
         desired = None
         if self.desired_v is not None:
             age = self.get_clock().now().nanoseconds * 1e-9 - self.desired_stamp
             if age <= self.params["desired_velocity_timeout"]:
                 desired = self.desired_v * dt
-        res = None
-        try:
-            res = self.control.step(q_from, (p_d, R_d), targets, desired_dq=desired)
-            dq = res.q_next - self.q_plan  # the change of the setpoint
-            problem = "" if np.all(np.isfinite(dq)) else "non-finite joint step"
-        except (ValueError, np.linalg.LinAlgError) as exc:
-            problem = str(exc)
-        if problem:  # hold: stop the plan (at the acceleration limit), keep its clock
-            dq = np.zeros(self.model.nv)
+        sp = self.planner.step(self.q_measured, dt, desired)
+        if sp.failure:
             self.counts["non_finite_steps"] += 1
-            self.get_logger().warning(f"configuration-control step failed ({problem}): "
+            self.get_logger().warning(f"configuration-control step failed ({sp.failure}): "
                                       "holding the last setpoint", throttle_duration_sec=2.0)
-        dq[passive] = 0.0
-        step = self.limiter.step(self.q_plan, self.v_plan, dq, dt)
-        if not problem:
-            self.t_motion += step.scale * dt
-        self.motion_time += dt
-        if self.t_motion >= seg.duration and len(self.segments) > 1:
-            self.segments.pop(0)  # on to the next waypoint (cycloidal: at rest there)
-            self.segments[0].elbow_done = True
-            self.t_motion = 0.0
-        self.last_scale = step.scale
-        if step.scale < 1.0 - 1e-9 or step.clipped:
+        self.last_scale = sp.scale
+        if sp.limited:
             self.counts["limited_samples"] += 1
-        self.at_limit = step.at_limit
-        if step.at_limit:
+        if sp.at_limit:
             self.counts["samples_at_position_limit"] += 1
             self.get_logger().warning(
-                f"{', '.join(step.at_limit)} held at a position limit: the goal asks for more",
+                f"{', '.join(sp.at_limit)} held at a position limit: the goal asks for more",
                 throttle_duration_sec=2.0)
-        if res is not None and np.any(res.weights.get("collision", np.zeros(0)) >= WEIGHT_CAP):
+        if sp.inside_obstacle:
             self.get_logger().warning("the arm is inside an obstacle's inner sphere",
                                       throttle_duration_sec=2.0)
-        q_next, v_next, a_next = step.q, step.v, step.a
-        q_next[passive] = self.limiter.clamp(self.q_measured)[passive]
-        v_next[passive] = 0.0
-        a_next[passive] = 0.0
-        self.q_plan, self.v_plan = q_next, v_next
         msg = JointTrajectory()
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.joint_names = list(self.model.joint_names)
-        pt = JointTrajectoryPoint(positions=q_next.tolist(), velocities=v_next.tolist(),
-                                  accelerations=a_next.tolist())
+        pt = JointTrajectoryPoint(positions=sp.q.tolist(), velocities=sp.v.tolist(),
+                                  accelerations=sp.a.tolist())
         pt.time_from_start = Duration(sec=0, nanosec=int(dt * 1e9))
         msg.points = [pt]
         self.setpoint_pub.publish(msg)
-        if res is not None and len(self.segments) == 1:
-            self._report_motion(res, psi_d)
+        if sp.arrival is not None:
+            self._report_motion(sp.arrival)
 
-    def _report_motion(self, res, psi_goal: float) -> None:
-        """Once per goal, when the motion's clock has run out and the plan has stopped: how
-        long it took and how close it got."""
-        if self.motion_reported or self.t_motion < self.trajectory.duration:
-            return
-        hand, turn = 1e3 * res.position_error, np.degrees(res.orientation_error)
-        psi_now = float(res.values.get("arm_angle", [psi_goal])[0])
-        psi_err = abs(np.degrees((psi_goal - psi_now + np.pi) % (2 * np.pi) - np.pi))
-        if np.abs(self.v_plan).max() > 1e-3 and not self.at_limit:
-            return  # still settling
-        self.motion_reported = True
-        slowed = (" (slowed down at the limits)"
-                  if self.motion_time > 1.05 * self.total_duration + 0.05 else "")
+    def _report_motion(self, arrival: Arrival) -> None:
+        """Once per goal: how long it took and how close it got."""
+        hand, turn = 1e3 * arrival.position_error, np.degrees(arrival.orientation_error)
+        psi_err = np.degrees(arrival.arm_angle_error)
+        slowed = " (slowed down at the limits)" if arrival.slowed else ""
         summary = (f"hand {hand:.2f} mm, {turn:.2f}° and arm angle {psi_err:.2f}° from the "
-                   f"target after {self.motion_time:.2f} s{slowed}")
-        if hand < 1.0 and turn < 0.5:
+                   f"target after {arrival.elapsed:.2f} s{slowed}")
+        if arrival.reached:
             self.get_logger().info(f"goal reached: {summary}")
         else:
-            why = f" ({', '.join(self.at_limit)} at a position limit)" if self.at_limit else ""
+            why = (f" ({', '.join(arrival.at_limit)} at a position limit)" if arrival.at_limit
+                   else "")
             self.get_logger().warning(f"goal not reached: {summary}{why}")
 
     def _publish_diagnostics(self) -> None:
         status = DiagnosticStatus(name="elbow_redundancy_resolver: setpoints",
                                   hardware_id=self.model.name)
+        motion, at_limit = self.planner.motion, self.planner.at_limit
         if self.q_measured is None:
             status.level, status.message = DiagnosticStatus.WARN, "no /joint_states"
-        elif self.at_limit:
+        elif at_limit:
             status.level, status.message = DiagnosticStatus.WARN, \
-                f"held at a position limit: {', '.join(self.at_limit)}"
-        elif not self.segments:
+                f"held at a position limit: {', '.join(at_limit)}"
+        elif motion is None:
             status.level, status.message = DiagnosticStatus.OK, "idle"
         else:
             status.level = DiagnosticStatus.OK
-            status.message = "moving" if not self.motion_reported else "holding the goal"
+            status.message = "moving" if not motion.reported else "holding the goal"
+        segments = len(motion.segments) if motion is not None else 0
         values = {"time_scale": f"{self.last_scale:.3f}", "last_rejection": self.last_rejection,
-                  "joints_at_position_limit": ",".join(self.at_limit),
-                  "waypoints_left": str(max(len(self.segments) - 1, 0)),
-                  "functions": ",".join(f.name for f in self.control.functions),
+                  "joints_at_position_limit": ",".join(at_limit),
+                  "waypoints_left": str(max(segments - 1, 0)),
+                  "functions": ",".join(self.planner.function_names),
                   **{k: str(v) for k, v in self.counts.items()}}
         status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
         msg = DiagnosticArray(status=[status])
@@ -697,7 +526,7 @@ class ElbowRedundancyResolver(Node):
         self.diag_pub.publish(msg)
 
     def _publish_markers(self) -> None:
-        spheres = self._spheres()
+        spheres = self.planner.spheres
         if not spheres:
             return
         arr = MarkerArray()
@@ -713,10 +542,6 @@ class ElbowRedundancyResolver(Node):
                 mk.color.r, mk.color.a = 1.0, alpha
                 arr.markers.append(mk)
         self.marker_pub.publish(arr)
-
-
-class _RefusedError(Exception):
-    """A waypoint the dry run does not reach: (what, reason)."""
 
 
 def main(args: list[str] | None = None) -> int:
