@@ -134,3 +134,11 @@ def test_goal_before_the_first_state_starts_with_it(ros, launch):
     idx = [last.joint_names.index(j) for j in NAMES]
     psi_end = fk(np.array(last.points[0].positions)[idx])[2]
     assert abs(np.degrees(psi_end - target_psi)) < 0.5
+
+
+def test_the_parameter_defaults_are_the_planners():
+    """The node's parameter table and the ROS-free planner's ``Settings`` start the same."""
+    from underactuated_control.nodes.elbow_redundancy_resolver import PARAMETERS
+    from underactuated_control.redundancy.resolver import Settings
+
+    assert Settings.from_values({n: s.default for n, s in PARAMETERS.items()}) == Settings()
