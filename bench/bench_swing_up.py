@@ -29,9 +29,9 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from underactuated_control import RobotModel  # noqa: E402
-from underactuated_control.nodes.swing_up_demo import (  # noqa: E402
+from underactuated_control.bringup import ROOT  # noqa: E402
+from underactuated_control.scenarios.swing_up import (  # noqa: E402
     ROBOTS,
-    ROOT,
     robot_variants,
     run_swing_up,
     simulate_offline,

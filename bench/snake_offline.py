@@ -1,7 +1,7 @@
 """Design table of the snake scenario, offline (no ROS): for each design and start shape, the
 smallest singular value of the head's J_G (x, y rows), the largest real part of the
 linearised task-mode loop holding the head (its zero dynamics), and the head error of the
-closed loop on MuJoCo (``scenario_snake.simulate_offline``: the controller's task law at
+closed loop on MuJoCo (``scenarios.snake.simulate_offline``: the controller's task law at
 1 kHz, the default 2 cm circle).
 
     .venv/bin/python bench/snake_offline.py [--duration 10] [--json bench/results/snake.json]
@@ -20,7 +20,7 @@ import numpy as np
 
 from underactuated_control import RobotModel
 from underactuated_control.jacobians import generalized_jacobian
-from underactuated_control.nodes.scenario_snake import (
+from underactuated_control.scenarios.snake import (
     HEAD,
     SnakeDesign,
     closed_loop_eigenvalues,

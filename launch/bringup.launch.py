@@ -8,7 +8,7 @@ The URDF's <ros2_control> tag chooses the hardware (mock_components/GenericSyste
 bundled arm7; replace with your robot's). Needs a full ROS 2 install (launch_ros,
 controller_manager, effort_controllers, robot_state_publisher). Our nodes are those of
 ``underactuated-control bringup [--node elbow_redundancy_resolver]`` (the same
-``underactuated_control.cli.bringup_nodes``), with the URDF as robot_description; the hardware
+``underactuated_control.bringup.bringup_nodes``), with the URDF as robot_description; the hardware
 takes the simulator's place.
 """
 
@@ -18,7 +18,7 @@ from launch_ros.actions import Node
 from launch_ros.substitutions import FindPackageShare
 
 from launch import LaunchDescription
-from underactuated_control.cli import bringup_nodes
+from underactuated_control.bringup import bringup_nodes
 
 
 def _text(context, name):

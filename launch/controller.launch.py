@@ -6,7 +6,7 @@ simulated arm (mujoco_sim) and the elbow redundancy resolver.
 
 The same nodes, parameter files and remappings as ``underactuated-control bringup [--node
 mujoco_sim] [--node elbow_redundancy_resolver]`` (no launch_ros needed): both take them from
-``underactuated_control.cli.bringup_nodes``. An empty ``config``/``sim_config``/
+``underactuated_control.bringup.bringup_nodes``. An empty ``config``/``sim_config``/
 ``resolver_config`` means the bundled config/arm7_*.yaml for arm7, none for another robot.
 With the resolver, its ~/joint_setpoints feed the controller's ~/joint_reference (mode: joint).
 """
@@ -17,7 +17,7 @@ from launch_ros.actions import Node
 from launch_ros.substitutions import FindPackageShare
 
 from launch import LaunchDescription
-from underactuated_control.cli import bringup_nodes
+from underactuated_control.bringup import bringup_nodes
 
 
 def _text(context, name):

@@ -30,7 +30,7 @@ from launch_ros.actions import Node
 from launch_ros.substitutions import FindPackageShare
 
 from launch import LaunchDescription
-from underactuated_control.cli import bringup_nodes
+from underactuated_control.bringup import bringup_nodes
 
 PARAMETERS_FILE = "$(find underactuated_control)/config/arm7_ros2_control.yaml"
 

@@ -17,7 +17,7 @@ from launch_ros.actions import Node
 from launch_ros.substitutions import FindPackageShare
 
 from launch import LaunchDescription
-from underactuated_control.cli import RESOLVER, bringup_nodes
+from underactuated_control.bringup import RESOLVER, bringup_nodes
 
 
 def _text(context, name):

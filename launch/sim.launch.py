@@ -7,7 +7,7 @@ active joints), hybrid_dynamics_controller and elbow_redundancy_resolver, whose
 
 The same nodes, parameter files, parameters and remappings as ``underactuated-control bringup
 --node mujoco_sim --node elbow_redundancy_resolver`` (no launch_ros needed); both take them
-from ``underactuated_control.cli.bringup_nodes``. An empty ``*config`` argument means the
+from ``underactuated_control.bringup.bringup_nodes``. An empty ``*config`` argument means the
 bundled config/arm7_*.yaml for the bundled arm7 and the node's defaults for another robot.
 Send goals to /elbow_redundancy_resolver/target_pose and ~/target_arm_angle.
 """
@@ -18,7 +18,7 @@ from launch_ros.actions import Node
 from launch_ros.substitutions import FindPackageShare
 
 from launch import LaunchDescription
-from underactuated_control.cli import bringup_nodes
+from underactuated_control.bringup import bringup_nodes
 
 
 def _text(context, name):

@@ -160,7 +160,7 @@ def test_plan_of_an_unreachable_path_fails_naming_the_effort_limits(tmp_path):
 
 # ---------------------------------------------------------------- demo
 def test_demo_honours_ros_domain_id():
-    from underactuated_control.nodes.demo import demo_domain
+    from underactuated_control.scenarios.harness import demo_domain
 
     assert demo_domain({"ROS_DOMAIN_ID": "42"}) == (42, "from the environment")
     domain, source = demo_domain({})

@@ -12,18 +12,18 @@ from oracle import PinRef
 
 from underactuated_control import RobotModel
 from underactuated_control.control.task_space import EndEffectorTracker, TaskReference
-from underactuated_control.nodes.scenario_snake import (
+from underactuated_control.passive_forces import PassiveForceModel
+from underactuated_control.scenarios.snake import (
     HEAD,
     HeadPath,
     SnakeDesign,
     closed_loop_eigenvalues,
     initial_configuration,
     law_settings,
-    mujoco_model,
     simulate_offline,
+    snake_plant,
     snake_urdf,
 )
-from underactuated_control.passive_forces import PassiveForceModel
 
 SNAKE = (ROOT / "urdf/snake.urdf").read_text()
 
@@ -34,7 +34,7 @@ def test_bundled_urdf_passive_set_from_ros2_control_and_mujoco():
     assert model.passive_joints == tuple(f"joint{i}" for i in range(2, model.nv + 1, 2))
     assert model.active_joints == tuple(f"joint{i}" for i in range(1, model.nv + 1, 2))
     assert SNAKE == snake_urdf()  # the bundled file is the generator's default design
-    m, _ = mujoco_model(SNAKE, list(model.active_joints))
+    m = snake_plant(SNAKE).m
     assert m.nu == len(model.active_joints)
     for name in model.joint_names:  # every axis vertical; passive joints damped in MuJoCo
         j = m.joint(name)
@@ -174,7 +174,7 @@ def test_snake_scenario_over_dds_recomputed_from_the_bag(tmp_path):
     from harness import new_domain
 
     from underactuated_control.nodes.bags import read_bag
-    from underactuated_control.nodes.scenarios import run_scenario
+    from underactuated_control.scenarios import run_scenario
 
     summary = run_scenario("snake", tmp_path, duration=6.0, domain=new_domain(),
                            log=lambda s: None)

@@ -14,13 +14,13 @@ from oracle import PinRef
 from underactuated_control import RobotModel
 from underactuated_control.control.registry import CONTROL_LAWS
 from underactuated_control.control.swing_up_law import BALANCING, SwingUpLaw, lqr_gain, solve_care
-from underactuated_control.nodes.swing_up_demo import (
+from underactuated_control.parameters import ParameterError, coerce
+from underactuated_control.scenarios.swing_up import (
     TwoLink,
     robot_variants,
     simulate_offline,
     two_link_urdf,
 )
-from underactuated_control.parameters import ParameterError, coerce
 from underactuated_control.scoring import (
     NORMS,
     criteria,
@@ -335,7 +335,7 @@ def test_swing_up_against_mujoco_physics(robot, variant, latency):
     ({"urdf_path": "/nonexistent.urdf"}, r"^urdf_path: file '/nonexistent.urdf' not found"),
 ])
 def test_run_swing_up_bad_input_is_one_line_naming_it(kwargs, message, tmp_path):
-    from underactuated_control.nodes.swing_up_demo import run_swing_up
+    from underactuated_control.scenarios.swing_up import run_swing_up
 
     args = {"robot": "acrobot", "out_dir": tmp_path / "out"}
     args.update(kwargs)

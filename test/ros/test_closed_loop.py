@@ -8,7 +8,7 @@ from helpers import ROOT
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from underactuated_control.nodes.demo import run_demo
+from underactuated_control.scenarios.resolver_demo import run_demo
 
 ARM7 = ROOT / "urdf/arm7.urdf"
 Q0 = [0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8]

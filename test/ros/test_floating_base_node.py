@@ -264,7 +264,7 @@ def test_space_scenario_holds_the_bus_attitude(tmp_path, domain):
     """The `space` scenario (held vs naive, lock-stepped MuJoCo): the bus turns at least 5x
     less with the disturbance rows; recomputed here from the bags with Pinocchio."""
     from underactuated_control.nodes.bags import read_bag
-    from underactuated_control.nodes.scenarios import run_scenario
+    from underactuated_control.scenarios import run_scenario
 
     summary = run_scenario("space", tmp_path, duration=6.0, domain=domain,
                            log=lambda s: None)

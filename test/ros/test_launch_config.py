@@ -22,7 +22,7 @@ import yaml
 from helpers import ROOT
 from rclpy.parameter_client import AsyncParameterClient
 
-from underactuated_control.cli import _param_text
+from underactuated_control.bringup import _param_text
 
 # executables of other ROS packages that the launch files start (ros2_control, rsp, Gazebo)
 KNOWN = {("robot_state_publisher", "robot_state_publisher"),

@@ -9,7 +9,7 @@ import pinocchio as pin
 from helpers import ROOT
 
 from underactuated_control.nodes.bags import read_bag
-from underactuated_control.nodes.scenarios import run_scenario
+from underactuated_control.scenarios import run_scenario
 
 NODE = "/hybrid_dynamics_controller"
 

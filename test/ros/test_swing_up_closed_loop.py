@@ -17,7 +17,7 @@ import pytest
 from helpers import ROOT
 from rosbags.rosbag2 import Reader
 
-from underactuated_control.nodes.swing_up_demo import (
+from underactuated_control.scenarios.swing_up import (
     robot_variants,
     run_swing_up,
     simulate_offline,

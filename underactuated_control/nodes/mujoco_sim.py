@@ -1,24 +1,23 @@
 """mujoco_sim: the simulated robot standing in for Gazebo or hardware (ARCHITECTURE.md §4).
 
-Loads the same URDF into MuJoCo (visuals and collisions dropped: dynamics only), adds a motor
-to each **active** joint (passive joints feel only their own damping, dry friction and limits
-from the URDF), applies the effort commands of ``command_topic`` (std_msgs/Float64MultiArray in
-``command_joints`` order, held between commands, clamped to the effort limits, non-finite
-values ignored) and publishes ``/joint_states`` (stamped with this node's clock; under
-``use_sim_time`` with the simulated time) and ``/clock`` (simulated time) every
-``publish_every`` physics steps. A floating-base robot (a floating joint in the URDF, or
+Loads the same URDF into MuJoCo (``sim.mujoco_spec``: visuals and collisions dropped, dynamics
+only), adds a motor to each **active** joint (passive joints feel only their own damping, dry
+friction and limits from the URDF), applies the effort commands of ``command_topic``
+(std_msgs/Float64MultiArray in ``command_joints`` order, held between commands, clamped to the
+effort limits, non-finite values ignored) and publishes ``/joint_states`` (stamped with this
+node's clock; under ``use_sim_time`` with the simulated time) and ``/clock`` (simulated time)
+every ``publish_every`` physics steps. A floating-base robot (a floating joint in the URDF, or
 ``floating_base``) gets a MuJoCo free joint and its base state is published as
 nav_msgs/Odometry on ``base_odometry_topic`` (pose of the floating joint's child link in
-``odom_frame``, twist in the child frame); ``gravity`` is the world's (zero for orbit).
-With ``hold_until_first_command`` the robot stays still (brakes on) until a controller sends
-its first command. Paced to ``real_time_factor`` × wall time (0: as fast as possible).
+``odom_frame``, twist in the child frame); ``gravity`` is the world's (zero for orbit). With
+``hold_until_first_command`` the robot stays still (brakes on) until a controller sends its
+first command. Paced to ``real_time_factor`` × wall time (0: as fast as possible).
 MuJoCo is a simulation dependency: the controller never imports it.
 """
 
 from __future__ import annotations
 
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from std_msgs.msg import Float64MultiArray
 from ..floating_base import floating_root
 from ..model import RobotModel
 from ..parameters import ParameterError, ParameterSpec, per_joint, table
+from ..sim import mujoco_spec
 from .common import run_node
 from .parameters import NodeParameters
 from .robot import check_joint_names, load_robot, robot_parameters, with_passive
@@ -43,17 +43,6 @@ def _seconds_nanoseconds(t: float) -> tuple[int, int]:
     not 1999999)."""
     sec, nanosec = divmod(round(t * 1e9), 1_000_000_000)
     return int(sec), int(nanosec)
-
-
-def _dynamics_only(urdf: str) -> str:
-    """Drop <visual> and <collision> (meshes are not needed for dynamics), <ros2_control>,
-    <gazebo> and <transmission>, editing the XML as XML (comments and text stay out of it)."""
-    root = ET.fromstring(urdf.lstrip("\ufeff"))
-    for parent in list(root.iter()):
-        for child in list(parent):
-            if child.tag in ("visual", "collision", "ros2_control", "gazebo", "transmission"):
-                parent.remove(child)
-    return ET.tostring(root, encoding="unicode")
 
 
 def _joint_dofs(model: RobotModel) -> tuple[list[str], np.ndarray]:
@@ -171,29 +160,13 @@ class MujocoSim(Node):
         self.command_joints = p["command_joints"] or list(model.active_joints)
         text = p["robot_description"] or Path(p["urdf_path"]).read_text(encoding="utf-8-sig")
 
-        spec = mujoco.MjSpec.from_string(_dynamics_only(text))
-        spec.option.timestep = self.timestep
-        spec.option.gravity = p["gravity"]
         self.base_link = model.body_names[0] if self.floating else ""
-        if self.floating and model.joint_names[0] not in [j.name for j in spec.joints]:
-            # floating_base added it (a URDF-declared floating joint is MuJoCo's free joint)
-            spec.body(model.body_names[0]).add_freejoint().name = model.joint_names[0]
-        spec.option.integrator = {
-            "euler": mujoco.mjtIntegrator.mjINT_EULER, "rk4": mujoco.mjtIntegrator.mjINT_RK4,
-            "implicit": mujoco.mjtIntegrator.mjINT_IMPLICIT,
-            "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST}[p["integrator"]]
+        self.actuated = [n for n in self.command_joints if n in model.active_joints]
+        spec = mujoco_spec(text, model, self.actuated, timestep=self.timestep,
+                           integrator=p["integrator"], gravity=p["gravity"],
+                           floating=self.floating)
         self.contact = self._add_contact(spec, model, p) if p["contact_box"] not in (
             [], [0.0]) else None
-        limits = dict(zip(model.dof_names, model.effort_limit))
-        self.actuated = [n for n in self.command_joints if n in model.active_joints]
-        for name in self.actuated:
-            act = spec.add_actuator()
-            act.name = f"motor_{name}"
-            act.target = name
-            act.trntype = mujoco.mjtTrn.mjTRN_JOINT
-            if np.isfinite(limits[name]):
-                act.ctrlrange = [-limits[name], limits[name]]
-                act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
         self.m = spec.compile()
         self.d = mujoco.MjData(self.m)
         self.qadr = np.array([self.m.jnt_qposadr[self.m.joint(n).id] for n in self.joint_names])

@@ -1,7 +1,7 @@
 """Scenario ``swing_up``: the acrobot or the pendubot swung up and balanced over DDS.
 
 ``run_swing_up(robot, out_dir, ...)`` starts ``mujoco_sim`` (RK4, 2 ms, lock-stepped) and
-``hybrid_dynamics_controller`` in mode ``swing_up`` as processes (as ``demo.py`` does: a ROS
+``hybrid_dynamics_controller`` in mode ``swing_up`` as processes (the scenario harness: a ROS
 domain of its own, discovery on this machine only, children that die with the parent), lets the
 robot hang still until the controller's first command, records /joint_states and the effort
 commands for ``duration`` seconds, scores the run like the public double-pendulum leaderboards
@@ -15,18 +15,14 @@ module needs no ROS; ``run_swing_up`` imports rclpy when it runs.
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
+from ..bringup import bundled
+
 ROBOTS = ("acrobot", "pendubot")
 
 
@@ -120,85 +116,56 @@ def robot_variants() -> dict[str, TwoLink]:
 
 
 # ====================================================================== offline loop (no ROS)
-def mujoco_model(urdf: str, timestep: float = 0.002, integrator: str = "rk4"):
-    """(MjModel, joint names, motor joint): the URDF in MuJoCo as ``mujoco_sim`` loads it
-    (dynamics only, a motor on the active joint, its ctrlrange the URDF effort limit)."""
-    import xml.etree.ElementTree as ET
-
-    import mujoco
-
-    from ..model import RobotModel
-
-    model = RobotModel.from_urdf(urdf)
-    root = ET.fromstring(urdf.lstrip("\ufeff"))
-    for parent in list(root.iter()):
-        for child in list(parent):
-            if child.tag in ("visual", "collision", "ros2_control", "gazebo", "transmission"):
-                parent.remove(child)
-    spec = mujoco.MjSpec.from_string(ET.tostring(root, encoding="unicode"))
-    spec.option.timestep = timestep
-    spec.option.integrator = {"rk4": mujoco.mjtIntegrator.mjINT_RK4,
-                              "euler": mujoco.mjtIntegrator.mjINT_EULER}[integrator]
-    active = model.active_joints[0]
-    limit = float(model.effort_limit[model.joint_index(active)])
-    act = spec.add_actuator()
-    act.name, act.target, act.trntype = f"motor_{active}", active, mujoco.mjtTrn.mjTRN_JOINT
-    act.ctrlrange = [-limit, limit]
-    act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
-    return spec.compile(), list(model.joint_names), active
-
-
 def simulate_offline(urdf: str, duration: float = 10.0, settings: dict | None = None,
                      timestep: float = 0.002, latency_steps: int = 0,
                      q0: tuple[float, float] = (0.0, 0.0), stop_settled: bool = False,
                      give_up: float | None = None) -> dict:
-    """The swing-up law against MuJoCo physics stepped in this process (RK4): each step the
-    law sees the state and its torque is applied ``latency_steps`` steps later. Returns
-    t, q, v, tau (joint torques, N×2), phase and the law. ``stop_settled`` (for tuning): once
-    balancing within 1e-4 rad and 1e-3 rad/s of upright with a torque below 1e-3 τ_max, the
-    rest of the run is that state held with zero torque; ``give_up``: stop (``gave_up``) when
-    the law has not been balancing by then."""
-    import mujoco
-
+    """The swing-up law against MuJoCo physics stepped in this process (RK4; the model
+    ``mujoco_sim`` builds, ``sim.closed_loop``): each step the law sees the state and its
+    torque is applied ``latency_steps`` steps later. Returns t, q, v, tau (joint torques as
+    applied, N×2), phase and the law. ``stop_settled`` (for tuning): once balancing within
+    1e-4 rad and 1e-3 rad/s of upright with a torque below 1e-3 τ_max, the rest of the run is
+    that state held with zero torque; ``give_up``: stop (``gave_up``) when the law has not been
+    balancing by then."""
     from ..control.swing_up_law import SwingUpLaw
     from ..model import RobotModel
+    from ..sim import build_plant, closed_loop
 
     model = RobotModel.from_urdf(urdf)
     names = {s.name: s.default for s in SwingUpLaw.parameters}
     names.update(settings or {})
     law = SwingUpLaw(model, names, model.body_names[-1])
-    m, joints, active = mujoco_model(urdf, timestep)
-    d = mujoco.MjData(m)
-    qadr = [m.jnt_qposadr[m.joint(n).id] for n in joints]
-    vadr = [m.jnt_dofadr[m.joint(n).id] for n in joints]
-    d.qpos[qadr] = q0
-    mujoco.mj_forward(m, d)
+    plant = build_plant(urdf, model, timestep=timestep, integrator="rk4")
+    plant.set_state(np.asarray(q0, float))
     steps = int(round(duration / timestep))
-    a = model.joint_index(active)
+    a = model.joint_index(model.active_joints[0])
     t = np.empty(steps + 1)
     q = np.empty((steps + 1, 2))
     v = np.empty((steps + 1, 2))
     tau = np.zeros((steps + 1, 2))
     phase = np.zeros(steps + 1, dtype=np.int8)
-    pending = [0.0] * latency_steps
-    for k in range(steps + 1):
-        t[k], q[k], v[k] = d.time, d.qpos[qadr], d.qvel[vadr]
-        out = law.compute(q[k], v[k], None, float(d.time), False)
-        pending.append(float(out.tau_active[0]))
-        d.ctrl[0] = pending.pop(0)
-        tau[k, a] = np.clip(d.ctrl[0], -m.actuator_ctrlrange[0, 1], m.actuator_ctrlrange[0, 1])
+    gave_up = [False]
+
+    def control(k: int, qk: np.ndarray, vk: np.ndarray) -> list[float]:
+        t[k], q[k], v[k] = plant.d.time, qk, vk
+        return [float(law.compute(q[k], v[k], None, float(plant.d.time), False).tau_active[0])]
+
+    def applied(k: int, torque: np.ndarray) -> bool:
+        tau[k, a] = plant.clip(torque)[0]
         phase[k] = law.phase == "balancing"
         if stop_settled and phase[k] and k < steps and np.abs(law.state_error(q[k], v[k])[:2]
                                                               ).max() < 1e-4 \
                 and np.abs(v[k]).max() < 1e-3 and abs(tau[k, a]) < 1e-3 * law.effort_limit:
             t[k + 1:] = t[k] + timestep * np.arange(1, steps + 1 - k)
             q[k + 1:], v[k + 1:], tau[k + 1:], phase[k + 1:] = q[k], v[k], 0.0, 1
-            break
-        if give_up is not None and d.time >= give_up and law.switches == 0:
-            return {"t": t[:k + 1], "q": q[:k + 1], "v": v[:k + 1], "tau": tau[:k + 1],
-                    "balancing": phase[:k + 1], "law": law, "gave_up": True}
-        if k < steps:
-            mujoco.mj_step(m, d)
+            return True
+        gave_up[0] = give_up is not None and plant.d.time >= give_up and law.switches == 0
+        return gave_up[0]
+
+    k = closed_loop(plant, control, steps, latency_steps, applied)
+    if gave_up[0]:
+        return {"t": t[:k + 1], "q": q[:k + 1], "v": v[:k + 1], "tau": tau[:k + 1],
+                "balancing": phase[:k + 1], "law": law, "gave_up": True}
     return {"t": t, "q": q, "v": v, "tau": tau, "balancing": phase, "law": law, "gave_up": False}
 
 
@@ -210,12 +177,13 @@ def run_swing_up(robot: str, out_dir: Path | str, duration: float = 10.0,
     """Swing ``robot`` ("acrobot" or "pendubot") up over DDS and score the run.
 
     Starts ``mujoco_sim`` and ``hybrid_dynamics_controller`` (mode ``swing_up``) with
-    ``config/<robot>.yaml`` (or ``config_path``) on ``urdf/<robot>.urdf`` (or ``urdf_path``);
-    ``overrides``: extra ``-p name:=value`` for the controller. The robot hangs still until
-    the controller's first command; ``duration`` seconds from then are recorded and scored.
-    Writes into ``out_dir``: ``summary.json``, ``run.npz`` (t, q, v, tau), ``swing_up.png``,
-    ``bag/`` (rosbag2, MCAP: /joint_states and the effort commands) and the nodes' logs.
-    Returns the summary. ``domain``: ROS domain (default: ROS_DOMAIN_ID or one from the pid).
+    ``config/<robot>.yaml`` (or ``config_path``) on ``urdf/<robot>.urdf`` (or ``urdf_path``)
+    through the scenario harness; ``overrides``: extra ``-p name:=value`` for the controller.
+    The robot hangs still until the controller's first command; ``duration`` seconds from then
+    are recorded and scored. Writes into ``out_dir``: ``summary.json``, ``run.npz`` (t, q, v,
+    tau), ``swing_up.png``, ``bag/`` (rosbag2, MCAP: /joint_states, /clock and the effort
+    commands) and the nodes' logs. Returns the summary. ``domain``: ROS domain (default:
+    ROS_DOMAIN_ID or one from the pid).
     """
     if robot not in ROBOTS:
         raise ValueError(f"robot must be one of {list(ROBOTS)}, got '{robot}'")
@@ -229,141 +197,98 @@ def run_swing_up(robot: str, out_dir: Path | str, duration: float = 10.0,
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    import rclpy
-    from rclpy.experimental import EventsExecutor
-    from rclpy.qos import QoSProfile, ReliabilityPolicy
-    from rosgraph_msgs.msg import Clock
-    from sensor_msgs.msg import JointState
-    from std_msgs.msg import Float64MultiArray
-
-    from ..cli import die_with_parent, stop_processes
+    from ..bringup import CONTROLLER, SIMULATOR
     from ..model import RobotModel
-    from .demo import demo_domain
+    from .harness import COMMAND_TOPIC, ScenarioRun, demo_domain, write_summary
 
     model = RobotModel.from_urdf(urdf_path.read_text())
     domain = domain if domain is not None else demo_domain()[0]
-    env = {k: v for k, v in os.environ.items() if k != "_ROS_WHEELS_BOOTSTRAP_COMPLETE"}
-    env.update(ROS_DOMAIN_ID=str(domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
-               OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    bindir = Path(sys.executable).parent
-    extra = [x for k, v in (overrides or {}).items() for x in ("-p", f"{k}:={_param(v)}")]
-    common = ["--params-file", str(config_path), "-p", f"urdf_path:={urdf_path}"]
-    commands = {"mujoco_sim": common,
-                "hybrid_dynamics_controller": common + extra}
-    limit = str(int(120 + 8 * duration))  # s of wall time: lock-stepped on a loaded machine
-    logs = {name: open(out_dir / f"{name}.log", "w") for name in commands}  # noqa: SIM115
-    procs = {}
-    os.environ.update(ROS_DOMAIN_ID=str(domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
-    context = rclpy.Context()
-    rclpy.init(context=context, domain_id=domain)
-    node = rclpy.create_node("swing_up_recorder", context=context)
-    executor = EventsExecutor(context=context)
-    executor.add_node(node)
-    states: list = []  # (receipt monotonic, JointState)
-    # the simulator publishes /clock (its simulated time) right after each state: the
-    # simulated time of a state is that of the next /clock to arrive (a state or a clock the
-    # recorder misses under load, e.g. beyond the publisher's history, is then a gap in time,
-    # not a shifted time axis)
-    arrivals: list = []  # ("s", index into states) or ("c", simulated time), in arrival order
-    commands_seen: list = []  # (receipt monotonic, Float64MultiArray)
-    qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
     joint_names = set(model.joint_names)
-
-    def on_state(msg) -> None:  # only the simulator's states of this robot (another node on
-        if set(msg.name) == joint_names and len(msg.effort) == len(msg.name):  # the domain?)
-            arrivals.append(("s", len(states)))
-            states.append((time.monotonic(), msg))
-        else:
-            ignored[0] += 1
-
-    def on_clock(msg) -> None:
-        latest_clock[0] = msg.clock.sec + 1e-9 * msg.clock.nanosec
-        arrivals.append(("c", latest_clock[0]))
-
-    latest_clock = [np.nan]
-
     ignored = [0]
-    node.create_subscription(JointState, "/joint_states", on_state, qos)
-    node.create_subscription(Clock, "/clock", on_clock, qos)
-    node.create_subscription(Float64MultiArray, "/effort_controller/commands",
-                             lambda m: commands_seen.append((time.monotonic(), m)), qos)
 
-    def spin(seconds):
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            executor.spin_once(timeout_sec=0.01)
+    def keep(topic: str, msg) -> bool:  # only the simulator's states of this robot (another
+        if topic != "/joint_states" or (set(msg.name) == joint_names  # node on the domain?)
+                                        and len(msg.effort) == len(msg.name)):
+            return True
+        ignored[0] += 1
+        return False
+
+    run = ScenarioRun(out_dir, domain, urdf_path, config_path, "", log,
+                      topics=("/joint_states", "/clock", COMMAND_TOPIC), keep=keep)
+    rec = run.recorder
+    limit = 120 + 8 * duration  # s of wall time: lock-stepped on a loaded machine
+    scanned = [0, None]  # states looked at for the release, the first released one
 
     def released() -> int | None:
         """Index of the first state in which the motor acts (the simulator holds the robot
         still, braked, until the controller's first command)."""
-        for i, (_, m) in enumerate(states):
-            if any(e != 0.0 for e in m.effort):
-                return i
-        return None
-
-    def check_alive() -> None:
-        for name, p in procs.items():
-            if p.poll() is not None:
-                raise RuntimeError(f"{name} exited: see {out_dir / (name + '.log')}")
+        if scanned[1] is None:
+            states = rec.messages("/joint_states")
+            for i in range(scanned[0], len(states)):
+                if any(e != 0.0 for e in states[i][1].effort):
+                    scanned[1] = i
+                    break
+            else:
+                scanned[0] = len(states)
+        return scanned[1]
 
     def sim_times() -> np.ndarray:
         """The simulated time of each state received: that of the /clock following it
-        before the next state; NaN when that clock was missed."""
+        before the next state; NaN when that clock was missed. The simulator publishes /clock
+        (its simulated time) right after each state: a state or a clock the recorder misses
+        under load is then a gap in time, not a shifted time axis."""
+        states, clocks = rec.messages("/joint_states"), rec.messages("/clock")
+        arrivals = sorted([(r, "s", i) for i, (r, _) in enumerate(states)]
+                          + [(r, "c", m.clock.sec + 1e-9 * m.clock.nanosec) for r, m in clocks])
         t = np.full(len(states), np.nan)
-        for k, (kind, x) in enumerate(arrivals[:-1]):
-            if kind == "s" and arrivals[k + 1][0] == "c":
-                t[x] = arrivals[k + 1][1]
+        for (_, kind, x), (_, after, clock) in zip(arrivals[:-1], arrivals[1:]):
+            if kind == "s" and after == "c":
+                t[x] = clock
         return t
 
     steps = int(round(duration / 0.002))
     try:
         log(f"[swing_up] {robot}: starting mujoco_sim (RK4, 2 ms) and hybrid_dynamics_controller "
             f"(mode swing_up) on ROS domain {domain} ...")
-        for name, args in commands.items():  # the simulator first: it waits, braked
-            procs[name] = subprocess.Popen(
-                ["timeout", "-k", "5", limit, str(bindir / name), "--ros-args", *args],
-                env=env, stdout=logs[name], stderr=subprocess.STDOUT,
-                preexec_fn=die_with_parent(os.getpid()))
-            deadline = time.monotonic() + 90
-            while name == "mujoco_sim" and not states and time.monotonic() < deadline:
-                spin(0.05)  # record from the first state on: the release is in the record
-                check_alive()
+        run.start([SIMULATOR], limit_s=limit)  # the simulator first: it waits, braked
+        deadline = time.monotonic() + 90
+        while not rec.counts()["/joint_states"] and time.monotonic() < deadline:
+            run.spin(0.05)  # record from the first state on: the release is in the record
+            run.check_alive()
+        run.start([CONTROLLER], {CONTROLLER: overrides or {}}, limit_s=limit)
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and released() is None:
-            spin(0.05)
-            check_alive()
+            run.spin(0.05)
+            run.check_alive()
         first = released()
         if first is None:
             raise RuntimeError("the controller sent no effort within 90 s: the nodes did not "
                                f"connect (see the logs in {out_dir})")
-        t_start = states[first][0]
+        t_start = rec.messages("/joint_states")[first][0] * 1e-9
         release_time = sim_times()[max(first - 1, 0)]  # NaN if its clock was missed
         log(f"[swing_up] released at the first command; recording {duration:g} s")
         next_report = t_start + 1.0
-        while len(states) - first <= steps and time.monotonic() < t_start + 6 * duration + 30:
-            if latest_clock[0] - release_time >= duration + 1e-3:  # states were missed
+        while (rec.counts()["/joint_states"] - first <= steps
+               and time.monotonic() < t_start + 6 * duration + 30):
+            if run.sim_time - release_time >= duration + 1e-3:  # states were missed
                 break
-            spin(0.02)
+            run.spin(0.02)
             if time.monotonic() >= next_report:
                 next_report += 1.0
-                msg = states[-1][1]
+                msg = rec.messages("/joint_states")[-1][1]
                 a = model.active_dofs[0]
-                simulated = latest_clock[0] - release_time
+                simulated = run.sim_time - release_time
                 if not np.isfinite(simulated):
                     simulated = time.monotonic() - t_start
                 log(f"[swing_up] t = {simulated:4.1f} s  q = "
                     f"{np.round(np.asarray(msg.position), 2).tolist()} rad  torque "
                     f"{msg.effort[a]:+.2f} N·m")
-            check_alive()
+            run.check_alive()
     finally:
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.shutdown(context=context)
-        stop_processes(procs, signal.SIGINT)
-        for fh in logs.values():
-            fh.close()
+        run.close()
 
     # -- the recorded run ------------------------------------------------------------------
+    states = [(r * 1e-9, m) for r, m in rec.messages("/joint_states")]
     names = list(model.joint_names)
     start = max(first - 1, 0)  # the last braked sample: the robot at rest, hanging
     sim = sim_times()[start:]
@@ -383,31 +308,32 @@ def run_swing_up(robot: str, out_dir: Path | str, duration: float = 10.0,
         sim = 0.002 * np.arange(len(sim))
         keep = steps + 1
         time_source = "one state per 2 ms step"
-    run = [m for _, m in states[start:start + keep]]
-    idx = [list(run[0].name).index(n) for n in names]
+    recorded = [m for _, m in states[start:start + keep]]
+    idx = [list(recorded[0].name).index(n) for n in names]
     received = np.array([r for r, _ in states[start:start + keep]])  # wall clock (monotonic)
-    q = np.array([np.asarray(m.position)[idx] for m in run])
-    v = np.array([np.asarray(m.velocity)[idx] for m in run])
-    tau = np.array([np.asarray(m.effort)[idx] for m in run])
-    t = sim[:len(run)]  # the simulated time of each state
+    q = np.array([np.asarray(m.position)[idx] for m in recorded])
+    v = np.array([np.asarray(m.velocity)[idx] for m in recorded])
+    tau = np.array([np.asarray(m.effort)[idx] for m in recorded])
+    t = sim[:len(recorded)]  # the simulated time of each state
     np.savez(out_dir / "run.npz", t=t, q=q, v=v, tau=tau, joint_names=np.array(names))
     summary = summarize(model, urdf_path, t, q, v, tau, duration)
     summary.update(robot=robot, ros_domain=domain, config=str(config_path),
                    overrides=overrides or {}, states_recorded=int(len(t)),
                    states_missed=int(round(t[-1] / 0.002)) + 1 - len(t), time_from=time_source,
-                   commands_recorded=len(commands_seen), foreign_states_ignored=ignored[0],
+                   commands_recorded=rec.counts()[COMMAND_TOPIC],
+                   foreign_states_ignored=ignored[0],
                    real_time_factor=float(t[-1] / max(received[-1] - received[0], 1e-9)))
     dt = np.diff(received)  # wall-clock spacing of the states as they arrived
     summary["state_period_ms"] = {"median": 1e3 * float(np.median(dt)),
                                   "max": 1e3 * float(dt.max())}
     if bag:
         try:
-            summary["bag"] = str(write_bag(out_dir / "bag", states, commands_seen))
+            summary["bag"] = str(rec.write(out_dir / "bag"))
         except Exception as exc:  # noqa: BLE001 - the run's data are in run.npz anyway
             summary["bag"] = f"not written: {exc}"
     if plot:
         summary["plot"] = str(plot_run(out_dir / "swing_up.png", model, t, q, tau, summary))
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_summary(out_dir / "summary.json", summary)
     s = summary["score"]
     log(f"[swing_up] {robot}: success {s['success']}, swing-up time {s['swingup_time']}, "
         f"score {s['score']:.3f} (energy {s['energy']:.2f} J, torque cost "
@@ -415,24 +341,6 @@ def run_swing_up(robot: str, out_dir: Path | str, duration: float = 10.0,
         f"cost {s['velocity_cost']:.1f} rad²/s); final error {summary['final_error_rad']:.4f} "
         f"rad; wrote {out_dir}")
     return summary
-
-
-def bundled(kind: str, name: str) -> Path:
-    """A bundled file (``urdf/…``, ``config/…``) of a source checkout or an installed package
-    (``share/underactuated_control/…``); the checkout's path when none exists."""
-    import sysconfig
-
-    candidates = [ROOT / kind / name,
-                  Path(sysconfig.get_paths()["data"]) / "share/underactuated_control" / kind / name]
-    return next((c for c in candidates if c.is_file()), candidates[0])
-
-
-def _param(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (list, tuple)):
-        return "[" + ",".join(_param(x) for x in v) + "]"
-    return str(v)
 
 
 def summarize(model, urdf_path, t, q, v, tau, duration: float, tip_frame: str = "tip") -> dict:
@@ -455,28 +363,12 @@ def summarize(model, urdf_path, t, q, v, tau, duration: float, tip_frame: str = 
     return out
 
 
-def write_bag(path: Path, states: list, commands: list) -> Path:
-    """rosbag2 (MCAP) of the recorded messages ((receipt monotonic s, msg) lists), serialised
-    by rclpy, written by rosbags (``bags.write_bag``)."""
-    from sensor_msgs.msg import JointState
-    from std_msgs.msg import Float64MultiArray
-
-    from .bags import write_bag as write
-
-    return write(path, {
-        "/joint_states": (JointState, [(int(t * 1e9), m) for t, m in states]),
-        "/effort_controller/commands": (Float64MultiArray,
-                                        [(int(t * 1e9), m) for t, m in commands])})
-
-
 def plot_run(path: Path, model, t, q, tau, summary: dict, tip_frame: str = "tip") -> Path | str:
     """Angles, torque, energy and tip height against time (PNG)."""
-    try:
-        import matplotlib
+    from .harness import pyplot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return "not written: matplotlib is not installed"
     from ..control.swing_up_law import SwingUpLaw
     from ..scoring import tip_heights

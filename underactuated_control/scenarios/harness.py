@@ -1,0 +1,286 @@
+"""The scenario harness: node processes, a ROS domain, recording, timing and outputs.
+
+``ScenarioRun`` starts the nodes of one run as processes (``bringup.start_node``: a ROS domain
+of the run's own, discovery on this machine only, children that die with this process, one log
+per node) and a recorder node on the same domain that keeps every message of the run's topics
+with its receive time (``nodes/bags.py``: written as a rosbag2 MCAP bag). The simulator
+publishes ``/clock``; ``stream_path`` streams a hand/head path on simulated time (lock-stepped
+or paced, a stalled run pauses the path). ``close()`` stops the nodes (SIGINT: their zero
+effort on shutdown) and the recorder.
+
+The helpers below are shared by the scenarios (``arm``, ``space``, ``snake``, ``swing_up``,
+``resolver_demo``): the reference in force at each state, frame positions along a run, the
+command rate, matplotlib's pyplot and ``summary.json``. Importing this module needs no ROS
+(rclpy is imported when a run starts).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..bringup import CONTROLLER, NodeLaunch, node_environment, start_node, stop_processes
+from ..jacobians import JacobianWorkspace
+
+__all__ = ["ScenarioRun", "demo_domain", "circle_path", "frame_positions", "reference_at",
+           "command_rate", "joint_positions", "pyplot", "write_summary"]
+
+REFERENCE_TOPIC = f"/{CONTROLLER}/pose_reference"
+ESTIMATE_TOPIC = f"/{CONTROLLER}/base_estimate"
+COMMAND_TOPIC = "/effort_controller/commands"
+MAX_DOMAIN_ID = 232  # the largest ROS_DOMAIN_ID the DDS port mapping allows
+
+
+def demo_domain(environ: Mapping[str, str] | None = None) -> tuple[int, str]:
+    """(ROS domain, where it came from): ``ROS_DOMAIN_ID`` when set (a bad value is a
+    ``ValueError`` naming it), else one picked from this process id (100-199), so that two
+    demos on one machine do not talk to each other."""
+    environ = os.environ if environ is None else environ
+    text = environ.get("ROS_DOMAIN_ID", "").strip()
+    if text:
+        if not text.isdigit() or int(text) > MAX_DOMAIN_ID:
+            raise ValueError(f"ROS_DOMAIN_ID must be an integer in 0..{MAX_DOMAIN_ID}, got "
+                             f"'{text}'")
+        return int(text), "from the environment"
+    return 100 + os.getpid() % 100, "picked from the process id; set ROS_DOMAIN_ID to choose"
+
+
+def circle_path(start: np.ndarray, radius: float, normal: np.ndarray, first: np.ndarray,
+                period: float) -> Callable[[float], np.ndarray]:
+    """p(t): once around a circle through ``start`` (the circle's centre is ``radius`` away
+    along ``-first``), in the plane of ``normal``, with a cycloidal angle profile (zero speed
+    and acceleration at both ends); p(t) = start outside [0, period]."""
+    n = np.asarray(normal, float) / np.linalg.norm(normal)
+    e1 = np.asarray(first, float) - np.dot(first, n) * n
+    e1 /= np.linalg.norm(e1)
+    e2 = np.cross(n, e1)
+    center = np.asarray(start, float) - radius * e1
+
+    def p(t: float) -> np.ndarray:
+        s = min(max(t / period, 0.0), 1.0)
+        angle = 2.0 * np.pi * (s - np.sin(2.0 * np.pi * s) / (2.0 * np.pi))
+        return center + radius * (np.cos(angle) * e1 + np.sin(angle) * e2)
+
+    return p
+
+
+def _receive_clock() -> Callable[[], int]:
+    """Receive times (ns, monotonic) that strictly increase, so that the order in which the
+    recorder received messages of different topics is the order of their times."""
+    last = [0]
+
+    def now() -> int:
+        last[0] = max(time.monotonic_ns(), last[0] + 1)
+        return last[0]
+
+    return now
+
+
+class ScenarioRun:
+    """The nodes of one run in their own processes, and a recorder node on the same domain.
+
+    ``start(nodes, overrides)`` launches ``nodes`` with the run's URDF and params file (either
+    may be None) plus ``-p`` overrides and ``-r`` remappings per node; ``spin``/``wait_for``
+    serve the recorder; ``close()`` stops everything (SIGINT, then the nodes' zero effort on
+    shutdown) and closes the logs. ``topics``: what the recorder keeps (default ``TOPICS``);
+    ``keep(topic, msg)`` may drop messages (see ``BagRecorder``). The logs are
+    ``out_dir/<node>-<tag>.log`` (``<node>.log`` for an empty tag)."""
+
+    TOPICS = ("/joint_states", "/odom", COMMAND_TOPIC, REFERENCE_TOPIC, ESTIMATE_TOPIC,
+              "/diagnostics", "/clock")
+
+    def __init__(self, out_dir: Path, domain: int, urdf: Path | None, config: Path | None,
+                 tag: str, log: Callable[[str], None] = print,
+                 topics: tuple[str, ...] | None = None,
+                 keep: Callable[[str, Any], bool] | None = None) -> None:
+        import rclpy
+        from diagnostic_msgs.msg import DiagnosticArray
+        from geometry_msgs.msg import PoseStamped
+        from nav_msgs.msg import Odometry
+        from rclpy.experimental import EventsExecutor
+        from rosgraph_msgs.msg import Clock
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import Float64MultiArray
+
+        from ..nodes.bags import BagRecorder
+
+        self.out_dir, self.domain, self.urdf, self.config = out_dir, domain, urdf, config
+        self.tag, self.log = tag, log
+        self.procs: dict[str, Any] = {}
+        self.logs: dict[str, Any] = {}
+        os.environ.update(ROS_DOMAIN_ID=str(domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context, domain_id=domain)
+        self.node = rclpy.create_node(f"scenario_recorder_{tag}" if tag else
+                                      "scenario_recorder", context=self.context)
+        self.executor = EventsExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        types = dict(zip(self.TOPICS, (JointState, Odometry, Float64MultiArray, PoseStamped,
+                                        Odometry, DiagnosticArray, Clock)))
+        self.recorder = BagRecorder(self.node, {t: types[t] for t in topics or self.TOPICS},
+                                    clock=_receive_clock(), keep=keep)
+        self.sim_time = -1.0  # s, the simulator's /clock (the path runs on simulated time)
+        self.node.create_subscription(Clock, "/clock", self._on_clock, 10)
+        self.reference_pub = self.node.create_publisher(PoseStamped, REFERENCE_TOPIC, 10)
+        self._pose = PoseStamped
+
+    def _on_clock(self, msg) -> None:
+        self.sim_time = msg.clock.sec + 1e-9 * msg.clock.nanosec
+
+    def log_path(self, name: str) -> Path:
+        return self.out_dir / (f"{name}-{self.tag}.log" if self.tag else f"{name}.log")
+
+    def start(self, nodes: list[str], overrides: Mapping[str, Mapping[str, Any]] | None = None,
+              limit_s: float = 300.0,
+              remappings: Mapping[str, list[tuple[str, str]]] | None = None) -> None:
+        env = node_environment(self.domain, OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+        for name in nodes:
+            params = {} if self.urdf is None else {"urdf_path": str(self.urdf)}
+            params.update((overrides or {}).get(name, {}))
+            launch = NodeLaunch(name, [str(self.config)] if self.config else [], params,
+                                list((remappings or {}).get(name, [])))
+            self.logs[name] = open(self.log_path(name), "w")  # noqa: SIM115 - closed in close()
+            self.procs[name] = start_node(launch, env, self.logs[name], limit_s)
+
+    def check_alive(self) -> None:
+        for name, p in self.procs.items():
+            if p.poll() is not None:
+                raise RuntimeError(f"{name} exited with code {p.returncode}: see "
+                                   f"{self.log_path(name)}")
+
+    def spin(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.executor.spin_once(timeout_sec=min(0.005, max(0.0, end - time.monotonic())))
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
+        end = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > end:
+                raise RuntimeError(f"{what} within {timeout:g} s (see the logs in "
+                                   f"{self.out_dir})")
+            self.spin(0.05)
+            self.check_alive()
+
+    def publish_position(self, position: np.ndarray) -> None:
+        msg = self._pose()
+        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = map(float, position)
+        msg.pose.orientation.w = 1.0
+        self.reference_pub.publish(msg)
+
+    def set_parameters(self, node: str, values: dict, timeout: float = 10.0,
+                       check: bool = True) -> bool:
+        """Set parameters of a running node (as rqt or ``ros2 param set`` would); whether it
+        accepted them (``check``: a refusal is an error)."""
+        from rclpy.parameter import Parameter
+        from rclpy.parameter_client import AsyncParameterClient
+
+        client = AsyncParameterClient(self.node, node)
+        if not client.wait_for_services(timeout_sec=timeout):
+            raise RuntimeError(f"{node}'s parameter services did not appear")
+        future = client.set_parameters([Parameter(k, value=v) for k, v in values.items()])
+        self.wait_for(future.done, timeout, f"{node} did not answer the parameter update")
+        failed = [r.reason for r in future.result().results if not r.successful]
+        if failed and check:
+            raise RuntimeError(f"{node} refused {values}: {failed}")
+        return not failed
+
+    def stream_path(self, path: Callable[[float], np.ndarray], seconds: float, tag: str,
+                    events: dict[float, Callable[[], None]] | None = None) -> float:
+        """Publish ``path(t)`` at 100 Hz of simulated time for ``seconds`` of it (progress
+        every simulated second); ``events``: {t: action} run once when the path's time t is
+        passed. Returns the wall time (monotonic, s) at which the path started."""
+        t0, last_sim = time.monotonic(), self.sim_time
+        pending = dict(sorted((events or {}).items()))
+        next_report, sent, elapsed = 1.0, -1.0, 0.0
+        while elapsed < seconds:
+            # the path's clock follows simulated time in steps of at most 20 ms: a stalled
+            # runner pauses the path instead of making the reference jump along it
+            now = self.sim_time
+            elapsed += min(max(now - last_sim, 0.0), 0.02)
+            last_sim = now
+            if elapsed >= sent + 0.01:
+                self.publish_position(path(elapsed))
+                sent = elapsed
+            for at in [a for a in pending if a <= elapsed]:
+                pending.pop(at)()
+            self.spin(0.002)
+            self.check_alive()
+            if elapsed >= next_report:
+                next_report += 1.0
+                self.log(f"[{tag}]   t = {elapsed:4.1f} s simulated ({time.monotonic() - t0:4.1f} "
+                         f"s wall), states {self.recorder.counts()['/joint_states']}")
+        return t0
+
+    def close(self) -> None:
+        try:
+            stop_processes(self.procs, signal.SIGINT)
+            self.spin(0.2)  # the controllers' zero commands on shutdown
+        finally:
+            self.recorder.close()
+            self.executor.shutdown()
+            self.node.destroy_node()
+            import rclpy
+
+            rclpy.shutdown(context=self.context)
+            for fh in self.logs.values():
+                fh.close()
+
+
+# ====================================================================== recorded runs
+def joint_positions(names: list[str] | tuple[str, ...], msg) -> np.ndarray:
+    """The positions of a JointState message in the order of ``names``."""
+    index = {n: i for i, n in enumerate(msg.name)}
+    return np.array([msg.position[index[n]] for n in names])
+
+
+def frame_positions(ws: JacobianWorkspace, frame: str, q: np.ndarray) -> np.ndarray:
+    """Position of ``frame`` (root axes) at each configuration row of ``q``."""
+    out = np.empty((len(q), 3))
+    for i, qi in enumerate(q):
+        ws.set_configuration(qi)
+        out[i] = ws.frame_placement(frame)[0]
+    return out
+
+
+def pyplot():
+    """matplotlib's pyplot on the Agg backend, or None when matplotlib is not installed."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def reference_at(t: np.ndarray, references: list) -> np.ndarray:
+    """The last ~/pose_reference position received before each time of ``t`` (s; receive
+    times of the same recorder), the hand's start before the first: what the controller was
+    asked at that moment."""
+    times = np.array([r for r, _ in references]) * 1e-9
+    points = np.array([[m.pose.position.x, m.pose.position.y, m.pose.position.z]
+                       for _, m in references])
+    idx = np.searchsorted(times, t, side="right") - 1
+    return points[np.clip(idx, 0, len(points) - 1)]
+
+
+def command_rate(commands: list) -> float:
+    """Commands per second (Hz) of recorded (receive time ns, message) pairs."""
+    if len(commands) < 2:
+        return 0.0
+    return float((len(commands) - 1) / ((commands[-1][0] - commands[0][0]) * 1e-9))
+
+
+def write_summary(path: Path, summary: dict) -> Path:
+    """``summary`` as JSON (indented) at ``path``."""
+    path.write_text(json.dumps(summary, indent=2) + "\n")
+    return path
