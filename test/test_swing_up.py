@@ -366,3 +366,47 @@ def test_cli_demo_swing_up_bad_input_is_one_line(robot, args, message, tmp_path)
     assert out.stderr.strip() == message
     assert "Traceback" not in out.stdout + out.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("latency", [0, 1, 3])
+def test_closed_loop_applies_each_torque_latency_steps_later(latency):
+    """``sim.closed_loop``'s latency model, read back from MuJoCo itself: the torque computed
+    from state k is the motor's force (qfrc_actuator) during step k + latency, zero before."""
+    from underactuated_control.sim import build_plant, closed_loop
+
+    urdf = (ROOT / "urdf/acrobot.urdf").read_text()
+    plant = build_plant(urdf, timestep=0.002, integrator="rk4")
+    dof = plant.vadr[plant.joints.index(plant.motors[0])]
+    computed, acting = [], []
+
+    def control(k, q, v):
+        computed.append(0.1 * (k + 1))
+        return [computed[-1]]
+
+    def applied(k, tau):
+        import mujoco
+
+        mujoco.mj_forward(plant.m, plant.d)  # the actuator force of the ctrl just set
+        acting.append(plant.d.qfrc_actuator[dof])
+
+    assert closed_loop(plant, control, 10, latency, applied) == 10
+    expected = [0.0] * latency + computed[:len(computed) - latency]
+    np.testing.assert_allclose(acting, expected, atol=1e-12)
+
+
+def test_motor_ctrlrange_only_for_a_finite_effort_limit():
+    """As mujoco_sim does: a motor's ctrlrange is its joint's URDF effort limit when that is
+    finite; a model without a finite limit gets an unlimited motor."""
+    import dataclasses
+
+    from underactuated_control.sim import build_plant
+
+    urdf = two_link_urdf("acrobot")
+    limited = build_plant(urdf)
+    assert limited.m.actuator_ctrllimited[0] and limited.m.actuator_ctrlrange[0, 1] == 6.0
+    np.testing.assert_allclose(limited.clip(np.array([9.0])), [6.0])
+    model = RobotModel.from_urdf(urdf)
+    unlimited = dataclasses.replace(model, effort_limit=np.full(model.nv, np.inf))
+    free = build_plant(urdf, unlimited)
+    assert not free.m.actuator_ctrllimited[0]
+    np.testing.assert_allclose(free.clip(np.array([9.0])), [9.0])
