@@ -628,6 +628,7 @@ class Workspace:
         self._masks = {"model": model.passive_joint_mask, "active": np.zeros(model.nb, bool),
                        "passive": np.ones(model.nb, bool)}
         self._hybrid: dict[bytes, HybridDynamics] = {}
+        self._named: dict[str, HybridDynamics] = {}  # the fast path of "model", ...
         self._other: list[bytes] = []
         self._parts: dict[type, object] = {}
 
@@ -648,6 +649,12 @@ class Workspace:
     def hybrid(self, passive: str | np.ndarray = "model") -> HybridDynamics:
         """The ``HybridDynamics`` of this model with the passive set ``passive`` (see
         ``mask``); one per distinct mask (with no passive joint, ``"model"`` is ``"active"``)."""
+        if passive is self.model.passive_joint_mask:
+            passive = "model"
+        if passive.__class__ is str:
+            ws = self._named.get(passive)
+            if ws is not None:
+                return ws
         mask = self.mask(passive)
         key = mask.tobytes()
         ws = self._hybrid.get(key)
@@ -659,6 +666,8 @@ class Workspace:
                 self._other.append(key)
             ws = HybridDynamics(self.model, mask)
             self._hybrid[key] = ws
+        if passive.__class__ is str:
+            self._named[passive] = ws
         return ws
 
     def part(self, kind: type):
@@ -692,6 +701,11 @@ def model_workspace(model: RobotModel) -> Workspace:
 def shared_workspace(model: RobotModel, kind: str = "model") -> HybridDynamics:
     """The HybridDynamics that the free functions use for ``model``: its own passive set
     (``"model"``), every joint active (``"active"``) or every joint passive (``"passive"``)."""
+    ws = _workspaces.get(model)
+    if ws is not None:  # the per-call path of the free functions: two lookups
+        hd = ws._named.get(kind)
+        if hd is not None:
+            return hd
     return model_workspace(model).hybrid(kind)
 
 
