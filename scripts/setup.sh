@@ -48,7 +48,14 @@ if [ "$mode" = test ] && ! command -v colcon >/dev/null; then
     exit 1
   fi
 fi
-if [ "$packages_ok" = 1 ] && [ "$msgs_ok" = 1 ]; then
+# numba's kernel cache: valid while the package's sources are those it was compiled from
+stamp_warm=.venv/.warm-kernels
+source_hash=$(find underactuated_control -name '*.py' -print0 | sort -z | xargs -0 cat | sha256sum)
+warm_ok=0
+if [ -f "$stamp_warm" ] && [ "$(cat "$stamp_warm")" = "$source_hash" ]; then
+  warm_ok=1
+fi
+if [ "$packages_ok" = 1 ] && [ "$msgs_ok" = 1 ] && [ "$warm_ok" = 1 ]; then
   exit 0
 fi
 
@@ -72,5 +79,11 @@ if [ "$msgs_ok" = 0 ]; then
     echo "[setup] warning: no control_msgs bindings: the controller runs without its" \
          "follow_joint_trajectory action and controller_state topic" >&2
   fi
+fi
+if [ "$warm_ok" = 0 ]; then
+  # every compiled kernel once, so that the first launch answers within a second
+  echo "[setup] compiling the kernels once (underactuated-control warm-up; ~1-2 min the first time)"
+  .venv/bin/underactuated-control warm-up --quiet
+  echo "$source_hash" > "$stamp_warm"
 fi
 echo "[setup] done ($mode)"

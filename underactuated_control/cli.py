@@ -378,6 +378,13 @@ def cmd_robots(_: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_warm_up(args: argparse.Namespace) -> int:
+    from .warmup import warm_up
+
+    warm_up(report=None if args.quiet else print)
+    return 0
+
+
 def _model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("urdf", help="URDF path, URDF XML, or a bundled robot name (see 'robots')")
     p.add_argument("--passive", nargs="*", default=[], metavar="JOINT",
@@ -505,6 +512,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(func=cmd_ellipsoid)
     r = sub.add_parser("robots", help="list bundled robots")
     r.set_defaults(func=cmd_robots)
+    w = sub.add_parser("warm-up", help="compile every numba kernel once (numba's on-disk cache), "
+                       "so that the nodes' first launch starts warm; scripts/setup.sh runs it")
+    w.add_argument("--quiet", action="store_true", help="no line per step")
+    w.set_defaults(func=cmd_warm_up)
     return parser
 
 

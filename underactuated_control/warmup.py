@@ -51,7 +51,7 @@ def _default_settings() -> dict[str, Any]:
 
 def _steps() -> list[tuple[str, Callable[[], None]]]:
     """(what, how) for every family of kernels, in the order a node needs them."""
-    from .cli import builtin_robots
+    from .bringup import builtin_robots
     from .control.registry import CONTROL_LAWS
     from .dynamics import forward_dynamics, hybrid_dynamics, inverse_dynamics
 
