@@ -33,7 +33,7 @@ from ..floating_base import floating_root
 from ..model import RobotModel
 from ..parameters import ParameterError, ParameterSpec, per_joint, table
 from ..sim import mujoco_spec
-from .common import run_node
+from .common import process_age, run_node
 from .parameters import NodeParameters
 from .robot import check_joint_names, load_robot, robot_parameters, with_passive
 
@@ -202,7 +202,8 @@ class MujocoSim(Node):
                      f"{p['base_odometry_topic']})" if self.floating else "fixed base")
         self.get_logger().info(f"simulating '{model.name}' in MuJoCo at {1 / self.timestep:.0f} "
                                f"Hz, {base_text}, gravity {list(p['gravity'])} m/s^2: motors "
-                               f"on {self.actuated}, passive {list(model.passive_joints)}")
+                               f"on {self.actuated}, passive {list(model.passive_joints)}; "
+                               f"ready {process_age():.1f} s after the process started")
 
     def _on_command(self, msg: Float64MultiArray) -> None:
         data = np.asarray(msg.data, dtype=float)
