@@ -5,7 +5,9 @@ pose and the arm angle over ``motion_duration`` s from the current plan (or, whe
 measured /joint_states). ``~/waypoints`` (std_msgs/Float64MultiArray, 9 numbers per waypoint:
 x, y, z, qx, qy, qz, qw of the hand in the root frame, ψ [rad], segment duration [s, <= 0:
 ``motion_duration``]) starts a sequence of cycloidal segments through them, each planned
-within the limits before the first moves.
+within the limits before the first moves. The planning (``redundancy/resolver.py``) runs on a
+worker thread, goals in the order they came; the setpoints go on meanwhile and the new motion
+starts at the first tick after its plan is ready.
 
 Every kinematic function of Seraji §3 is an option, several at once (claim 13): the arm angle
 (``arm_angle_weight``), elbow coordinates (``elbow_axes``, target ``~/target_elbow``),
@@ -304,9 +306,7 @@ class ElbowRedundancyResolver(Node):
             self._dispatch()
             return
         single = len(waypoints) == 1
-        if result.plan is not None and result.plan.generation != self.planner.generation:
-            self.requests.appendleft((waypoints, what))  # parameters changed: plan again
-        elif result.plan is None:
+        if result.plan is None:
             label = (what if single or result.waypoint is None
                      else f"{what} (waypoint {result.waypoint + 1})")
             self._reject(label, result.reason)

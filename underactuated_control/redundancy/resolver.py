@@ -131,7 +131,6 @@ class Plan:
     q: np.ndarray  # configuration the dry run started from
     segments: list[Segment]
     stretched: list[tuple[int, float, float]]  # (waypoint index, asked, planned duration [s])
-    generation: int  # of the settings it was planned with (see ``ElbowPlanner.generation``)
 
     @property
     def goal(self) -> tuple:
@@ -274,7 +273,6 @@ class ElbowPlanner:
         self.links, self.reference = tuple(links), reference
         ArmAngle(model, *links, reference=reference)  # ValueError naming a bad link
         self.reach_point, self.reach_radius = reach(model, tip)
-        self.generation = 0  # counts ``use``: a plan of an older one used older settings
         self.config = self._configuration(settings or Settings(), ())
         self.elbow_goal: dict[str, float] = {}  # elbow_x... -> target (root frame, m)
         self.motion: Motion | None = None
@@ -340,7 +338,6 @@ class ElbowPlanner:
         (locks, springs, held orientations)."""
         Anchors.of(self.config.control).apply(config.control)
         self.config = config
-        self.generation += 1
 
     def warm_up(self) -> None:
         """One step of each copy at the middle of the joint ranges, so that the compiled step
@@ -411,7 +408,7 @@ class ElbowPlanner:
         """Dry runs of the motion from ``q`` through ``waypoints``, each segment from where
         the previous one ends. Uses only the planning copy of the step: may run on another
         thread than ``step`` (not two at once)."""
-        config, generation = self.config, self.generation
+        config = self.config
         control, limiter = config.planning, config.planning_limiter
         if not waypoints:
             return PlanResult(reason="no waypoints")
@@ -454,7 +451,7 @@ class ElbowPlanner:
                 start, q_start = goal, dry.q_end
         except (ValueError, np.linalg.LinAlgError) as exc:
             return PlanResult(reason=f"planning failed: {exc}")
-        return PlanResult(Plan(q, segments, stretched, generation))
+        return PlanResult(Plan(q, segments, stretched))
 
     def _start_values(self, control: ConfigurationControl, arm_angle: ArmAngle,
                       settings: Settings, q: np.ndarray):
