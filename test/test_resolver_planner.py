@@ -268,3 +268,14 @@ def test_a_dry_run_on_another_thread_leaves_the_running_motion_alone(model):
         for a, b in zip(result.plan.segments, same.plan.segments):
             assert a.duration == b.duration
             np.testing.assert_array_equal(a.goal[0], b.goal[0])
+
+
+@pytest.mark.parametrize("setting, value", [("hand_weights", (1.0, 2.0)),
+                                            ("acceleration_limit", (1.0, 2.0, 3.0)),
+                                            ("joint_spring_stiffness", (1.0, 2.0))])
+def test_bad_settings_are_refused_by_name(model, setting, value):
+    planner = make(model)
+    config = planner.config
+    with pytest.raises(ValueError, match=setting):
+        planner.configure(replace(planner.settings, **{setting: value}))
+    assert planner.config is config  # nothing changed
