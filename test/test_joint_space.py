@@ -1,5 +1,6 @@
-"""ROS-free pieces of the controller node: state matching, effort mapping, trajectory sampling,
-the joint law (against Pinocchio's dense hybrid torque)."""
+"""ROS-free pieces of the controller node: state matching, effort mapping, trajectory sampling
+(trajectory_sampling.py, shared with the action), the joint law (against Pinocchio's dense
+hybrid torque)."""
 
 import numpy as np
 import pytest
@@ -13,8 +14,8 @@ from underactuated_control.control.joint_space import (
     JointSpaceController,
     JointStateMatcher,
     MissingJointsError,
-    sample_trajectory,
 )
+from underactuated_control.control.trajectory_sampling import check_trajectory
 
 ARM7 = ARM7_PATH.read_text()
 
@@ -47,24 +48,42 @@ def test_effort_mapper_order_passive_slot_and_clamping():
         EffortMapper(m, ["j9"])
 
 
+def _trajectory(times, P, V=None, A=None):
+    """The controller's sampler (trajectory_sampling.py) over joints a, b, started at 0 s."""
+    n = len(times)
+    rows = [[]] * n
+    traj = check_trajectory(
+        ["a", "b"], [(int(t), int(round((t % 1) * 1e9))) for t in times], P.tolist(),
+        V.tolist() if V is not None else rows, A.tolist() if A is not None else rows, rows,
+        active_joints=["a", "b"], passive_joints=[], allow_partial=False,
+        allow_nonzero_end_velocity=False, start_ns=0, now_ns=0)
+    traj.begin(0, P[0], V[0] if V is not None else np.zeros(2), np.zeros(2))
+
+    def sample(t):
+        s = traj.sample(int(round(t * 1e9)))
+        return s.position, s.velocity, s.acceleration
+    return sample
+
+
 def test_trajectory_sampling_hits_points_and_is_smooth():
     times = np.array([0.0, 1.0, 2.5])
     P = np.array([[0.0, 1.0], [1.0, 0.0], [0.5, 2.0]])
     V = np.array([[0.0, 0.0], [0.5, -1.0], [0.0, 0.0]])
     A = np.zeros((3, 2))
+    sample_trajectory = _trajectory(times, P, V, A)
     for k, t in enumerate(times):
-        p, v, _ = sample_trajectory(times, P, V, A, t)
+        p, v, _ = sample_trajectory(t)
         np.testing.assert_allclose(p, P[k], atol=1e-12)
-    # Hermite: the position's derivative equals the interpolated end velocities at the knots
+    # the position's derivative equals the given velocity at the knots
     h = 1e-7
     for t in (1.0 - 1e-5, 1.0 + 1e-5):
-        p1, _, _ = sample_trajectory(times, P, V, A, t - h)
-        p2, _, _ = sample_trajectory(times, P, V, A, t + h)
+        p1, _, _ = sample_trajectory(t - h)
+        p2, _, _ = sample_trajectory(t + h)
         np.testing.assert_allclose((p2 - p1) / (2 * h), V[1], atol=1e-3)
-    p, v, a = sample_trajectory(times, P, V, A, 10.0)  # after the end: hold the last point
+    p, v, a = sample_trajectory(10.0)  # after the end: hold the last point
     np.testing.assert_allclose(p, P[-1])
     assert not v.any() and not a.any()
-    p, _, _ = sample_trajectory(times, P, None, None, 0.5)  # positions only: linear
+    p, _, _ = _trajectory(times, P)(0.5)  # positions only: linear
     np.testing.assert_allclose(p, [0.5, 0.5])
 
 

@@ -1,19 +1,24 @@
 """control/trajectory_sampling.py against properties the splines guarantee (boundary values,
 continuity at the points, finite differences of the sampled position equal the sampled velocity),
-closed forms (smoothstep, minimum jerk) and JTC's goal and tolerance rules."""
+closed forms (smoothstep, minimum jerk) and JTC's goal and tolerance rules; ~/joint_reference
+and ~/follow_joint_trajectory share its checks and its sampler."""
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from underactuated_control.control.joint_space import JointReference
 from underactuated_control.control.trajectory_sampling import (
-    GoalError,
     StateTolerance,
     Tolerances,
+    TrajectoryError,
     TrajectoryExecution,
-    check_goal,
+    check_trajectory,
     goal_tolerances,
     interpolate,
+    trajectory_from_message,
+    trajectory_rules,
 )
 
 RNG = np.random.default_rng(7)
@@ -26,7 +31,7 @@ def _dur(t):
 
 def make(times, P, V=None, A=None, start_ns=0, now_ns=10 * S, names=("a", "b")):
     n = len(times)
-    return check_goal(list(names), [_dur(t) for t in times], P,
+    return check_trajectory(list(names), [_dur(t) for t in times], P,
                       V if V is not None else [[]] * n, A if A is not None else [[]] * n,
                       [[]] * n, active_joints=list(names), passive_joints=[],
                       allow_partial=False, allow_nonzero_end_velocity=False,
@@ -135,8 +140,8 @@ def _refused(code, **kw):
                 passive_joints=["p"], allow_partial=False, allow_nonzero_end_velocity=False,
                 start_ns=0, now_ns=10 * S)
     base.update(kw)
-    with pytest.raises(GoalError) as info:
-        check_goal(**{k: base[k] for k in ("names", "times", "positions", "velocities",
+    with pytest.raises(TrajectoryError) as info:
+        check_trajectory(**{k: base[k] for k in ("names", "times", "positions", "velocities",
                                            "accelerations", "efforts")},
                    **{k: v for k, v in base.items() if k not in (
                        "names", "times", "positions", "velocities", "accelerations",
@@ -167,10 +172,10 @@ def test_goal_rules_and_their_codes():
     assert "ends in the past" in _refused("OLD_HEADER_TIMESTAMP", start_ns=5 * S,
                                           now_ns=7 * S)
     # partial goals when allowed, non-zero end velocity when allowed
-    check_goal(["a"], [(1, 0)], [[0.0]], [[]], [[]], [[]], active_joints=["a", "b"],
+    check_trajectory(["a"], [(1, 0)], [[0.0]], [[]], [[]], [[]], active_joints=["a", "b"],
                passive_joints=[], allow_partial=True, allow_nonzero_end_velocity=False,
                start_ns=0, now_ns=0)
-    check_goal(["a", "b"], [(1, 0)], [[0.0, 0.0]], [[0.0, 0.5]], [[]], [[]],
+    check_trajectory(["a", "b"], [(1, 0)], [[0.0, 0.0]], [[0.0, 0.5]], [[]], [[]],
                active_joints=["a", "b"], passive_joints=[], allow_partial=False,
                allow_nonzero_end_velocity=True, start_ns=0, now_ns=0)
 
@@ -186,15 +191,15 @@ def test_goal_tolerances_default_replace_erase_refuse():
     np.testing.assert_allclose(tol.goal.velocity, [0.05, 0.05])
     assert tol.goal_time == 1.0
     assert goal_tolerances(defaults, ["a", "b"], [], [], (2, 500_000_000)).goal_time == 2.5
-    with pytest.raises(GoalError) as info:
+    with pytest.raises(TrajectoryError) as info:
         goal_tolerances(defaults, ["a", "b"], [("a", -0.5, 0, 0)], [], (0, 0))
     assert info.value.code == "INVALID_GOAL" and "path_tolerance[0] ('a') position" in str(
         info.value)
-    with pytest.raises(GoalError) as info:
+    with pytest.raises(TrajectoryError) as info:
         goal_tolerances(defaults, ["a", "b"], [], [("z", 0.1, 0, 0)], (0, 0))
     assert info.value.code == "INVALID_JOINTS"
     assert goal_tolerances(defaults, ["a", "b"], [], [], (-1, 0)).goal_time == 0.0  # erased
-    with pytest.raises(GoalError):
+    with pytest.raises(TrajectoryError):
         goal_tolerances(defaults, ["a", "b"], [], [], (-2, 0))
 
 
@@ -223,3 +228,179 @@ def test_execution_outcomes():
     assert code == "GOAL_TOLERANCE_VIOLATED" and "goal_time_tolerance 0.5 s" in msg
     tol.goal_time = 0.0  # wait for ever
     assert judge(100.0, [1.0, 1.05]) is None
+
+
+# ------------------------------------------------- one sampler for the topic and the action
+ACTIVE, PASSIVE = ("a", "b", "c"), ("p",)
+MODEL = SimpleNamespace(active_joints=ACTIVE, passive_joints=PASSIVE)
+PARAMS = {"allow_partial_joints_goal": False, "allow_nonzero_velocity_at_trajectory_end": False}
+
+
+def _message(names, points, stamp_ns=0):
+    """A trajectory_msgs/JointTrajectory look-alike; points: (t, positions[, velocities[,
+    accelerations[, effort]]])."""
+    def stamp(ns):
+        return SimpleNamespace(sec=ns // S, nanosec=ns % S)
+
+    pts = []
+    for t, *fields in points:
+        fields = [list(map(float, f)) for f in fields] + [[]] * (4 - len(fields))
+        pts.append(SimpleNamespace(time_from_start=stamp(int(round(t * S))),
+                                   positions=fields[0], velocities=fields[1],
+                                   accelerations=fields[2], effort=fields[3]))
+    return SimpleNamespace(joint_names=list(names), points=pts,
+                           header=SimpleNamespace(stamp=stamp(stamp_ns)))
+
+
+def _topic(msg, now_ns=10 * S, params=PARAMS):
+    """What hybrid_dynamics_controller's ~/joint_reference callback builds."""
+    return trajectory_from_message(msg, now_ns, **trajectory_rules(MODEL, params, topic=True))
+
+
+def _action(msg, now_ns=10 * S, params=PARAMS):
+    """What ~/follow_joint_trajectory's goal check builds."""
+    return trajectory_from_message(msg, now_ns, **trajectory_rules(MODEL, params, topic=False),
+                                   multi_dof_joints=[], multi_dof_points=0)
+
+
+def _samples(traj, t_ns, ref0):
+    """The law's reference (over ACTIVE) sampled by the controller's cycle at ``t_ns``."""
+    ref = JointReference(ref0.position.copy(), ref0.velocity.copy(), ref0.acceleration.copy())
+    out = []
+    for t in t_ns:
+        traj.sample_into(ref, ACTIVE, int(t))
+        out.append(np.concatenate([ref.position, ref.velocity, ref.acceleration]))
+    return np.array(out)
+
+
+def _valid_messages():
+    P = RNG.normal(size=(4, 3))
+    V = RNG.normal(size=(4, 3))
+    V[-1] = 0.0
+    A = RNG.normal(size=(4, 3))
+    times = [0.4, 1.0, 1.7, 2.5]
+    return {
+        "positions": _message(("c", "a", "b"), [(t, p) for t, p in zip(times, P)]),
+        "velocities": _message(ACTIVE, [(t, p, v) for t, p, v in zip(times, P, V)]),
+        "accelerations": _message(ACTIVE, [(t, p, v, a) for t, p, v, a in
+                                           zip(times, P, V, A)]),
+        "mixed": _message(ACTIVE, [(0.4, P[0], V[0], A[0]), (1.0, P[1]), (1.7, P[2], V[2]),
+                                   (2.5, P[3], V[3], A[3])]),
+        "stamped": _message(ACTIVE, [(t, p, v) for t, p, v in zip(times, P, V)],
+                            stamp_ns=11 * S),
+        "one point at 0": _message(ACTIVE, [(0.0, P[0])]),
+    }
+
+
+@pytest.mark.parametrize("kind", list(_valid_messages()))
+def test_topic_and_action_sample_the_same_message_identically(kind):
+    msg = _valid_messages()[kind]
+    ref0 = JointReference(RNG.normal(size=3), RNG.normal(size=3), RNG.normal(size=3))
+    t_ns = 10 * S + np.linspace(0.0, 4.0, 401) * S
+    topic, action = _samples(_topic(msg), t_ns, ref0), _samples(_action(msg), t_ns, ref0)
+    np.testing.assert_array_equal(topic, action)
+    # and it reaches the last point and holds it
+    last = msg.points[-1]
+    order = [msg.joint_names.index(n) for n in ACTIVE]
+    np.testing.assert_allclose(topic[-1, :3], np.array(last.positions)[order], atol=1e-12)
+
+
+def _bad_messages():
+    ok = [0.0, 0.0, 0.0]
+    return {
+        "unknown": _message(("a", "b", "x"), [(1.0, ok)]),
+        "repeated": _message(("a", "b", "b"), [(1.0, ok)]),
+        "missing": _message(("a", "b"), [(1.0, [0.0, 0.0])]),
+        "no joints": _message((), [(1.0, [])]),
+        "no points": _message(ACTIVE, []),
+        "sizes": _message(ACTIVE, [(1.0, [0.0, 0.0])]),
+        "not finite": _message(ACTIVE, [(1.0, [0.0, np.inf, 0.0])]),
+        "accelerations alone": _message(ACTIVE, [(1.0, ok, [], ok)]),
+        "effort": _message(ACTIVE, [(1.0, ok, [], [], [1.0, 1.0, 1.0])]),
+        "negative time": _message(ACTIVE, [(-0.5, ok)]),
+        "not increasing": _message(ACTIVE, [(1.0, ok), (1.0, ok)]),
+        "ends in the past": _message(ACTIVE, [(1.0, ok)], stamp_ns=5 * S),
+    }
+
+
+@pytest.mark.parametrize("kind", list(_bad_messages()))
+def test_a_message_refused_by_one_is_refused_by_the_other_for_the_same_reason(kind):
+    msg = _bad_messages()[kind]
+    with pytest.raises(TrajectoryError) as topic:
+        _topic(msg)
+    with pytest.raises(TrajectoryError) as action:
+        _action(msg)
+    assert (topic.value.code, str(topic.value)) == (action.value.code, str(action.value))
+
+
+def test_the_topics_two_exceptions_and_the_shared_parameters():
+    """Streamed setpoints (elbow_redundancy_resolver names every joint, its points move): on
+    the topic a moving last point is accepted and a passive joint's entries left out; the
+    action refuses both. allow_* parameters apply to both."""
+    moving = _message(ACTIVE, [(0.1, [1.0, 2.0, 3.0], [0.5, 0.0, 0.0])])
+    assert "'a' is 0.5, not zero" in _refused_message(_action, moving)
+    np.testing.assert_array_equal(_topic(moving).velocities, [[0.5, 0.0, 0.0]])
+    allowed = dict(PARAMS, allow_nonzero_velocity_at_trajectory_end=True)
+    np.testing.assert_array_equal(_action(moving, params=allowed).velocities, [[0.5, 0.0, 0.0]])
+
+    with_passive = _message(("p", "c", "a", "b"), [(0.5, [9.0, 3.0, 1.0, 2.0])])
+    assert "'p' is passive" in _refused_message(_action, with_passive)
+    without = _message(("c", "a", "b"), [(0.5, [3.0, 1.0, 2.0])])
+    ref0 = JointReference(np.zeros(3), np.zeros(3), np.zeros(3))
+    t_ns = 10 * S + np.linspace(0.0, 1.0, 51) * S
+    np.testing.assert_array_equal(_samples(_topic(with_passive), t_ns, ref0),
+                                  _samples(_action(without), t_ns, ref0))
+    # a passive joint's entries are still checked (sizes, finite values); none active: refused
+    only_passive = _message(("p",), [(1.0, [0.0])])
+    partial_ok = dict(PARAMS, allow_partial_joints_goal=True)
+    assert "names no active joint" in _refused_message(_topic, only_passive, params=partial_ok)
+    assert "'p' is passive" in _refused_message(_action, only_passive, params=partial_ok)
+    assert "not finite for joint 'p'" in _refused_message(
+        _topic, _message(("p", "a", "b", "c"), [(0.5, [np.nan, 1.0, 2.0, 3.0])]))
+
+    partial = _message(("a", "c"), [(0.5, [1.0, 3.0])])
+    for path in (_topic, _action):
+        assert "lacks the active joints ['b']" in _refused_message(path, partial)
+        traj = path(partial, params=dict(PARAMS, allow_partial_joints_goal=True))
+        assert traj.names == ["a", "c"]
+
+
+def _refused_message(path, msg, **kw):
+    with pytest.raises(TrajectoryError) as info:
+        path(msg, **kw)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("degree", [1, 3, 5])
+def test_the_spline_passes_through_every_point_and_is_smooth_to_its_degree(degree):
+    """At each point: its position, and its velocity / acceleration where the degree fixes
+    them; from both sides (C0, C1 for cubic, C2 for quintic); and the sampled velocity and
+    acceleration are the finite differences of the sampled position and velocity."""
+    times = np.array([0.3, 0.9, 1.6, 2.0, 2.8])
+    P, V, A = RNG.normal(size=(3, 5, 3))
+    V[-1] = 0.0
+    fields = [P] + ([V] if degree >= 3 else []) + ([A] if degree == 5 else [])
+    msg = _message(ACTIVE, [(t, *(f[k] for f in fields)) for k, t in enumerate(times)])
+    traj = _action(msg, now_ns=0)
+    traj.begin(0, np.zeros(3), np.zeros(3), np.zeros(3))
+    eps = 1e-9
+    for k, t in enumerate(times):
+        for side in ((-eps, eps) if 0 < k < len(times) - 1 else (eps,)):
+            p, v, a = _sampled(traj, [t + side])
+            np.testing.assert_allclose(p[0], P[k], atol=1e-6)
+            if degree >= 3:
+                np.testing.assert_allclose(v[0], V[k], atol=1e-5)
+            if degree == 5:
+                np.testing.assert_allclose(a[0], A[k], atol=1e-4)
+    h = 1e-5
+    t = np.linspace(times[0] + 0.01, times[-1] - 0.01, 97)
+    p_plus, v_plus, _ = _sampled(traj, t + h)
+    p_minus, v_minus, _ = _sampled(traj, t - h)
+    near = np.min(np.abs(t[:, None] - times[None]), axis=1) < 2 * h
+    _, v, a = _sampled(traj, t)
+    np.testing.assert_allclose(((p_plus - p_minus) / (2 * h))[~near], v[~near], atol=1e-5)
+    if degree >= 3:
+        np.testing.assert_allclose(((v_plus - v_minus) / (2 * h))[~near], a[~near], atol=1e-3)
+    if degree == 5:  # C2 across the points: the acceleration's jump vanishes with eps
+        left, right = _sampled(traj, times[1:-1] - 1e-7), _sampled(traj, times[1:-1] + 1e-7)
+        np.testing.assert_allclose(left[2], right[2], atol=1e-3)

@@ -11,7 +11,7 @@ from rclpy.action import ActionClient
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import JointState
-from trajectory_msgs.msg import JointTrajectoryPoint
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 ARM7 = str(ROOT / "urdf/arm7.urdf")
 Q0 = [0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8]
@@ -241,6 +241,17 @@ def test_bad_goals_are_refused_with_their_codes(ros, launch):
     old.trajectory.header.stamp.sec = 1  # 1970: ends long ago
     code, text = refused(old)
     assert code == Result.OLD_HEADER_TIMESTAMP
+    # ~/joint_reference has the same rules: the same trajectories are refused there with the
+    # same one-line reason (logged), and the running goal is not disturbed either
+    topic = ros.node.create_publisher(JointTrajectory, f"{NODE}/joint_reference", 10)
+    assert ros.wait_for(lambda: topic.get_subscription_count() > 0, 10)
+    for bad in (goal(active + ["elbow"], [(1.0, here + [0.0])]),
+                goal(active[:-1], [(1.0, here[:-1])]),
+                goal(active, [(1.0, here), (1.0, here)]), goal(active, [(1.0, here[:3])])):
+        _, text = refused(bad)
+        topic.publish(bad.trajectory)
+        assert ros.wait_for(lambda text=text: f"~/joint_reference rejected: {text}"
+                            in node.log(), 10), (text, node.log()[-2000:])
     # the first goal ran on, undisturbed, to success
     status, result = client.result(running, timeout=20)
     assert status == SUCCEEDED, result.error_string

@@ -2,7 +2,8 @@
 
 joint: qdd_a = qdd_ref + kd (v_ref - v) + kp (q_ref - q) on the active joints, then T_a and
 qdd_p from the hybrid recursion (section 5) with T_p from the passive-force model; the
-reference follows ``~/joint_reference``. hold: the same law, reference latched at the measured
+reference follows ``~/joint_reference`` or a ``~/follow_joint_trajectory`` goal (one sampler,
+``trajectory_sampling.py``). hold: the same law, reference latched at the measured
 configuration (incoming joint references are kept for a later ``mode:=joint``).
 """
 

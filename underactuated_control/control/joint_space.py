@@ -1,5 +1,6 @@
 """Joint-space control through the hybrid recursion, and the plumbing a controller node needs
-(name matching of measured states, command ordering and clamping, trajectory sampling).
+(name matching of measured states, command ordering and clamping); trajectories are sampled
+into a ``JointReference`` by ``trajectory_sampling.py``.
 
 Joint mode:  qdd_a = qdd_ref + kd (v_ref - v) + kp (q_ref - q)  on the active joints, then
 T_a and qdd_p from the hybrid recursion (section 5) with T_p from the passive-force model.
@@ -20,7 +21,7 @@ from ..parameters import per_joint
 from ..passive_forces import PassiveForceModel
 
 __all__ = ["JointSpaceController", "JointStateMatcher", "EffortMapper", "JointReference",
-           "JointTrajectoryReference", "sample_trajectory", "MissingJointsError"]
+           "MissingJointsError"]
 
 
 class MissingJointsError(ValueError):
@@ -137,40 +138,6 @@ class JointReference:
     acceleration: np.ndarray
 
 
-def sample_trajectory(times: np.ndarray, positions: np.ndarray, velocities: np.ndarray | None,
-                      accelerations: np.ndarray | None, t: float
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Sample a multi-point trajectory at time t (s from its start).
-
-    Positions are interpolated with cubic Hermite splines when velocities are given (linear
-    otherwise), velocities and accelerations linearly; before the first point the first point,
-    after the last the last point held (zero velocity and acceleration).
-    """
-    n = len(times)
-    zeros = np.zeros(positions.shape[1])
-    vel = velocities if velocities is not None else None
-    acc = accelerations if accelerations is not None else None
-    if n == 1 or t <= times[0]:
-        return (positions[0].copy(), vel[0].copy() if vel is not None else zeros.copy(),
-                acc[0].copy() if acc is not None else zeros.copy())
-    if t >= times[-1]:
-        return positions[-1].copy(), zeros.copy(), zeros.copy()
-    k = int(np.searchsorted(times, t, side="right") - 1)
-    h = times[k + 1] - times[k]
-    s = (t - times[k]) / h
-    if vel is not None:
-        h00, h10 = 2 * s**3 - 3 * s**2 + 1, s**3 - 2 * s**2 + s
-        h01, h11 = -2 * s**3 + 3 * s**2, s**3 - s**2
-        p = (h00 * positions[k] + h10 * h * vel[k] + h01 * positions[k + 1]
-             + h11 * h * vel[k + 1])
-        v = (1 - s) * vel[k] + s * vel[k + 1]
-    else:
-        p = (1 - s) * positions[k] + s * positions[k + 1]
-        v = (positions[k + 1] - positions[k]) / h
-    a = (1 - s) * acc[k] + s * acc[k + 1] if acc is not None else zeros.copy()
-    return p, v, a
-
-
 class JointSpaceController:
     """qdd_a = qdd_ref + kd (v_ref - v) + kp (q_ref - q), then the hybrid recursion.
 
@@ -223,65 +190,3 @@ class JointSpaceController:
             self.dynamics.set_velocity(v)
             return self.dynamics.solve(self._qdd, tau_passive)
         return self.dynamics.compute(q, v, self._qdd, tau_passive)
-
-
-@dataclass
-class JointTrajectoryReference:
-    """A multi-point joint trajectory (``trajectory_msgs/JointTrajectory`` as arrays) sampled
-    into the active joints' reference; ``start_ns`` None: starts at the first sample."""
-
-    names: list[str]
-    times: np.ndarray  # (n_points,) s from start, increasing
-    positions: np.ndarray  # (n_points, n_joints)
-    velocities: np.ndarray | None  # None: positions interpolated linearly
-    accelerations: np.ndarray
-    start_ns: int | None = None
-
-    @classmethod
-    def checked(cls, names: Sequence[str], times: Sequence[float], positions, velocities,
-                accelerations, joints: Sequence[str], start_ns: int | None = None
-                ) -> JointTrajectoryReference:
-        """Validated arrays (``ValueError`` with the reason); empty per-point velocity or
-        acceleration lists are zeros, velocities None if no point has any."""
-        names = list(names)
-        unknown = [n for n in names if n not in joints]
-        if unknown:
-            raise ValueError(f"unknown joints {unknown}")
-        if len(set(names)) != len(names):
-            raise ValueError("duplicate joint names")
-        if not len(positions):
-            raise ValueError("no points")
-        n = len(names)
-        arrays = []
-        for what, rows in (("positions", positions), ("velocities", velocities),
-                           ("accelerations", accelerations)):
-            out = np.zeros((len(rows), n))
-            for k, row in enumerate(rows):
-                if len(row) == n:
-                    out[k] = row
-                elif len(row) or what == "positions":
-                    raise ValueError(f"point {k} has {len(row)} {what} for {n} joints")
-            arrays.append(out)
-        P, V, A = arrays
-        if not (np.all(np.isfinite(P)) and np.all(np.isfinite(V)) and np.all(np.isfinite(A))):
-            raise ValueError("non-finite values")
-        times = np.asarray(times, dtype=float)
-        if np.any(np.diff(times) <= 0):
-            raise ValueError("time_from_start must increase from point to point")
-        has_velocities = any(len(row) for row in velocities)
-        return cls(names, times, P, V if has_velocities else None, A, start_ns)
-
-    def sample_into(self, reference: JointReference, active_joints: Sequence[str],
-                    now_ns: int) -> None:
-        """Write the sample at ``now_ns`` into the entries of the active joints it names."""
-        if self.start_ns is None:
-            self.start_ns = now_ns
-        p, v, a = sample_trajectory(self.times, self.positions, self.velocities,
-                                    self.accelerations, (now_ns - self.start_ns) * 1e-9)
-        slot = {n: i for i, n in enumerate(active_joints)}
-        for j, n in enumerate(self.names):
-            i = slot.get(n)
-            if i is not None:
-                reference.position[i] = p[j]
-                reference.velocity[i] = v[j]
-                reference.acceleration[i] = a[j]

@@ -1,16 +1,21 @@
 """Joint trajectories as ros2_controllers' JointTrajectoryController (JTC) treats them (ROS-free).
 
-Three parts, each the JTC rule it mirrors (joint_trajectory_controller, trajectory.cpp,
+One set of rules and one sampler for both ways a trajectory_msgs/JointTrajectory reaches the
+controller, ``~/joint_reference`` and ``~/follow_joint_trajectory`` (JTC: ``topic_callback`` and
+``goal_received_callback`` share ``validate_trajectory_msg``, ``trajectory.cpp`` samples both).
+Each part is the JTC rule it mirrors (joint_trajectory_controller, trajectory.cpp,
 tolerances.hpp, joint_trajectory_controller.cpp):
 
-- ``check_goal``: the FollowJointTrajectory goal rules — joint names (unknown, passive,
-  duplicated, missing), points (sizes, finite values, strictly increasing ``time_from_start``,
-  zero velocity at the end), start stamp, tolerances — each failure a ``GoalError`` with the
-  action's error code name and one line naming the joint or field.
-- ``GoalTrajectory``: sampling. Between two points the spline's degree follows what both points
-  give: positions only -> linear, + velocities -> cubic, + accelerations -> quintic (boundary
-  conditions p, v, a at both ends). Before the first point it interpolates from the state the
-  trajectory started from (here: the reference the law was tracking, JTC's
+- ``check_trajectory`` (``trajectory_from_message`` for a message, ``trajectory_rules`` for a
+  controller's rules): joint names (unknown, passive, duplicated, missing), points (sizes,
+  finite values, strictly increasing ``time_from_start``, zero velocity at the end), start
+  stamp — each failure a ``TrajectoryError`` with the action's error code name and one line
+  naming the joint or field. The topic differs in two rules only: a streamed setpoint's last
+  point may move, and a passive joint's entries are left out instead of refused.
+- ``SplineTrajectory``: sampling. Between two points the spline's degree follows what both
+  points give: positions only -> linear, + velocities -> cubic, + accelerations -> quintic
+  (boundary conditions p, v, a at both ends). Before the first point it interpolates from the
+  state the trajectory started from (here: the reference the law was tracking, JTC's
   ``interpolate_from_desired_state``) to the first point; after the last point it holds it.
 - ``TrajectoryExecution``: path tolerances while before the last point (and on the first
   sample), goal tolerances after it, ``goal_time`` after which a goal still outside its goal
@@ -22,20 +27,21 @@ All arrays are per joint; ``now_ns`` is the controller's clock in nanoseconds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-__all__ = ["GoalError", "GoalTrajectory", "Sample", "StateTolerance", "Tolerances",
-           "TrajectoryExecution", "check_goal", "goal_tolerances", "interpolate",
-           "resolve_tolerance"]
+__all__ = ["Sample", "SplineTrajectory", "StateTolerance", "Tolerances", "TrajectoryError",
+           "TrajectoryExecution", "check_trajectory", "goal_tolerances", "interpolate",
+           "resolve_tolerance", "trajectory_from_message", "trajectory_rules"]
 
 _ERASE = -1.0
 _FLOAT_EPS = float(np.finfo(np.float32).eps)  # JTC compares with float epsilon
 
 
-class GoalError(ValueError):
+class TrajectoryError(ValueError):
     """A goal the controller refuses: ``code`` is the name of a FollowJointTrajectory result
     code (INVALID_GOAL, INVALID_JOINTS, OLD_HEADER_TIMESTAMP), the message names the field."""
 
@@ -89,9 +95,9 @@ class Sample:
 
 
 @dataclass
-class GoalTrajectory:
-    """A checked trajectory (``check_goal``) sampled each control cycle. ``start_ns`` None:
-    it starts at its first sample (a goal with a zero header stamp)."""
+class SplineTrajectory:
+    """A checked trajectory (``check_trajectory``) sampled each control cycle. ``start_ns``
+    None: it starts at its first sample (a zero header stamp)."""
 
     names: list[str]
     times: np.ndarray  # (n,) s from start, strictly increasing, >= 0
@@ -132,7 +138,7 @@ class GoalTrajectory:
     def sample(self, now_ns: int) -> Sample:
         """The reference at ``now_ns`` (``begin`` first)."""
         if self._before is None:
-            raise RuntimeError("GoalTrajectory.sample before begin")
+            raise RuntimeError("SplineTrajectory.sample before begin")
         t = (now_ns - self.start_ns) * 1e-9  # trajectory time
         n = len(self.times)
         if t < self.times[0]:  # approaching the first point from the start state
@@ -182,16 +188,16 @@ def _seconds(value: tuple[int, int]) -> float:
 
 def resolve_tolerance(default: float, requested: float, where: str) -> float:
     """JointTolerance's rule: > 0 replaces the default, 0 keeps it, -1 erases it (0: not
-    enforced); other negative values are refused (``GoalError`` INVALID_GOAL)."""
+    enforced); other negative values are refused (``TrajectoryError`` INVALID_GOAL)."""
     if not np.isfinite(requested):
-        raise GoalError("INVALID_GOAL", f"{where} is {requested}: give a finite tolerance")
+        raise TrajectoryError("INVALID_GOAL", f"{where} is {requested}: give a finite tolerance")
     if requested > 0.0:
         return float(requested)
     if abs(requested - _ERASE) < _FLOAT_EPS:
         return 0.0
     if requested < 0.0:
-        raise GoalError("INVALID_GOAL", f"{where} is {requested:g}: a tolerance is > 0, "
-                        "0 (the controller's default) or -1 (none)")
+        raise TrajectoryError("INVALID_GOAL", f"{where} is {requested:g}: a tolerance is > 0, "
+                              "0 (the controller's default) or -1 (none)")
     return float(default)
 
 
@@ -229,40 +235,50 @@ class Tolerances:
     goal_time: float  # s; 0: no limit
 
 
-def check_goal(names: Sequence[str], times: Sequence[tuple[int, int]],
-               positions: Sequence[Sequence[float]], velocities: Sequence[Sequence[float]],
-               accelerations: Sequence[Sequence[float]], efforts: Sequence[Sequence[float]],
-               *, active_joints: Sequence[str], passive_joints: Sequence[str],
-               allow_partial: bool, allow_nonzero_end_velocity: bool,
-               start_ns: int, now_ns: int, multi_dof_joints: Sequence[str] = (),
-               multi_dof_points: int = 0) -> GoalTrajectory:
-    """The goal's trajectory as a ``GoalTrajectory``; ``GoalError`` for the first rule it
+def check_trajectory(names: Sequence[str], times: Sequence[tuple[int, int]],
+                     positions: Sequence[Sequence[float]],
+                     velocities: Sequence[Sequence[float]],
+                     accelerations: Sequence[Sequence[float]],
+                     efforts: Sequence[Sequence[float]], *, active_joints: Sequence[str],
+                     passive_joints: Sequence[str], allow_partial: bool,
+                     allow_nonzero_end_velocity: bool, start_ns: int, now_ns: int,
+                     drop_passive: bool = False, multi_dof_joints: Sequence[str] = (),
+                     multi_dof_points: int = 0) -> SplineTrajectory:
+    """The trajectory as a ``SplineTrajectory``; ``TrajectoryError`` for the first rule it
     breaks (JTC's ``validate_trajectory_msg`` order, plus the passive-joint rule). ``times`` are
-    (sec, nanosec) pairs of ``time_from_start``; ``start_ns`` 0: start now."""
+    (sec, nanosec) pairs of ``time_from_start``; ``start_ns`` 0: start at the first sample.
+    ``drop_passive``: a passive joint's entries are checked, then left out (not refused)."""
     names = list(names)
     active = list(active_joints)
     if multi_dof_joints or multi_dof_points:
-        raise GoalError("INVALID_JOINTS", "multi_dof_trajectory is not supported (joints "
-                        f"{list(multi_dof_joints)}): this controller drives 1-DOF joints only")
+        raise TrajectoryError("INVALID_JOINTS", "multi_dof_trajectory is not supported (joints "
+                              f"{list(multi_dof_joints)}): this controller drives 1-DOF joints "
+                              "only")
     if not names:
-        raise GoalError("INVALID_JOINTS", "trajectory.joint_names is empty")
+        raise TrajectoryError("INVALID_JOINTS", "trajectory.joint_names is empty")
     for name in names:
         if name in passive_joints:
-            raise GoalError("INVALID_JOINTS", f"joint '{name}' is passive (no actuator): it "
-                            f"cannot be commanded; the active joints are {active}")
+            if drop_passive:
+                continue
+            raise TrajectoryError("INVALID_JOINTS", f"joint '{name}' is passive (no actuator): "
+                                  f"it cannot be commanded; the active joints are {active}")
         if name not in active:
-            raise GoalError("INVALID_JOINTS", f"joint '{name}' is not a joint of this "
-                            f"controller; the active joints are {active}")
+            raise TrajectoryError("INVALID_JOINTS", f"joint '{name}' is not a joint of this "
+                                  f"controller; the active joints are {active}")
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:
-        raise GoalError("INVALID_JOINTS", f"trajectory.joint_names repeats {duplicated}")
+        raise TrajectoryError("INVALID_JOINTS", f"trajectory.joint_names repeats {duplicated}")
     missing = [n for n in active if n not in names]
     if missing and not allow_partial:
-        raise GoalError("INVALID_JOINTS", f"trajectory.joint_names lacks the active joints "
-                        f"{missing} (allow_partial_joints_goal is false)")
+        raise TrajectoryError("INVALID_JOINTS", f"trajectory.joint_names lacks the active "
+                              f"joints {missing} (allow_partial_joints_goal is false)")
+    kept = [j for j, name in enumerate(names) if name in active]
+    if not kept:
+        raise TrajectoryError("INVALID_JOINTS", f"trajectory.joint_names {names} names no "
+                              f"active joint; the active joints are {active}")
     n_points, n = len(times), len(names)
     if n_points == 0:
-        raise GoalError("INVALID_GOAL", "trajectory.points is empty")
+        raise TrajectoryError("INVALID_GOAL", "trajectory.points is empty")
     t = np.array([_seconds(x) for x in times])
     arrays, present = [], []
     for what, rows, required in (("positions", positions, True),
@@ -273,41 +289,72 @@ def check_goal(names: Sequence[str], times: Sequence[tuple[int, int]],
             if len(row) == n:
                 out[k], given[k] = row, True
             elif len(row) or required:
-                raise GoalError("INVALID_GOAL", f"trajectory.points[{k}].{what} has {len(row)} "
-                                f"values for {n} joints")
+                raise TrajectoryError("INVALID_GOAL", f"trajectory.points[{k}].{what} has "
+                                      f"{len(row)} values for {n} joints")
         if not np.all(np.isfinite(out)):
             k, j = np.argwhere(~np.isfinite(out))[0]
-            raise GoalError("INVALID_GOAL", f"trajectory.points[{k}].{what} is not finite for "
-                            f"joint '{names[j]}'")
-        arrays.append(out)
+            raise TrajectoryError("INVALID_GOAL", f"trajectory.points[{k}].{what} is not "
+                                  f"finite for joint '{names[j]}'")
+        arrays.append(out[:, kept])
         present.append(given)
     P, V, A = arrays
+    names = [names[j] for j in kept]
     has_v, has_a = present[1], present[2]
     for k in range(n_points):
         if has_a[k] and not has_v[k]:
-            raise GoalError("INVALID_GOAL", f"trajectory.points[{k}] has accelerations but no "
-                            "velocities (give both, or neither)")
+            raise TrajectoryError("INVALID_GOAL", f"trajectory.points[{k}] has accelerations "
+                                  "but no velocities (give both, or neither)")
         if len(efforts[k]):
-            raise GoalError("INVALID_GOAL", f"trajectory.points[{k}].effort is given: effort "
-                            "feed-forward is not supported (the hybrid recursion computes it)")
+            raise TrajectoryError("INVALID_GOAL", f"trajectory.points[{k}].effort is given: "
+                                  "effort feed-forward is not supported (the hybrid recursion "
+                                  "computes it)")
     if t[0] < 0.0:
-        raise GoalError("INVALID_GOAL", f"trajectory.points[0].time_from_start is {t[0]:g} s "
-                        "(negative)")
+        raise TrajectoryError("INVALID_GOAL", f"trajectory.points[0].time_from_start is "
+                              f"{t[0]:g} s (negative)")
     for k in range(1, n_points):
         if t[k] <= t[k - 1]:
-            raise GoalError("INVALID_GOAL", f"time_from_start is not strictly increasing: "
-                            f"points[{k - 1}] at {t[k - 1]:g} s, points[{k}] at {t[k]:g} s")
+            raise TrajectoryError("INVALID_GOAL", f"time_from_start is not strictly "
+                                  f"increasing: points[{k - 1}] at {t[k - 1]:g} s, points[{k}] "
+                                  f"at {t[k]:g} s")
     if not allow_nonzero_end_velocity and has_v[-1]:
         j = int(np.argmax(np.abs(V[-1])))
         if abs(V[-1, j]) > _FLOAT_EPS:
-            raise GoalError("INVALID_GOAL", f"the last point's velocity of joint '{names[j]}' "
-                            f"is {V[-1, j]:g}, not zero (allow_nonzero_velocity_at_trajectory_"
-                            "end is false)")
+            raise TrajectoryError("INVALID_GOAL", f"the last point's velocity of joint "
+                                  f"'{names[j]}' is {V[-1, j]:g}, not zero "
+                                  "(allow_nonzero_velocity_at_trajectory_end is false)")
     if start_ns and start_ns + t[-1] * 1e9 < now_ns:
-        raise GoalError("OLD_HEADER_TIMESTAMP", f"trajectory.header.stamp "
-                        f"{start_ns * 1e-9:.3f} s plus its duration {t[-1]:g} s ends in the past "
-                        f"(now {now_ns * 1e-9:.3f} s)")
-    return GoalTrajectory(names, t, P, V, A, has_v, has_a, start_ns or None)
+        raise TrajectoryError("OLD_HEADER_TIMESTAMP", f"trajectory.header.stamp "
+                              f"{start_ns * 1e-9:.3f} s plus its duration {t[-1]:g} s ends in "
+                              f"the past (now {now_ns * 1e-9:.3f} s)")
+    return SplineTrajectory(names, t, P, V, A, has_v, has_a, start_ns or None)
+
+
+def trajectory_rules(model: Any, params: Mapping[str, Any], topic: bool) -> dict[str, Any]:
+    """``check_trajectory``'s rules in a controller: ``model``'s active and passive joints,
+    ``params``' allow_partial_joints_goal and allow_nonzero_velocity_at_trajectory_end (JTC
+    applies them to its topic and its action alike). ``topic`` (~/joint_reference, streamed
+    setpoints such as elbow_redundancy_resolver's, which name every joint and move): a last
+    point may have a velocity and a passive joint's entries are left out."""
+    return dict(active_joints=tuple(model.active_joints),
+                passive_joints=tuple(model.passive_joints),
+                allow_partial=bool(params["allow_partial_joints_goal"]),
+                allow_nonzero_end_velocity=topic or bool(
+                    params["allow_nonzero_velocity_at_trajectory_end"]),
+                drop_passive=topic)
+
+
+def trajectory_from_message(msg: Any, now_ns: int, **rules: Any) -> SplineTrajectory:
+    """A trajectory_msgs/JointTrajectory (read by attribute: no ROS import here), checked by
+    ``check_trajectory`` with ``rules`` (``trajectory_rules``, multi_dof_*); its header stamp
+    is the start (0: the first sample)."""
+    points = msg.points
+    return check_trajectory(
+        msg.joint_names,
+        [(pt.time_from_start.sec, pt.time_from_start.nanosec) for pt in points],
+        [pt.positions for pt in points], [pt.velocities for pt in points],
+        [pt.accelerations for pt in points], [pt.effort for pt in points],
+        start_ns=msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec,
+        now_ns=now_ns, **rules)
 
 
 def goal_tolerances(defaults: Tolerances, joints: Sequence[str],
@@ -316,10 +363,11 @@ def goal_tolerances(defaults: Tolerances, joints: Sequence[str],
                     goal_time: tuple[int, int], components: int = 0) -> Tolerances:
     """The goal's tolerances over ``joints`` (the controller's order) on top of ``defaults``:
     ``path``/``goal`` are (name, position, velocity, acceleration) of its JointTolerance
-    entries. ``GoalError`` naming the entry for an unknown joint or an illegal value."""
+    entries. ``TrajectoryError`` naming the entry for an unknown joint or an illegal value."""
     if components:
-        raise GoalError("INVALID_GOAL", "component_path_tolerance / component_goal_tolerance "
-                        "apply to multi-DOF joints: not supported")
+        raise TrajectoryError("INVALID_GOAL", "component_path_tolerance / "
+                              "component_goal_tolerance apply to multi-DOF joints: not "
+                              "supported")
     joints = list(joints)
     out = Tolerances(*(StateTolerance(s.position.copy(), s.velocity.copy(),
                                       s.acceleration.copy())
@@ -330,8 +378,9 @@ def goal_tolerances(defaults: Tolerances, joints: Sequence[str],
                                         ("goal_tolerance", goal, out.goal)):
         for k, (name, *values) in enumerate(entries):
             if name not in joints:
-                raise GoalError("INVALID_JOINTS", f"{field_name}[{k}] names joint '{name}', "
-                                f"not one of the controller's active joints {joints}")
+                raise TrajectoryError("INVALID_JOINTS", f"{field_name}[{k}] names joint "
+                                      f"'{name}', not one of the controller's active joints "
+                                      f"{joints}")
             i = joints.index(name)
             for what, value in zip(("position", "velocity", "acceleration"), values):
                 arr = getattr(target, what)

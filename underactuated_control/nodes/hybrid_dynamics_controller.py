@@ -35,18 +35,24 @@ from visualization_msgs.msg import Marker, MarkerArray
 from ..control.joint_space import (
     EffortMapper,
     JointStateMatcher,
-    JointTrajectoryReference,
     MissingJointsError,
 )
 from ..control.law import ControlLaw
 from ..control.registry import CONTROL_LAWS, law_parameters
 from ..control.task_space import TaskReference
+from ..control.trajectory_sampling import (
+    SplineTrajectory,
+    TrajectoryError,
+    trajectory_from_message,
+    trajectory_rules,
+)
 from ..floating_base import MomentumBaseEstimator, base_from_odometry, floating_root
 from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
 from ..operational_space import belted_ellipsoid
 from ..parameters import ParameterError, ParameterSpec, table
-from .common import matrix_message, pose_from_message, run_node
+from ..warmup import warm_law
+from .common import matrix_message, pose_from_message, process_age, run_node
 from .parameters import NodeParameters
 from .robot import check_joint_names, load_robot, robot_parameters, with_passive
 from .trajectory_action import PARAMETERS as TRAJECTORY_ACTION_PARAMETERS
@@ -153,8 +159,12 @@ class HybridDynamicsController(Node):
             with_passive(self.base_model, p["passive_joints"]).active_joints)
         self.default_frame = p["tip_link"] or self.base_model.body_names[-1]
         self.plan = self._build(p, set(PARAMETERS))
+        # the law's kernels compiled (or loaded) before any subscription exists: no state
+        # queues up behind a first-cycle compilation
+        warm_s = warm_law(CONTROL_LAWS[p["mode"]], self.plan.model, p,
+                          p["task_frame"] or self.default_frame)
         self.reference: Any = None  # the law's reference; None: latch at the next state
-        self.trajectory: JointTrajectoryReference | None = None
+        self.trajectory: SplineTrajectory | None = None
         self.params.on_update(self._build, self._commit)
 
         # -- floating base ---------------------------------------------------------------------
@@ -219,6 +229,9 @@ class HybridDynamicsController(Node):
             f"controlling '{model.name}' ({base}, gravity {model.gravity.tolist()} m/s^2): "
             f"active {list(model.active_joints)}, passive {list(model.passive_joints)}; command "
             f"{self.command_joints} on '{self.command_topic}'; mode '{p['mode']}'")
+        self.get_logger().info(
+            f"ready: kernels compiled or loaded in {warm_s:.1f} s, "
+            f"{process_age():.1f} s after the process started")
 
     # ================================================================== configuration
     def _build(self, p: dict[str, Any], changed: set[str]) -> Plan:
@@ -248,23 +261,19 @@ class HybridDynamicsController(Node):
 
     # ================================================================== references
     def _on_joint_reference(self, msg: JointTrajectory) -> None:
+        """The rules and sampler of ~/follow_joint_trajectory (``trajectory_rules``: a last
+        point may move, passive joints are left out); unstamped, it starts at the first
+        joint-mode cycle (received in another mode: kept until mode:=joint)."""
         try:
-            trajectory = JointTrajectoryReference.checked(
-                msg.joint_names,
-                [pt.time_from_start.sec + 1e-9 * pt.time_from_start.nanosec for pt in msg.points],
-                [pt.positions for pt in msg.points], [pt.velocities for pt in msg.points],
-                [pt.accelerations for pt in msg.points], self.base_model.joint_names)
-        except ValueError as exc:
+            trajectory = trajectory_from_message(
+                msg, self.get_clock().now().nanoseconds,
+                **trajectory_rules(self.plan.model, self.params, topic=True))
+        except TrajectoryError as exc:
             self.stats["rejected_references"] += 1
             self.get_logger().warning(f"~/joint_reference rejected: {exc}")
             return
-        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
-        following = self.plan.law.reference_kind == "joint"
-        # unstamped: starts now in joint mode, else when joint mode starts
-        trajectory.start_ns = stamp or (self.get_clock().now().nanoseconds if following
-                                        else None)
         self.trajectory = trajectory
-        if not following:
+        if self.plan.law.reference_kind != "joint":
             self.get_logger().info(f"joint reference received in {self.plan.law.mode} mode: "
                                    "kept; it starts with mode:=joint")
 

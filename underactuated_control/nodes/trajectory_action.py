@@ -3,9 +3,10 @@
 hybrid_dynamics_controller: the interfaces MoveIt and ros2_control tooling use with
 ros2_controllers' JointTrajectoryController (JTC), here on the hybrid recursion's joint law.
 
-A thin adapter: messages <-> arrays, goal handles, rates. The rules (goal checks, spline
-sampling, tolerances) are ``control/trajectory_sampling.py``. The controller calls
-``after_cycle`` once per control cycle; the goal's ``GoalTrajectory`` is the node's
+A thin adapter: messages <-> arrays, goal handles, rates. The rules (trajectory checks, spline
+sampling, tolerances) are ``control/trajectory_sampling.py``, the same checks and sampler as
+the controller's ``~/joint_reference``. The controller calls
+``after_cycle`` once per control cycle; the goal's ``SplineTrajectory`` is the node's
 ``trajectory``, sampled into the joint law's reference by the node's own cycle.
 
 - A goal that breaks a rule is accepted and at once aborted with the result's ``error_code``
@@ -38,13 +39,14 @@ from trajectory_msgs.msg import JointTrajectoryPoint
 
 from ..control.joint_space import JointReference
 from ..control.trajectory_sampling import (
-    GoalError,
-    GoalTrajectory,
+    SplineTrajectory,
     StateTolerance,
     Tolerances,
+    TrajectoryError,
     TrajectoryExecution,
-    check_goal,
     goal_tolerances,
+    trajectory_from_message,
+    trajectory_rules,
 )
 from ..parameters import ParameterSpec, per_joint
 
@@ -89,7 +91,7 @@ PARAMETERS = (
 @dataclass
 class _Goal:
     handle: Any
-    trajectory: GoalTrajectory
+    trajectory: SplineTrajectory
     execution: TrajectoryExecution
     joints: tuple[str, ...]
     future: Future = field(default_factory=Future)
@@ -151,24 +153,16 @@ class TrajectoryActionServer:
                           p["goal_time"])
 
     def _check(self, handle) -> _Goal:
-        """The goal as a ``_Goal`` ready to run; ``GoalError`` for a goal the rules refuse."""
+        """The goal as a ``_Goal`` ready to run; ``TrajectoryError`` for a goal the rules
+        refuse."""
         node, goal = self.node, handle.request
         plan = node.plan
         if plan.law.reference_kind != "joint":
-            raise GoalError("INVALID_GOAL", f"the controller is in mode '{plan.law.mode}': set "
-                            "mode:=joint to follow trajectories")
-        traj = goal.trajectory
-        points = traj.points
-        stamp = traj.header.stamp.sec * 1_000_000_000 + traj.header.stamp.nanosec
-        trajectory = check_goal(
-            traj.joint_names,
-            [(pt.time_from_start.sec, pt.time_from_start.nanosec) for pt in points],
-            [pt.positions for pt in points], [pt.velocities for pt in points],
-            [pt.accelerations for pt in points], [pt.effort for pt in points],
-            active_joints=plan.model.active_joints, passive_joints=plan.model.passive_joints,
-            allow_partial=node.params["allow_partial_joints_goal"],
-            allow_nonzero_end_velocity=node.params["allow_nonzero_velocity_at_trajectory_end"],
-            start_ns=stamp, now_ns=node.get_clock().now().nanoseconds,
+            raise TrajectoryError("INVALID_GOAL", f"the controller is in mode '{plan.law.mode}': "
+                                  "set mode:=joint to follow trajectories")
+        trajectory = trajectory_from_message(
+            goal.trajectory, node.get_clock().now().nanoseconds,
+            **trajectory_rules(plan.model, node.params, topic=False),
             multi_dof_joints=goal.multi_dof_trajectory.joint_names,
             multi_dof_points=len(goal.multi_dof_trajectory.points))
         joints = list(plan.model.active_joints)
@@ -184,7 +178,7 @@ class TrajectoryActionServer:
         log = self.node.get_logger()
         try:
             goal = self._check(handle)
-        except GoalError as exc:
+        except TrajectoryError as exc:
             log.warning(f"follow_joint_trajectory goal refused ({exc.code}): {exc}")
             handle.abort()
             return self.Result(error_code=getattr(self.Result, exc.code), error_string=str(exc))
