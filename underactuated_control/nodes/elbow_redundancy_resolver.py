@@ -56,7 +56,7 @@ from ..model import RobotModel
 from ..parameters import ParameterError, ParameterSpec, per_joint, table
 from ..redundancy.functions import Sphere
 from ..redundancy.resolver import HAND_AXES, Arrival, ElbowPlanner, Settings, Waypoint
-from .common import pose_from_message, quaternion_matrix, run_node
+from .common import pose_from_message, process_age, quaternion_matrix, run_node
 from .parameters import NodeParameters
 from .robot import load_robot, robot_parameters, with_passive
 
@@ -221,7 +221,8 @@ class ElbowRedundancyResolver(Node):
             f"resolving the elbow of '{self.model.name}' (S {links['shoulder_link']}, E "
             f"{links['elbow_link']}, W {links['wrist_link']}; hand {self.tip}, reach "
             f"{self.planner.reach_radius:.3f} m); passive {list(self.model.passive_joints)}; "
-            f"functions {self.planner.function_names}")
+            f"functions {self.planner.function_names}; ready (kernels compiled or loaded) "
+            f"{process_age():.1f} s after the process started")
 
     def destroy_node(self) -> None:
         self.worker.shutdown(wait=False, cancel_futures=True)
