@@ -2,6 +2,7 @@
 tables; start-up errors are one line naming the parameter, exit 2, no traceback; what users
 type (a scalar for a list, an integer for a float) works at start and at run time."""
 
+import re
 import subprocess
 import sys
 
@@ -49,10 +50,13 @@ def test_urdf_errors_name_the_parameter(launch, tmp_path):
     bom.write_bytes(b"\xef\xbb\xbf" + ARM7_PATH.read_bytes())
     ok = launch("hybrid_dynamics_controller", {"urdf_path": str(bom)})
     for _ in range(100):
-        if "controlling 'arm7'" in ok.log():
+        if "ready: kernels compiled or loaded in" in ok.log():
             break
         ok.proc.wait(0.3) if ok.proc.poll() is not None else __import__("time").sleep(0.3)
     assert "controlling 'arm7'" in ok.log() and ok.proc.poll() is None, ok.log()
+    # it says when it is ready, with the compile time and its age
+    assert re.search(r"ready: kernels compiled or loaded in \d+\.\d s, \d+\.\d s after the "
+                     r"process started", ok.log()), ok.log()
 
 
 def test_scalars_and_integers_at_start_and_at_run_time(ros, launch):
