@@ -166,15 +166,19 @@ def test_offline_closed_loop_head_follows_on_mujoco():
                                res.head[-1], atol=1e-9)
 
 
+@pytest.mark.ros
 def test_snake_scenario_over_dds_recomputed_from_the_bag(tmp_path):
-    """`demo --scenario snake` for 6 s over DDS (MuJoCo lock-stepped): head error recomputed
-    from the bag's /joint_states with Pinocchio against the streamed ~/pose_reference."""
+    """`demo --scenario snake` for 6 s over DDS (MuJoCo lock-stepped, on simulated time): head
+    error recomputed from the bag's /joint_states with Pinocchio against the streamed
+    ~/pose_reference, each state paired with the last reference stamped at or before it (both
+    stamped with simulated time; not the recorder's receive order)."""
     import json
 
     from harness import new_domain
 
     from underactuated_control.nodes.bags import read_bag
     from underactuated_control.scenarios import run_scenario
+    from underactuated_control.scenarios.harness import stamp_seconds
 
     summary = run_scenario("snake", tmp_path, duration=6.0, domain=new_domain(),
                            log=lambda s: None)
@@ -188,9 +192,10 @@ def test_snake_scenario_over_dds_recomputed_from_the_bag(tmp_path):
     ref = PinRef(model, SNAKE)
     fid = ref.pm.getFrameId(HEAD)
     refs = bag[f"{node}/pose_reference"]
-    ref_t = np.array([t for t, _ in refs])
+    ref_t = np.array([stamp_seconds(m) for _, m in refs])
     errors = []
-    for t, js in bag["/joint_states"]:
+    for _, js in bag["/joint_states"]:
+        t = stamp_seconds(js)
         if t < ref_t[0]:
             continue
         q = np.array([dict(zip(js.name, js.position))[n] for n in model.joint_names])

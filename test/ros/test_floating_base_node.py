@@ -261,10 +261,13 @@ def test_mujoco_sim_free_joint_conserves_momentum(ros, launch):
 
 
 def test_space_scenario_holds_the_bus_attitude(tmp_path, domain):
-    """The `space` scenario (held vs naive, lock-stepped MuJoCo): the bus turns at least 5x
-    less with the disturbance rows; recomputed here from the bags with Pinocchio."""
+    """The `space` scenario (held vs naive, lock-stepped MuJoCo on simulated time): the bus
+    turns at least 5x less with the disturbance rows; recomputed here from the bags with
+    Pinocchio, each state paired with the last reference stamped at or before it (both
+    stamped with simulated time)."""
     from underactuated_control.nodes.bags import read_bag
     from underactuated_control.scenarios import run_scenario
+    from underactuated_control.scenarios.harness import stamp_seconds
 
     summary = run_scenario("space", tmp_path, duration=6.0, domain=domain,
                            log=lambda s: None)
@@ -279,10 +282,11 @@ def test_space_scenario_holds_the_bus_attitude(tmp_path, domain):
                        ["/joint_states", "/odom", f"{NODE}/pose_reference"])
         odom = {(m.header.stamp.sec, m.header.stamp.nanosec): m for _, m in bag["/odom"]}
         refs = bag[f"{NODE}/pose_reference"]
-        ref_t = np.array([t for t, _ in refs])
+        ref_t = np.array([stamp_seconds(m) for _, m in refs])
         start = ref_t[0]
         R0, worst, errors = None, 0.0, []
-        for t, js in bag["/joint_states"]:
+        for _, js in bag["/joint_states"]:
+            t = stamp_seconds(js)
             o = odom.get((js.header.stamp.sec, js.header.stamp.nanosec))
             if o is None:
                 continue

@@ -1,6 +1,7 @@
-"""The `arm` scenario's path phase over DDS (lock-stepped MuJoCo): a hand circle in task mode,
-joint1's motor fails half-way, tracking goes on through J_G. Judged from the bag with
-Pinocchio's forward kinematics (not the runner's own figures)."""
+"""The `arm` scenario's path phase over DDS (lock-stepped MuJoCo on simulated time): a hand
+circle in task mode, joint1's motor fails half-way, tracking goes on through J_G. Judged from
+the bag with Pinocchio's forward kinematics (not the runner's own figures), each state paired
+with the last reference stamped at or before it (both stamped with simulated time)."""
 
 import json
 
@@ -10,6 +11,7 @@ from helpers import ROOT
 
 from underactuated_control.nodes.bags import read_bag
 from underactuated_control.scenarios import run_scenario
+from underactuated_control.scenarios.harness import stamp_seconds
 
 NODE = "/hybrid_dynamics_controller"
 
@@ -24,9 +26,10 @@ def test_arm_tracks_through_a_motor_failure(tmp_path, domain):
     bag = read_bag(tmp_path / "arm" / "bag", ["/joint_states", f"{NODE}/pose_reference",
                                               "/effort_controller/commands"])
     refs = bag[f"{NODE}/pose_reference"]
-    ref_t = np.array([t for t, _ in refs])
+    ref_t = np.array([stamp_seconds(m) for _, m in refs])
     errors = []
-    for t, js in bag["/joint_states"]:
+    for _, js in bag["/joint_states"]:
+        t = stamp_seconds(js)
         if t < ref_t[0]:
             continue
         idx = {n: i for i, n in enumerate(js.name)}

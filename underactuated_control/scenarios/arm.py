@@ -3,8 +3,8 @@ resolver demo first, ``resolver_demo.py``): arm7 (``urdf/arm7.urdf``, ``config/a
 moves its hand around a circle in task mode; half-way the motor of a joint fails
 (``passive_joints`` set at run time) and tracking goes on through J_G (paper §6).
 
-Metrics from MuJoCo's recorded /joint_states against the streamed ~/pose_reference. Importing
-this module needs no ROS.
+Metrics from MuJoCo's recorded /joint_states against the streamed ~/pose_reference, paired by
+their stamps (simulated time). Importing this module needs no ROS.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from .harness import (
     joint_positions,
     pyplot,
     reference_at,
+    stamp_seconds,
 )
 
 
@@ -52,10 +53,10 @@ def run_arm(out_dir: Path, duration: float | None, domain: int,
         ws.set_configuration(joint_positions(model.joint_names, last))
         start = ws.frame_placement(frame)[0].copy()
         path = circle_path(start, radius, [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], period)
-        failed_at: list[float] = []
+        failed_at: list[tuple[float, float]] = []  # (simulated, wall) times of the update
 
         def fail() -> None:
-            failed_at.append(time.monotonic())
+            failed_at.append((run.sim_time, time.monotonic()))
             log(f"[arm] t = {failure_time:g} s: {failing}'s motor fails (passive_joints := "
                 f"[{failing}])")
             run.set_parameters(CONTROLLER, {"passive_joints": [failing]})
@@ -66,13 +67,13 @@ def run_arm(out_dir: Path, duration: float | None, domain: int,
     finally:
         run.close()
     states = rec.messages("/joint_states")
-    t = np.array([s for s, _ in states]) * 1e-9
+    t = np.array([stamp_seconds(m) for _, m in states])  # simulated time (use_sim_time)
     q = np.array([joint_positions(model.joint_names, m) for _, m in states])
     hand = frame_positions(ws, frame, q)
     error = np.linalg.norm(hand - reference_at(t, rec.messages(REFERENCE_TOPIC)), axis=1)
     commands = rec.messages(COMMAND_TOPIC)
     data = np.array([c.data for _, c in commands])
-    t_fail = failed_at[0] if failed_at else np.inf
+    t_fail, wall_fail = failed_at[0] if failed_at else (np.inf, np.inf)
     before, after = (t >= t0) & (t < t_fail), t >= t_fail
     k = model.joint_names.index(failing)
     fail_q = q[after, k] if after.any() else np.zeros(1)
@@ -82,9 +83,10 @@ def run_arm(out_dir: Path, duration: float | None, domain: int,
         "hand_rms_after_failure_mm": float(1e3 * np.sqrt(np.mean(error[after] ** 2))),
         "hand_max_after_failure_mm": float(1e3 * error[after].max()),
         "failed_joint_excursion_rad": float(np.abs(fail_q - fail_q[0]).max()),
-        # from 0.1 s after the update: commands in flight were computed before it
+        # received from 0.1 s (wall: commands carry no stamp) after the update: commands in
+        # flight were computed before it
         "failed_joint_command_after_Nm": float(np.abs(data[np.array(
-            [c >= (t_fail + 0.1) * 1e9 for c, _ in commands])][:, k]).max())
+            [c >= (wall_fail + 0.1) * 1e9 for c, _ in commands])][:, k]).max())
         if after.any() else None,
         "nonfinite_commands": int((~np.isfinite(data)).any(axis=1).sum()),
         "effort_peak_Nm": float(np.abs(data).max()),
@@ -125,7 +127,7 @@ def _plot_arm(path: Path, t, t_fail, error, q, model, failing) -> Path | str:
         ax[1].plot(t, q[:, k], lw=2 if name == failing else 0.8,
                    label=f"{name} (fails)" if name == failing else name)
     ax[1].set_ylabel("joint angle [rad]")
-    ax[1].set_xlabel("t [s] (path starts at 0; red: the motor fails)")
+    ax[1].set_xlabel("t [s] (simulated time, path starts at 0; red: the motor fails)")
     ax[1].legend(fontsize=7, ncol=4)
     ax[0].set_title("arm: hand circle through J_G, a motor fails half-way")
     fig.tight_layout()

@@ -5,8 +5,10 @@ of the run's own, discovery on this machine only, children that die with this pr
 per node) and a recorder node on the same domain that keeps every message of the run's topics
 with its receive time (``nodes/bags.py``: written as a rosbag2 MCAP bag). The simulator
 publishes ``/clock``; ``stream_path`` streams a hand/head path on simulated time (lock-stepped
-or paced, a stalled run pauses the path). ``close()`` stops the nodes (SIGINT: their zero
-effort on shutdown) and the recorder.
+or paced, a stalled run pauses the path), each reference stamped with the simulated time it is
+for, so that the metrics pair states (stamped with the simulated time: ``use_sim_time``) and
+references by stamps, whatever order the recorder received them in. ``close()`` stops the
+nodes (SIGINT: their zero effort on shutdown) and the recorder.
 
 The helpers below are shared by the scenarios (``arm``, ``space``, ``snake``, ``swing_up``,
 ``resolver_demo``): the reference in force at each state, frame positions along a run, the
@@ -30,6 +32,7 @@ from ..bringup import CONTROLLER, NodeLaunch, node_environment, start_node, stop
 from ..jacobians import JacobianWorkspace
 
 __all__ = ["ScenarioRun", "demo_domain", "circle_path", "frame_positions", "reference_at",
+           "stamp_seconds",
            "command_rate", "joint_positions", "pyplot", "write_summary"]
 
 REFERENCE_TOPIC = f"/{CONTROLLER}/pose_reference"
@@ -127,6 +130,7 @@ class ScenarioRun:
         self.recorder = BagRecorder(self.node, {t: types[t] for t in topics or self.TOPICS},
                                     clock=_receive_clock(), keep=keep)
         self.sim_time = -1.0  # s, the simulator's /clock (the path runs on simulated time)
+        self.path_wall_start = 0.0  # s, monotonic: when stream_path started (see there)
         self.node.create_subscription(Clock, "/clock", self._on_clock, 10)
         self.reference_pub = self.node.create_publisher(PoseStamped, REFERENCE_TOPIC, 10)
         self._pose = PoseStamped
@@ -170,7 +174,10 @@ class ScenarioRun:
             self.check_alive()
 
     def publish_position(self, position: np.ndarray) -> None:
+        """``position`` to ~/pose_reference, stamped with the latest /clock (simulated time)."""
         msg = self._pose()
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(
+            max(round(self.sim_time * 1e9), 0), 1_000_000_000)
         msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = map(float, position)
         msg.pose.orientation.w = 1.0
         self.reference_pub.publish(msg)
@@ -196,8 +203,11 @@ class ScenarioRun:
                     events: dict[float, Callable[[], None]] | None = None) -> float:
         """Publish ``path(t)`` at 100 Hz of simulated time for ``seconds`` of it (progress
         every simulated second); ``events``: {t: action} run once when the path's time t is
-        passed. Returns the wall time (monotonic, s) at which the path started."""
+        passed. Returns the simulated time (s, /clock) at which the path started;
+        ``path_wall_start`` is its wall time (monotonic s, the recorder's receive clock)."""
+        self.wait_for(lambda: self.sim_time >= 0.0, 60.0, "no /clock from the simulator")
         t0, last_sim = time.monotonic(), self.sim_time
+        self.path_wall_start, start = t0, last_sim
         pending = dict(sorted((events or {}).items()))
         next_report, sent, elapsed = 1.0, -1.0, 0.0
         while elapsed < seconds:
@@ -217,7 +227,7 @@ class ScenarioRun:
                 next_report += 1.0
                 self.log(f"[{tag}]   t = {elapsed:4.1f} s simulated ({time.monotonic() - t0:4.1f} "
                          f"s wall), states {self.recorder.counts()['/joint_states']}")
-        return t0
+        return start
 
     def close(self) -> None:
         try:
@@ -262,11 +272,18 @@ def pyplot():
     return plt
 
 
+def stamp_seconds(msg) -> float:
+    """A message's header stamp in seconds (simulated time for the simulator's states and the
+    harness's references)."""
+    return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+
+
 def reference_at(t: np.ndarray, references: list) -> np.ndarray:
-    """The last ~/pose_reference position received before each time of ``t`` (s; receive
-    times of the same recorder), the hand's start before the first: what the controller was
-    asked at that moment."""
-    times = np.array([r for r, _ in references]) * 1e-9
+    """The last ~/pose_reference position stamped at or before each time of ``t`` (s,
+    simulated: the states' stamps), the first reference before it: what the controller was
+    asked at that moment. Stamps, not receive times: a stalled recorder receives queued
+    messages of different topics out of their order in time."""
+    times = np.array([stamp_seconds(m) for _, m in references])
     points = np.array([[m.pose.position.x, m.pose.position.y, m.pose.position.z]
                        for _, m in references])
     idx = np.searchsorted(times, t, side="right") - 1

@@ -395,8 +395,9 @@ def simulate_offline(urdf: str | None = None, overrides: Mapping[str, Any] | Non
 def snake_metrics(model, t: np.ndarray, q: np.ndarray, references: list, t_path: float,
                   commands: list) -> dict:
     """Head error in the plane against the streamed reference (the last ~/pose_reference
-    received before each state), passive joint excursion, effort peak and command rate, from
-    recorded /joint_states (receive times ``t`` s; the path starts at ``t_path``)."""
+    stamped at or before each state), passive joint excursion, effort peak and command rate,
+    from recorded /joint_states (their stamps ``t``, s of simulated time; the path starts at
+    ``t_path``, simulated)."""
     from ..jacobians import JacobianWorkspace
     from .harness import command_rate, frame_positions, reference_at
 
@@ -428,7 +429,13 @@ def run_snake(out_dir: Path, duration: float | None, domain: int,
     from ..bringup import CONTROLLER
     from ..jacobians import frame_placement
     from ..model import RobotModel
-    from .harness import COMMAND_TOPIC, REFERENCE_TOPIC, ScenarioRun, joint_positions
+    from .harness import (
+        COMMAND_TOPIC,
+        REFERENCE_TOPIC,
+        ScenarioRun,
+        joint_positions,
+        stamp_seconds,
+    )
 
     duration = 10.0 if duration is None else float(duration)
     urdf, config = bundled("urdf", "snake.urdf"), bundled("config", "snake.yaml")
@@ -448,11 +455,12 @@ def run_snake(out_dir: Path, duration: float | None, domain: int,
         t0 = run.stream_path(lambda t: path(t)[0], duration, "snake")
     finally:
         run.close()
-    states = [(s, m) for s, m in rec.messages("/joint_states") if s * 1e-9 >= t0 - 0.5]
-    t = np.array([s * 1e-9 for s, _ in states])
-    q = np.array([joint_positions(model.joint_names, m) for _, m in states])
+    states = [m for _, m in rec.messages("/joint_states") if stamp_seconds(m) >= t0 - 0.5]
+    t = np.array([stamp_seconds(m) for m in states])  # simulated time (use_sim_time)
+    q = np.array([joint_positions(model.joint_names, m) for m in states])
+    wall0 = run.path_wall_start  # commands carry no stamp: their receive times (wall)
     metrics = snake_metrics(model, t, q, rec.messages(REFERENCE_TOPIC), t0,
-                            [c for c in rec.messages(COMMAND_TOPIC) if c[0] * 1e-9 >= t0])
+                            [c for c in rec.messages(COMMAND_TOPIC) if c[0] * 1e-9 >= wall0])
     rec.write(out_dir / "bag")
     log(f"[snake] head RMS {metrics['head_rms_mm']:.2f} mm (max {metrics['head_max_mm']:.2f}),"
         f" passive excursion {metrics['passive_excursion_max_rad']:.3f} rad, loop "
@@ -484,10 +492,10 @@ def plot_snake(path: Path, metrics: dict) -> Path | str:
     ax[0].set_aspect("equal", adjustable="datalim")
     ax[0].legend(fontsize=8)
     ax[1].plot(s["t"], 1e3 * s["error"])
-    ax[1].set_xlabel("t [s] (receive time; the path starts at 0)")
+    ax[1].set_xlabel("t [s] (simulated time; the path starts at 0)")
     ax[1].set_ylabel("head error in the plane [mm]")
     ax[2].plot(s["t"], s["q_passive"])
-    ax[2].set_xlabel("t [s]")
+    ax[2].set_xlabel("t [s] (simulated time)")
     ax[2].set_ylabel("passive joint angles [rad]")
     fig.suptitle(f"snake: head RMS {metrics['head_rms_mm']:.2f} mm, max "
                  f"{metrics['head_max_mm']:.2f} mm")

@@ -32,23 +32,24 @@ from .harness import (
     frame_positions,
     pyplot,
     reference_at,
+    stamp_seconds,
 )
 
 
 def floating_states(model: RobotModel, joint_states: list, odometry: list
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(receive times s, q, v) of the recorded MuJoCo states of a floating-base model: each
-    /joint_states paired with the /odom of the same stamp (published together)."""
+    """(stamps s, q, v) of the recorded MuJoCo states of a floating-base model (simulated
+    time): each /joint_states paired with the /odom of the same stamp (published together)."""
     by_stamp = {(m.header.stamp.sec, m.header.stamp.nanosec): m for _, m in odometry}
     names = [model.joint_names[k] for k in range(1, model.nb)]
     times, qs, vs = [], [], []
-    for t, msg in joint_states:
+    for _, msg in joint_states:
         odom = by_stamp.get((msg.header.stamp.sec, msg.header.stamp.nanosec))
         if odom is None or list(msg.name) != names:
             continue
         p, o = odom.pose.pose.position, odom.pose.pose.orientation
         lin, ang = odom.twist.twist.linear, odom.twist.twist.angular
-        times.append(t * 1e-9)
+        times.append(stamp_seconds(msg))
         qs.append([p.x, p.y, p.z, o.x, o.y, o.z, o.w, *msg.position])
         vs.append([lin.x, lin.y, lin.z, ang.x, ang.y, ang.z, *msg.velocity])
     return np.array(times), np.array(qs), np.array(vs)
@@ -58,7 +59,8 @@ def space_metrics(model: RobotModel, frame: str, t: np.ndarray, q: np.ndarray, v
                   references: list, t_path: float, commands: list) -> dict:
     """Hand error against the streamed reference (m), the bus's rotation from its first
     attitude (deg), the system's momentum drift, the effort peak and the command rate, from
-    recorded states (receive times ``t``, s; the path starts at ``t_path``)."""
+    recorded states (their stamps ``t``, s of simulated time; the path starts at ``t_path``,
+    simulated)."""
     ws = JacobianWorkspace(model)
     hand = frame_positions(ws, frame, q)
     error = np.linalg.norm(hand - reference_at(t, references), axis=1)
@@ -150,7 +152,8 @@ def run_space(out_dir: Path, duration: float | None, domain: int,
         keep = t >= t0 - 0.5
         metrics = space_metrics(model, frame, t[keep], q[keep], v[keep],
                                 rec.messages(REFERENCE_TOPIC), t0,
-                                [c for c in rec.messages(COMMAND_TOPIC) if c[0] * 1e-9 >= t0])
+                                [c for c in rec.messages(COMMAND_TOPIC)  # no stamp: wall
+                                 if c[0] * 1e-9 >= run.path_wall_start])
         if name == "momentum":
             metrics.update(estimate_drift(rec.messages(ESTIMATE_TOPIC), rec.messages("/odom")))
         rec.write(out_dir / f"bag_{name}")
@@ -190,7 +193,7 @@ def plot_space(path: Path, results: dict) -> Path | str:
     ax[0].set_yscale("symlog", linthresh=1e-3)
     ax[0].legend(fontsize=8)
     ax[1].set_ylabel("hand error [mm]")
-    ax[1].set_xlabel("t [s] (path starts at 0)")
+    ax[1].set_xlabel("t [s] (simulated time, path starts at 0)")
     ax[2].set_xlabel("hand y [m]")
     ax[2].set_ylabel("hand z [m]")
     ax[2].set_aspect("equal")
