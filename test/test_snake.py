@@ -210,7 +210,9 @@ def test_snake_scenario_over_dds_recomputed_from_the_bag(tmp_path):
     assert rms == pytest.approx(summary["metrics"]["head_rms_mm"], rel=0.05, abs=0.05)
     commands = np.array([m.data for _, m in bag["/effort_controller/commands"]])
     assert np.all(np.isfinite(commands)) and commands.shape[1] == len(model.active_joints)
-    assert rms < 3.0 and worst < 8.0  # measured 0.64 / 1.53 mm (6 s), 1.35 / 2.76 mm (10 s)
+    # measured 0.11 / 0.30 and 0.12 / 0.31 mm (6 s, two runs on simulated time; the offline loop
+    # of the same law: 0.11 / 0.16 mm over 4 s)
+    assert rms < 3.0 and worst < 8.0
     assert summary["success"]
 
 
