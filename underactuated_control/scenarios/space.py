@@ -134,12 +134,15 @@ def run_space(out_dir: Path, duration: float | None, domain: int,
             rec = run.recorder
             run.wait_for(lambda rec=rec: rec.counts()["/odom"] > 0 and
                          rec.counts()[COMMAND_TOPIC] > 5, 120.0, "the controller sent no effort")
-            # the latest state whose /odom has arrived (two topics: the last /joint_states
-            # may come before its /odom)
-            _, q, _ = floating_states(model, rec.messages("/joint_states")[-50:],
-                                      rec.messages("/odom"))
-            if not len(q):
-                raise RuntimeError("no paired /joint_states and /odom received")
+
+            def latest(rec=rec) -> np.ndarray:  # the latest state whose /odom has arrived (two
+                # topics: a /joint_states may come before its /odom, or its /odom be missed)
+                return floating_states(model, rec.messages("/joint_states")[-50:],
+                                       rec.messages("/odom"))[1]
+
+            run.wait_for(lambda: len(latest()) > 0, 30.0,
+                         "no /joint_states paired with an /odom of the same stamp")
+            q = latest()
             ws = JacobianWorkspace(model)
             ws.set_configuration(q[-1])
             start = ws.frame_placement(frame)[0].copy()
