@@ -1,12 +1,17 @@
 """The documentation: doc/ builds with Sphinx with warnings as errors (a broken link or
 cross-reference fails), the generated parameter tables are those the script generates from the
-nodes' tables, and the README's links and Python example work."""
+nodes' tables, the README's links and Python example work, and nothing cites or reads files
+outside the repository."""
 
 import re
 import subprocess
 import sys
 
 from helpers import ROOT
+
+# spelt in two pieces so that this file does not match its own check
+OUTSIDE = [re.compile(p) for p in (r"\.\./" + "shared", "/work/" + "shared",
+                                   "ARCHITECTURE" + r"(\.md)? §")]
 
 
 def test_docs_build_without_warnings(tmp_path):
@@ -54,3 +59,20 @@ def test_readme_python_example_runs(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "joint1" in out  # the active joints after joint5 fails
 
+
+def test_nothing_cites_or_reads_files_outside_the_repository():
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split("\0")
+    hits = []
+    for name in files:
+        path = ROOT / name
+        if not name or not path.is_file() or path.suffix in {".png", ".mcap", ".db3", ".npz"}:
+            continue
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            if any(p.search(line) for p in OUTSIDE):
+                hits.append(f"{name}:{number}: {line.strip()}")
+    assert not hits, "cite doc/architecture.md instead:\n" + "\n".join(hits)

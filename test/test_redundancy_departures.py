@@ -1,5 +1,5 @@
 """Where the configuration-control code departs from the Seraji patent's math, each
-departure's consequence measured (README "Seraji configuration control: departures"), and the
+departure's consequence measured (doc/theory/seraji_patent.md, "Departures"), and the
 compiled step against the Python reference and against properties of eq. 10-11."""
 
 import numpy as np

@@ -1,7 +1,7 @@
 """Frame, generalized and disturbance Jacobians; projection operators (paper §6, patent FIG. 7-9).
 
 * ``frame_jacobian``: J of a link frame, (6, nv), rows [linear; angular] of the frame origin in
-  root axes (ARCHITECTURE.md §2; Pinocchio LOCAL_WORLD_ALIGNED).
+  root axes (doc/architecture.md §2; Pinocchio LOCAL_WORLD_ALIGNED).
 * ``generalized_jacobian`` J_G (6, n_active) and ``disturbance_jacobian`` J_D (n_passive,
   n_active) by the procedure of §6.1: velocities, T_p and gravity set to zero, (4.6) once, then
   one pass of (5.4) per active DOF with a unit acceleration; column k of J_G is the frame's

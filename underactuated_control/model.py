@@ -1,6 +1,6 @@
 """The immutable robot model: bodies, parents, hinges, inertias, limits and the passive set.
 
-Bodies are numbered base-to-tip with ``parent[i] < i`` (ARCHITECTURE.md §2); every body carries
+Bodies are numbered base-to-tip with ``parent[i] < i`` (doc/architecture.md §2); every body carries
 the hinge that connects it to its parent (``parent == -1``: the fixed world / root link). The
 paper numbers links tip-to-base, so its "for k = 1..n" sweeps are ``reversed(range(nb))`` here.
 

@@ -2,7 +2,7 @@
 ellipsoids, macro/mini and multi-arm systems (Khatib 1995, "Inertial properties in robotic
 manipulation: an object-level framework", §2–7; equation numbers below are that paper's).
 
-Conventions (ARCHITECTURE.md §2): task vectors are **[linear(3); angular(3)]** of a frame's
+Conventions (doc/architecture.md §2): task vectors are **[linear(3); angular(3)]** of a frame's
 origin (or of a point ``offset`` fixed in the frame, given in the frame's axes), in the root
 link's axes — the rows of ``jacobians.frame_jacobian``, Khatib's basic Jacobian J₀ (eq. 5):
 forces are [force; moment about that point]. ``rows`` picks task directions: ``None`` (all

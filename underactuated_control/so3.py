@@ -1,6 +1,6 @@
 """Rotations and rigid motions in one place: SO(3) exp/log, rotation error, quaternions, SE(3).
 
-Conventions (ARCHITECTURE.md §2): a rotation vector ``w`` is axis * angle (radians); quaternions
+Conventions (doc/architecture.md §2): a rotation vector ``w`` is axis * angle (radians); quaternions
 are (x, y, z, w) as in geometry_msgs and Pinocchio's ``coeffs()``; a pose is (position,
 quaternion) as the 7 configuration numbers of a floating joint; a twist is [linear; angular].
 

@@ -1,6 +1,6 @@
 """Spatial (6-D) algebra used by every recursion of the library.
 
-Convention, stated once (ARCHITECTURE.md §2): inside the core, spatial vectors are
+Convention, stated once (doc/architecture.md §2): inside the core, spatial vectors are
 **[angular(3); linear(3)]**, as in Jain & Rodriguez and Featherstone. Public Jacobians are
 reordered to [linear; angular] at the API boundary (see ``jacobians.py``).
 

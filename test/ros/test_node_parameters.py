@@ -1,5 +1,5 @@
-"""Each node's parameter table over real processes and DDS: the README's tables are the nodes'
-tables; start-up errors are one line naming the parameter, exit 2, no traceback; what users
+"""Each node's parameter table over real processes and DDS: the documentation's tables are the
+nodes' tables; start-up errors are one line naming the parameter, exit 2, no traceback; what users
 type (a scalar for a list, an integer for a float) works at start and at run time."""
 
 import re

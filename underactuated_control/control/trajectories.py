@@ -1,6 +1,6 @@
 """Cartesian reference trajectories for a frame: cycloidal straight lines and circles.
 
-Cycloidal profile (ARCHITECTURE.md §5): s(τ) = τ − sin(2πτ)/(2π), τ = t/T, so velocity and
+Cycloidal profile (doc/architecture.md §5): s(τ) = τ − sin(2πτ)/(2π), τ = t/T, so velocity and
 acceleration start and end at zero. Orientation moves along the geodesic R0 Exp(s θ k).
 """
 

@@ -1,4 +1,4 @@
-"""elbow_redundancy_resolver: Seraji configuration control as a ROS 2 node (ARCHITECTURE §4-5).
+"""elbow_redundancy_resolver: Seraji configuration control, a ROS 2 node (doc/architecture.md §4-5)
 
 A goal (``~/target_pose`` and/or ``~/target_arm_angle``) starts a cycloidal motion of the hand
 pose and the arm angle over ``motion_duration`` s from the current plan (or, when idle, the

@@ -1,4 +1,4 @@
-"""hybrid_dynamics_controller: /joint_states in, effort commands out (ARCHITECTURE.md §4).
+"""hybrid_dynamics_controller: /joint_states in, effort commands out (doc/architecture.md §4).
 
 Event-driven: every /joint_states message runs one control cycle and publishes one command.
 The command then follows the freshest state with no added delay, and the loop runs at the rate

@@ -1,4 +1,4 @@
-"""mujoco_sim: the simulated robot standing in for Gazebo or hardware (ARCHITECTURE.md §4).
+"""mujoco_sim: the simulated robot standing in for Gazebo or hardware (doc/architecture.md §4).
 
 Loads the same URDF into MuJoCo (``sim.mujoco_spec``: visuals and collisions dropped, dynamics
 only), adds a motor to each **active** joint (passive joints feel only their own damping, dry

@@ -1,4 +1,4 @@
-"""The arm angle ψ of a 7-DOF arm (Seraji, eq. 14-15; ARCHITECTURE.md §5).
+"""The arm angle ψ of a 7-DOF arm (Seraji, eq. 14-15; doc/architecture.md §5).
 
 With S, E, W the shoulder, elbow and wrist points, u = (W - S)/|W - S| and a reference
 direction r (default vertical), ψ is the angle about u from the reference plane (through SW,

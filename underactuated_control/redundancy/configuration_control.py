@@ -392,7 +392,7 @@ class ConfigurationControl:
 
 class ConfigurationTrajectory:
     """Cycloidal hand pose (straight line, geodesic orientation) and arm angle from a start to
-    a goal in ``duration`` s (ARCHITECTURE.md §5). The arm angle takes the shorter way round
+    a goal in ``duration`` s (doc/architecture.md §5). The arm angle takes the shorter way round
     (from 170° to -170° through 180°, not through 0°)."""
 
     def __init__(self, p0, R0, psi0: float, p1, R1, psi1: float, duration: float) -> None:

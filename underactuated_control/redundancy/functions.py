@@ -1,4 +1,4 @@
-"""Kinematic functions φ(θ) for configuration control (Seraji §3.1-3.4; ARCHITECTURE.md §5).
+"""Kinematic functions φ(θ) for configuration control (Seraji §3.1-3.4; doc/architecture.md §5).
 
 Each function returns, for the current configuration, its rows of the augmented Jacobian
 J_c (r × nv), the desired change dX_c for the next sample and the task weights W_c. The

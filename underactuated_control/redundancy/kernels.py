@@ -1,4 +1,4 @@
-"""One compiled configuration-control step (Seraji eq. 9-11, 13-18; ARCHITECTURE.md §5).
+"""One compiled configuration-control step (Seraji eq. 9-11, 13-18; doc/architecture.md §5).
 
 ``configuration_step`` does, in one call over preallocated buffers: forward kinematics
 (``dynamics.joint_transforms`` + ``kinematics.body_placements``), the hand's frame Jacobian

@@ -1,5 +1,5 @@
 """The elbow resolver's planner, ROS-free: goals in, one limited joint setpoint per sample out
-(Seraji configuration control, ARCHITECTURE §4-5; the node ``elbow_redundancy_resolver`` is
+(Seraji configuration control, doc/architecture.md §4-5; the node ``elbow_redundancy_resolver`` is
 its ROS adapter).
 
 ``ElbowPlanner.start(waypoints, q)`` plans a motion through hand poses and arm angles: one
