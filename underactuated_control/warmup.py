@@ -69,8 +69,11 @@ def _steps() -> list[tuple[str, Callable[[], None]]]:
 
     def law(mode: str, **overrides: Any) -> Callable[[], None]:
         def run() -> None:
+            # a fixed frame with an offset (tool) and a body's own frame (link7): the kernels
+            # are specialized on both kinds
             for model in (arm, failed):
-                warm_law(CONTROL_LAWS[mode], model, {**settings, **overrides}, "tool", q)
+                for frame in ("tool", arm.body_names[-1]):
+                    warm_law(CONTROL_LAWS[mode], model, {**settings, **overrides}, frame, q)
         return run
 
     def swing_up() -> None:
