@@ -21,7 +21,7 @@ from ..parameters import per_joint
 from ..passive_forces import PassiveForceModel
 
 __all__ = ["JointSpaceController", "JointStateMatcher", "EffortMapper", "JointReference",
-           "MissingJointsError"]
+           "MissingJointsError", "DuplicateJointsError"]
 
 
 class MissingJointsError(ValueError):
@@ -30,6 +30,14 @@ class MissingJointsError(ValueError):
     def __init__(self, missing: Sequence[str]) -> None:
         self.missing = list(missing)
         super().__init__(f"joint state lacks joints {self.missing}")
+
+
+class DuplicateJointsError(ValueError):
+    """A measured state names a joint more than once (which entry holds is undefined)."""
+
+    def __init__(self, duplicates: Sequence[str]) -> None:
+        self.duplicates = list(duplicates)
+        super().__init__(f"joint state names {self.duplicates} more than once")
 
 
 class JointStateMatcher:
@@ -63,6 +71,8 @@ class JointStateMatcher:
         idx = self._cache.get(key)
         if idx is None:
             position = {n: i for i, n in enumerate(key)}
+            if len(position) != len(key):
+                raise DuplicateJointsError(sorted({n for n in key if key.count(n) > 1}))
             missing = [n for n in self.names if n not in position]
             if missing:
                 raise MissingJointsError(missing)

@@ -16,14 +16,18 @@ and at most 5 k (v_max − s) toward its URDF velocity limit v_max.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
+from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
+from ..parameters import ParameterSpec
 from ..so3 import exp, rotation_error
 from .task_space import TaskReference
 
-__all__ = ["PoseSetpointFollower", "JointLimitGuard"]
+__all__ = ["PoseSetpointFollower", "JointLimitGuard", "SafetyLayer"]
 
 
 def _bounded_step(error: np.ndarray, velocity: np.ndarray, v_max: float, a_max: float,
@@ -131,3 +135,16 @@ class JointLimitGuard:
         out = np.clip(qdd_active, lo, hi)
         np.not_equal(out, qdd_active, out=self.active)
         return out
+
+
+class SafetyLayer:
+    """Placeholder: passes every command through (see ``command.py``)."""
+
+    parameters: ClassVar[tuple[ParameterSpec, ...]] = ()
+
+    def __init__(self, model: RobotModel, settings: Mapping[str, Any],
+                 workspace: JacobianWorkspace | None = None) -> None:
+        self.model = model
+
+    def apply(self, q: np.ndarray, v: np.ndarray, out) -> None:
+        return None

@@ -32,7 +32,9 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import Marker, MarkerArray
 
+from ..control.command import CommandShaper, shaper_parameters
 from ..control.joint_space import (
+    DuplicateJointsError,
     EffortMapper,
     JointStateMatcher,
     MissingJointsError,
@@ -91,6 +93,7 @@ PARAMETERS = table(
     ParameterSpec("task_frame", "", "link tracked in task mode and whose J_G is published "
                   "(empty: tip_link or the last body)", validator=_check_frame),
     *law_parameters(),
+    *shaper_parameters(),
     *TRAJECTORY_ACTION_PARAMETERS,
     ParameterSpec("state_timeout", 0.1, "a /joint_states (or base odometry) older than this "
                   "gives no command", unit="s", low=1e-3, high=60.0),
@@ -134,6 +137,7 @@ class Plan:
 
     model: RobotModel
     law: ControlLaw
+    shaper: CommandShaper
     mapper: EffortMapper
     matcher: JointStateMatcher
     active_label: str
@@ -212,9 +216,10 @@ class HybridDynamicsController(Node):
         self._missing: list[str] = []
         self._status = ""
         self.stats = {"cycles": 0, "stale": 0, "nonfinite": 0, "missing": 0,
-                      "missing_velocities": 0, "length_mismatch": 0, "future_stamps": 0,
-                      "out_of_order": 0, "saturated": 0, "rejected_references": 0,
-                      "base_missing": 0, "base_stale": 0, "base_rejected": 0}
+                      "missing_velocities": 0, "length_mismatch": 0, "duplicate_names": 0,
+                      "future_stamps": 0, "out_of_order": 0, "saturated": 0,
+                      "rejected_references": 0, "base_missing": 0, "base_stale": 0,
+                      "base_rejected": 0}
         self._command_publishers = 1
         self._compute_times: list[float] = []
         self._cycle_stamps: list[float] = []
@@ -243,8 +248,10 @@ class HybridDynamicsController(Node):
         workspace = JacobianWorkspace(model)  # shared by the law and the J_G/J_D publication
         law = CONTROL_LAWS[p["mode"]](model, p, p["task_frame"] or self.default_frame,
                                       workspace)
+        shaper = CommandShaper(model, p, workspace)
         mapper = EffortMapper(model, self.command_joints, p["effort_limit_scale"])
-        return Plan(model, law, mapper, JointStateMatcher(model, floating_from_elsewhere=True),
+        return Plan(model, law, shaper, mapper,
+                    JointStateMatcher(model, floating_from_elsewhere=True),
                     "cols:" + ",".join(model.active_joints),
                     "rows:" + ",".join(model.passive_joints))
 
@@ -422,6 +429,9 @@ class HybridDynamicsController(Node):
             self._missing = exc.missing
             self._refuse("missing", f"/joint_states lacks joints {exc.missing}")
             return None
+        except DuplicateJointsError as exc:
+            self._refuse("duplicate_names", f"malformed /joint_states: {exc}")
+            return None
         except ValueError as exc:
             self._refuse("length_mismatch", f"malformed /joint_states: {exc}")
             return None
@@ -480,6 +490,7 @@ class HybridDynamicsController(Node):
         except ValueError as exc:  # singular passive inertia and the like: never send NaN
             self._send_zero_once(f"control law failed: {exc}")
             return
+        plan.shaper.apply(q, v, out)  # safety layer, friction compensation (control/command)
         command = plan.mapper.map(out.tau_active)
         if not np.all(np.isfinite(command)):
             self._send_zero_once("non-finite effort computed")

@@ -1,0 +1,47 @@
+"""What every law's command goes through before the wire (ROS-free), in this order:
+
+1. ``limits.SafetyLayer``: the accelerations the law's torques would give are kept within the
+   active joints' position and velocity limits (braking profile); the torques are recomputed
+   by the hybrid recursion when it overrides the law, and the law's status says so.
+2. ``friction.FrictionCompensation``: the URDF ``<dynamics>`` damping and dry friction of the
+   active joints, compensated as feed-forward (the laws plan in a frictionless model).
+
+The effort limits come last (the node's ``EffortMapper``). The node and the in-process loops
+use the same shaper, so an offline run sees the command the wire carries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..jacobians import JacobianWorkspace
+from ..model import RobotModel
+from ..parameters import ParameterSpec
+from .friction import FrictionCompensation
+from .law import LawOutput
+from .limits import SafetyLayer
+
+__all__ = ["CommandShaper", "shaper_parameters"]
+
+
+def shaper_parameters() -> list[ParameterSpec]:
+    """The parameters of every stage, once each."""
+    return [*SafetyLayer.parameters, *FrictionCompensation.parameters]
+
+
+class CommandShaper:
+    """The stages above for one model (a new passive set or new settings: a new shaper)."""
+
+    def __init__(self, model: RobotModel, settings: Mapping[str, Any],
+                 workspace: JacobianWorkspace | None = None) -> None:
+        self.safety = SafetyLayer(model, settings, workspace)
+        self.friction = FrictionCompensation(model, settings)
+
+    def apply(self, q: np.ndarray, v: np.ndarray, out: LawOutput) -> LawOutput:
+        """``out`` with its torques (and passive accelerations, status) shaped in place."""
+        self.safety.apply(q, v, out)
+        self.friction.apply(q, v, out)
+        return out
