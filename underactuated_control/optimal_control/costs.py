@@ -1,0 +1,168 @@
+"""Cost terms of a trajectory optimisation: l(x, u) per knot and l_N(x) at the end.
+
+Each term adds its value, gradient (l_x, l_u) and a positive semi-definite Hessian
+approximation (l_xx, l_uu, l_ux: exact for quadratic terms, Gauss-Newton for frame terms) to a
+``Derivatives`` record. Your own term: subclass ``Cost`` and implement both methods.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..jacobians import JacobianWorkspace
+from ..model import RobotModel
+
+__all__ = ["Derivatives", "Cost", "CostSum", "StateCost", "ControlCost", "FrameCost"]
+
+
+@dataclass
+class Derivatives:
+    """Accumulated derivatives of a knot's cost (zeroed by ``clear``)."""
+
+    lx: np.ndarray
+    lu: np.ndarray
+    lxx: np.ndarray
+    luu: np.ndarray
+    lux: np.ndarray
+
+    @classmethod
+    def zeros(cls, nx: int, nu: int) -> Derivatives:
+        return cls(np.zeros(nx), np.zeros(nu), np.zeros((nx, nx)), np.zeros((nu, nu)),
+                   np.zeros((nu, nx)))
+
+    def clear(self) -> None:
+        for a in (self.lx, self.lu, self.lxx, self.luu, self.lux):
+            a[...] = 0.0
+
+
+class Cost(ABC):
+    """One term; ``u`` is None at the final knot."""
+
+    @abstractmethod
+    def value(self, x: np.ndarray, u: np.ndarray | None) -> float:
+        """l(x, u)."""
+
+    @abstractmethod
+    def add_derivatives(self, x: np.ndarray, u: np.ndarray | None, d: Derivatives) -> float:
+        """Add this term's derivatives to ``d``; return its value."""
+
+
+class CostSum(Cost):
+    def __init__(self, terms: Sequence[Cost]) -> None:
+        self.terms = list(terms)
+
+    def value(self, x, u):
+        return float(sum(t.value(x, u) for t in self.terms))
+
+    def add_derivatives(self, x, u, d):
+        return float(sum(t.add_derivatives(x, u, d) for t in self.terms))
+
+
+def _vector(value, n: int, name: str) -> np.ndarray:
+    a = np.broadcast_to(np.asarray(value, dtype=float), (n,)).copy() if np.ndim(value) == 0 \
+        else np.asarray(value, dtype=float).copy()
+    if a.shape != (n,) or not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} must be one finite value or {n} of them")
+    return a
+
+
+class StateCost(Cost):
+    """½ Σ w_i (x_i − x*_i)²: joint targets, velocity damping, passive-joint terms (weights
+    on the passive joints' entries), in x = (q, v) order."""
+
+    def __init__(self, target: Sequence[float], weights: float | Sequence[float]) -> None:
+        self.target = np.asarray(target, dtype=float).copy()
+        self.weights = _vector(weights, self.target.size, "weights")
+        if np.any(self.weights < 0):
+            raise ValueError("state weights must be >= 0")
+
+    def value(self, x, u):
+        e = x - self.target
+        return 0.5 * float(self.weights @ (e * e))
+
+    def add_derivatives(self, x, u, d):
+        e = x - self.target
+        d.lx += self.weights * e
+        d.lxx[np.diag_indices_from(d.lxx)] += self.weights
+        return 0.5 * float(self.weights @ (e * e))
+
+
+class ControlCost(Cost):
+    """½ Σ w_i (u_i − u*_i)² on the active torques (no cost at the final knot)."""
+
+    def __init__(self, weights: float | Sequence[float], n_controls: int,
+                 reference: float | Sequence[float] = 0.0) -> None:
+        self.weights = _vector(weights, n_controls, "weights")
+        self.reference = _vector(reference, n_controls, "reference")
+
+    def value(self, x, u):
+        if u is None:
+            return 0.0
+        e = u - self.reference
+        return 0.5 * float(self.weights @ (e * e))
+
+    def add_derivatives(self, x, u, d):
+        if u is None:
+            return 0.0
+        e = u - self.reference
+        d.lu += self.weights * e
+        d.luu[np.diag_indices_from(d.luu)] += self.weights
+        return 0.5 * float(self.weights @ (e * e))
+
+
+class FrameCost(Cost):
+    """½ w_p |p − p*|² + ½ w_R ‖R − R*‖²_F of a frame's placement (root coordinates).
+
+    Gradient exact: with J = [J_p; J_ω] the frame Jacobian (world axes) and M = R R*ᵀ,
+    ∂/∂q = w_p J_pᵀ (p − p*) − w_R J_ωᵀ (M₂₃ − M₃₂, M₃₁ − M₁₃, M₁₂ − M₂₁); Hessian Gauss-Newton
+    (w_p J_pᵀ J_p + 2 w_R J_ωᵀ J_ω, the latter exact at R = R*)."""
+
+    def __init__(self, model: RobotModel, frame: str, position: Sequence[float] | None = None,
+                 rotation: np.ndarray | None = None, position_weight: float = 1.0,
+                 rotation_weight: float = 1.0, workspace: JacobianWorkspace | None = None
+                 ) -> None:
+        model.frame(frame)  # ValueError naming an unknown frame
+        if position is None and rotation is None:
+            raise ValueError("give a position, a rotation or both")
+        self.model, self.frame = model, frame
+        self.position = None if position is None else np.asarray(position, float).copy()
+        self.rotation = None if rotation is None else np.asarray(rotation, float).copy()
+        self.wp, self.wr = float(position_weight), float(rotation_weight)
+        self.workspace = workspace if workspace is not None else JacobianWorkspace(model)
+        self.nq = model.nq
+
+    def _terms(self, x):
+        ws = self.workspace
+        ws.set_configuration(x[:self.nq])
+        p, R = ws.frame_placement(self.frame)
+        value = 0.0
+        ep = vr = None
+        if self.position is not None:
+            ep = p - self.position
+            value += 0.5 * self.wp * float(ep @ ep)
+        if self.rotation is not None:
+            M = R @ self.rotation.T
+            value += self.wr * (3.0 - float(np.trace(M)))  # = ½ w ‖R − R*‖²_F
+            vr = np.array([M[1, 2] - M[2, 1], M[2, 0] - M[0, 2], M[0, 1] - M[1, 0]])
+        return value, ep, vr
+
+    def value(self, x, u):
+        return self._terms(x)[0]
+
+    def add_derivatives(self, x, u, d):
+        value, ep, vr = self._terms(x)
+        J = self.workspace.frame_jacobian(self.frame)
+        n = self.nq
+        if ep is not None:
+            Jp = J[:3]
+            d.lx[:n] += self.wp * (Jp.T @ ep)
+            d.lxx[:n, :n] += self.wp * (Jp.T @ Jp)
+        if vr is not None:
+            Jw = J[3:]
+            d.lx[:n] -= self.wr * (Jw.T @ vr)
+            d.lxx[:n, :n] += 2.0 * self.wr * (Jw.T @ Jw)
+        return value

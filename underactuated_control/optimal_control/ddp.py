@@ -1,0 +1,244 @@
+"""Box-constrained DDP (control-limited iLQR, Tassa, Mansard & Todorov 2014).
+
+Minimise Σ_k l(x_k, u_k) + l_N(x_N) subject to x_{k+1} = f(x_k, u_k), x_0 given, and
+lower ≤ u_k ≤ upper (the active joints' effort limits). Each iteration:
+
+Backward pass (V_x, V_xx from the final cost), for k = N−1 … 0:
+    Q_x  = l_x + F_xᵀ V_x                 Q_u  = l_u + F_uᵀ V_x                        (1)
+    Q_xx = l_xx + F_xᵀ V_xx F_x           Q_uu = l_uu + F_uᵀ V_xx F_u + μ I            (2)
+    Q_ux = l_ux + F_uᵀ V_xx F_x                                                      (3)
+    k = argmin ½ δuᵀ Q_uu δu + Q_uᵀ δu  s.t. lower ≤ u_k + δu ≤ upper  (projected Newton)  (4)
+    K_f = −Q_uu,ff⁻¹ Q_ux,f on the free controls, K_c = 0 on the clamped ones              (5)
+    V_x  = Q_x + Kᵀ Q_uu k + Kᵀ Q_u + Q_uxᵀ k                                            (6)
+    V_xx = Q_xx + Kᵀ Q_uu K + Kᵀ Q_ux + Q_uxᵀ K                                          (7)
+Forward pass with step α: u_k = clip(ū_k + α k_k + K_k (x_k − x̄_k)), accepted when the cost
+falls by at least a tenth of the expected ΔV(α) = α Σ kᵀQ_u + ½ α² Σ kᵀQ_uu k.          (8)
+μ grows when Q_uu is not positive definite or no step is accepted, and shrinks otherwise.
+
+The returned gains K_k are the Riccati feedback of the last backward pass: a tracking law
+u = ū_k + K_k (x − x̄_k), clipped to the limits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .costs import Cost, Derivatives
+
+__all__ = ["Solution", "solve_box_ddp", "box_qp", "cost_gradient"]
+
+
+@dataclass
+class Solution:
+    """An optimised trajectory: states ``xs`` (N+1, nx), controls ``us`` (N, nu), feedback
+    gains ``K`` (N, nu, nx); ``cost``; ``gradient``: the largest projected gradient of the
+    total cost over the controls (first-order optimality: 0 at a box-constrained optimum)."""
+
+    xs: np.ndarray
+    us: np.ndarray
+    K: np.ndarray
+    cost: float
+    iterations: int
+    converged: bool
+    gradient: float
+    history: list[float] = field(default_factory=list)
+
+    def control(self, k: int, x: np.ndarray, lower: np.ndarray, upper: np.ndarray
+                ) -> np.ndarray:
+        """The tracking law u = ū_k + K_k (x − x̄_k), within the limits."""
+        return np.clip(self.us[k] + self.K[k] @ (x - self.xs[k]), lower, upper)
+
+
+def box_qp(H: np.ndarray, g: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+           x0: np.ndarray, iterations: int = 50) -> tuple[np.ndarray, np.ndarray]:
+    """argmin ½ xᵀHx + gᵀx on lower ≤ x ≤ upper (H positive definite) by projected Newton
+    with an Armijo search; returns (x, free mask). ``np.linalg.LinAlgError`` when H is not
+    positive definite on the free set."""
+    x = np.clip(x0, lower, upper)
+    free = np.ones(g.size, dtype=bool)
+    for _ in range(iterations):
+        grad = g + H @ x
+        clamped = ((x <= lower) & (grad > 0)) | ((x >= upper) & (grad < 0))
+        free = ~clamped
+        if not free.any():
+            break
+        L = np.linalg.cholesky(H[np.ix_(free, free)])
+        step = np.zeros_like(x)
+        step[free] = -np.linalg.solve(L.T, np.linalg.solve(L, grad[free]))
+        if np.linalg.norm(grad[free]) < 1e-12 * (1.0 + np.linalg.norm(g)):
+            break
+        value = 0.5 * x @ H @ x + g @ x
+        alpha = 1.0
+        while alpha > 1e-12:
+            candidate = np.clip(x + alpha * step, lower, upper)
+            new_value = 0.5 * candidate @ H @ candidate + g @ candidate
+            if new_value - value <= 0.1 * grad @ (candidate - x):
+                break
+            alpha *= 0.5
+        moved = np.max(np.abs(candidate - x))
+        x = candidate
+        if moved < 1e-14 * (1.0 + np.max(np.abs(x))) or abs(new_value - value) < 1e-15:
+            break
+    grad = g + H @ x
+    free = ~(((x <= lower) & (grad > 0)) | ((x >= upper) & (grad < 0)))
+    return x, free
+
+
+def _rollout(step, x0, us, running: Cost, terminal: Cost) -> tuple[np.ndarray, float]:
+    xs = np.empty((len(us) + 1, x0.size))
+    xs[0] = x0
+    cost = 0.0
+    for k, u in enumerate(us):
+        cost += running.value(xs[k], u)
+        xs[k + 1] = step(xs[k], u)
+    return xs, cost + terminal.value(xs[-1], None)
+
+
+def cost_gradient(step, xs: np.ndarray, us: np.ndarray, running: Cost, terminal: Cost
+                  ) -> np.ndarray:
+    """∂J/∂u_k of the total cost along a rollout, by the adjoint recursion
+    λ_N = ∂l_N/∂x, λ_k = l_x + F_xᵀ λ_{k+1}, ∂J/∂u_k = l_u + F_uᵀ λ_{k+1}."""
+    nx, nu = xs.shape[1], us.shape[1]
+    d = Derivatives.zeros(nx, nu)
+    terminal.add_derivatives(xs[-1], None, d)
+    lam = d.lx.copy()
+    grad = np.empty_like(us)
+    for k in range(len(us) - 1, -1, -1):
+        _, Fx, Fu = step.derivatives(xs[k], us[k])
+        d.clear()
+        running.add_derivatives(xs[k], us[k], d)
+        grad[k] = d.lu + Fu.T @ lam
+        lam = d.lx + Fx.T @ lam
+    return grad
+
+
+def _projected(grad: np.ndarray, us: np.ndarray, lower: np.ndarray, upper: np.ndarray
+               ) -> float:
+    """Largest gradient component a feasible move could still use (KKT residual)."""
+    g = grad.copy()
+    g[(us <= lower) & (g > 0)] = 0.0
+    g[(us >= upper) & (g < 0)] = 0.0
+    return float(np.max(np.abs(g))) if g.size else 0.0
+
+
+def solve_box_ddp(step, x0: np.ndarray, us_init: np.ndarray, running: Cost, terminal: Cost,
+                  *, max_iterations: int = 200, tolerance: float = 1e-8,
+                  lower: np.ndarray | None = None, upper: np.ndarray | None = None,
+                  regularization: float = 1e-6,
+                  progress: Callable[[int, float, float], None] | None = None) -> Solution:
+    """Minimise the cost from ``x0`` starting with the controls ``us_init`` (N, nu).
+
+    ``step`` is the dynamics (``HybridStep`` or anything with ``__call__(x, u)``,
+    ``derivatives(x, u) -> (x', F_x, F_u)`` and, unless given here, ``lower``/``upper``).
+    Stops when the expected decrease falls below ``tolerance`` (relative to the cost).
+    ``progress(iteration, cost, step)`` is called after each iteration."""
+    x0 = np.asarray(x0, dtype=float)
+    us = np.clip(np.array(us_init, dtype=float), *_bounds(step, lower, upper, us_init))
+    lower, upper = _bounds(step, lower, upper, us_init)
+    N, nu = us.shape
+    nx = x0.size
+    xs, cost = _rollout(step, x0, us, running, terminal)
+    history = [cost]
+    K = np.zeros((N, nu, nx))
+    kff = np.zeros((N, nu))
+    Fx = np.empty((N, nx, nx))
+    Fu = np.empty((N, nx, nu))
+    knots = [Derivatives.zeros(nx, nu) for _ in range(N)]
+    final = Derivatives.zeros(nx, nu)
+    mu, converged, iteration = regularization, False, 0
+    for iteration in range(1, max_iterations + 1):
+        for k in range(N):  # derivatives along the current trajectory
+            _, Fx[k], Fu[k] = step.derivatives(xs[k], us[k])
+            knots[k].clear()
+            running.add_derivatives(xs[k], us[k], knots[k])
+        final.clear()
+        terminal.add_derivatives(xs[-1], None, final)
+        while True:  # backward pass, (1)–(7)
+            try:
+                d1, d2 = _backward(Fx, Fu, knots, final, us, lower, upper, mu, K, kff)
+                break
+            except np.linalg.LinAlgError:
+                mu = max(mu * 10.0, 1e-8)
+                if mu > 1e10:
+                    raise RuntimeError("DDP: Q_uu stays indefinite (regularisation above "
+                                       "1e10); check the costs' Hessians") from None
+        accepted = False
+        for alpha in (1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.01, 0.003, 0.001):  # (8)
+            new_xs, new_us, new_cost = _forward(step, x0, xs, us, K, kff, alpha, lower,
+                                                upper, running, terminal)
+            expected = -(alpha * d1 + 0.5 * alpha * alpha * d2)
+            if not np.isfinite(new_cost):
+                continue
+            if expected <= 0.0 or cost - new_cost >= 0.1 * expected:
+                accepted = cost - new_cost >= 0.0
+                break
+        if accepted:
+            xs, us, cost = new_xs, new_us, new_cost
+            mu = max(mu / 4.0, regularization)
+        else:
+            mu *= 10.0
+        history.append(cost)
+        if progress is not None:
+            progress(iteration, cost, alpha if accepted else 0.0)
+        if -d1 - 0.5 * d2 < tolerance * max(1.0, abs(cost)) or mu > 1e10:
+            converged = mu <= 1e10
+            break
+    gradient = _projected(cost_gradient(step, xs, us, running, terminal), us, lower, upper)
+    return Solution(xs, us, K, cost, iteration, converged, gradient, history)
+
+
+def _bounds(step, lower, upper, us_init) -> tuple[np.ndarray, np.ndarray]:
+    nu = np.shape(us_init)[1]
+    lo = getattr(step, "lower", None) if lower is None else lower
+    hi = getattr(step, "upper", None) if upper is None else upper
+    lo = np.full(nu, -np.inf) if lo is None else np.asarray(lo, float)
+    hi = np.full(nu, np.inf) if hi is None else np.asarray(hi, float)
+    return lo, hi
+
+
+def _backward(Fx, Fu, knots, final, us, lower, upper, mu, K, kff) -> tuple[float, float]:
+    """(1)–(7) over every knot; returns (Σ kᵀQ_u, Σ kᵀQ_uu k) for the expected decrease."""
+    Vx, Vxx = final.lx.copy(), final.lxx.copy()
+    d1 = d2 = 0.0
+    nu = us.shape[1]
+    for k in range(len(us) - 1, -1, -1):
+        d, A, B = knots[k], Fx[k], Fu[k]
+        VxxA, VxxB = Vxx @ A, Vxx @ B
+        Qx = d.lx + A.T @ Vx  # (1)
+        Qu = d.lu + B.T @ Vx
+        Qxx = d.lxx + A.T @ VxxA  # (2)
+        Quu = d.luu + B.T @ VxxB
+        Qux = d.lux + B.T @ VxxA  # (3)
+        Quu_reg = Quu + mu * np.eye(nu)
+        step, free = box_qp(Quu_reg, Qu, lower - us[k], upper - us[k], kff[k])  # (4)
+        gain = np.zeros((nu, A.shape[0]))
+        if free.any():  # (5)
+            L = np.linalg.cholesky(Quu_reg[np.ix_(free, free)])
+            gain[free] = -np.linalg.solve(L.T, np.linalg.solve(L, Qux[free]))
+        K[k], kff[k] = gain, step
+        Vx = Qx + gain.T @ Quu @ step + gain.T @ Qu + Qux.T @ step  # (6)
+        Vxx = Qxx + gain.T @ Quu @ gain + gain.T @ Qux + Qux.T @ gain  # (7)
+        Vxx = 0.5 * (Vxx + Vxx.T)
+        d1 += float(step @ Qu)
+        d2 += float(step @ Quu @ step)
+    return d1, d2
+
+
+def _forward(step, x0, xs, us, K, kff, alpha, lower, upper, running, terminal):
+    new_xs = np.empty_like(xs)
+    new_us = np.empty_like(us)
+    new_xs[0] = x0
+    cost = 0.0
+    for k in range(len(us)):
+        with np.errstate(over="ignore", invalid="ignore"):  # a diverging trial step
+            new_us[k] = np.clip(us[k] + alpha * kff[k] + K[k] @ (new_xs[k] - xs[k]), lower,
+                                upper)
+            cost += running.value(new_xs[k], new_us[k])
+            new_xs[k + 1] = step(new_xs[k], new_us[k])
+        if not np.all(np.isfinite(new_xs[k + 1])):
+            return new_xs, new_us, np.inf
+    with np.errstate(over="ignore", invalid="ignore"):
+        return new_xs, new_us, cost + terminal.value(new_xs[-1], None)
