@@ -183,3 +183,21 @@ def test_bad_problems_name_the_fault():
         HybridStep(model, 0.01)
     with pytest.raises(ValueError, match="dt"):
         HybridStep(RobotModel.from_urdf((ROOT / "urdf" / "acrobot.urdf").read_text()), 0.0)
+
+
+def test_optimize_command_writes_the_trajectory_gains_and_plot(tmp_path, capsys):
+    from underactuated_control.cli import main
+
+    out = tmp_path / "out"
+    assert main(["optimize", "acrobot", "--goal", "0", "0.5", "--horizon", "1", "--dt", "0.02",
+                 "--out", str(out), "--quiet"]) == 0
+    data = np.load(out / "solution.npz")
+    xs, us, K = data["xs"], data["us"], data["K"]
+    assert xs.shape == (51, 4) and us.shape == (50, 1) and K.shape == (50, 1, 4)
+    np.testing.assert_allclose(xs[-1, :2], [0.0, 0.5], atol=0.02)
+    # the CSV is the same trajectory; the elbow's 6 N·m limit holds
+    rows = np.genfromtxt(out / "trajectory.csv", delimiter=",", names=True)
+    np.testing.assert_allclose(rows["q_elbow"], xs[:, 1], rtol=1e-8, atol=1e-9)
+    assert np.nanmax(np.abs(rows["u_elbow"])) <= 6.0
+    assert main(["optimize", "acrobot", "--goal", "0", "--out", str(out)]) == 2
+    assert "goal: give 2 finite values" in capsys.readouterr().err

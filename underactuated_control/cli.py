@@ -372,6 +372,38 @@ def cmd_ellipsoid(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_optimize(args: argparse.Namespace) -> int:
+    """Torque-limited trajectory optimisation through the hybrid recursion (box DDP)."""
+    import time
+
+    from .optimal_control import solve_box_ddp
+    from .optimal_control.problems import goal_problem, write_solution
+
+    model = RobotModel.from_urdf(resolve_robot(args.robot), passive_joints=args.passive,
+                                 tip_link=args.tip_link)
+    problem = goal_problem(model, args.goal, args.start, args.horizon, args.dt, args.frame,
+                           args.position)
+
+    def progress(iteration: int, cost: float, alpha: float) -> None:
+        if not args.quiet:
+            print(f"  iteration {iteration:3d}: cost {cost:.6g}, step {alpha:g}", flush=True)
+
+    print(f"optimising '{model.name}': active {list(model.active_joints)}, passive "
+          f"{list(model.passive_joints)}, {len(problem.us_init)} knots of {args.dt} s")
+    t0 = time.perf_counter()
+    sol = solve_box_ddp(problem.step, problem.x0, problem.us_init, problem.running,
+                        problem.terminal, max_iterations=args.max_iterations, progress=progress)
+    elapsed = time.perf_counter() - t0
+    n = model.nv
+    print(f"{'converged' if sol.converged else 'NOT converged'} after {sol.iterations} "
+          f"iterations in {elapsed:.2f} s: cost {sol.cost:.6g}, KKT residual {sol.gradient:.2e}, "
+          f"final q {np.round(sol.xs[-1, :n], 4).tolist()}, |v| "
+          f"{float(np.abs(sol.xs[-1, n:]).max()):.3g}")
+    for path in write_solution(sol, problem, args.out):
+        print(f"wrote {path}")
+    return 0 if sol.converged else 1
+
+
 def cmd_robots(_: argparse.Namespace) -> int:
     for name, path in builtin_robots().items():
         print(f"{name:<16}{path}")
@@ -510,6 +542,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a configuration [rad|m] (repeat --q for several)")
     e.add_argument("--out", default="ellipsoids.png", help="PNG file")
     e.set_defaults(func=cmd_ellipsoid)
+    o = sub.add_parser("optimize", help="torque-limited trajectory optimisation through the "
+                       "hybrid recursion (box DDP): trajectory, Riccati gains and a plot")
+    o.add_argument("robot", help="URDF path, URDF XML, or a bundled robot name")
+    o.add_argument("--passive", nargs="*", default=[], metavar="JOINT",
+                   help="joints without actuator (added to those of <ros2_control>)")
+    o.add_argument("--tip-link")
+    o.add_argument("--goal", nargs="+", type=float, metavar="Q",
+                   help="final configuration [rad|m], one per joint (reached at rest)")
+    o.add_argument("--start", nargs="+", type=float, metavar="Q",
+                   help="start configuration [rad|m] (default: zero), at rest")
+    o.add_argument("--frame", help="a frame to bring to --position at the end")
+    o.add_argument("--position", nargs=3, type=float, metavar=("X", "Y", "Z"),
+                   help="[m] root axes")
+    o.add_argument("--horizon", type=float, default=2.0, help="[s] (default 2)")
+    o.add_argument("--dt", type=float, default=0.01, help="knot spacing [s] (default 0.01)")
+    o.add_argument("--max-iterations", type=int, default=300)
+    o.add_argument("--out", default="optimize_out", help="output directory")
+    o.add_argument("--quiet", action="store_true", help="no line per iteration")
+    o.set_defaults(func=cmd_optimize)
     r = sub.add_parser("robots", help="list bundled robots")
     r.set_defaults(func=cmd_robots)
     w = sub.add_parser("warm-up", help="compile every numba kernel once (numba's on-disk cache), "

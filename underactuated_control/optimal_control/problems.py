@@ -1,0 +1,117 @@
+"""Ready-made problems for ``underactuated-control optimize`` and their output files.
+
+``goal_problem``: from a start state to a joint configuration (and, optionally, a frame
+position), torque-limited, passive joints free; ``write_solution``: CSV, NPZ (with the Riccati
+gains) and a PNG of a solution.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..model import RobotModel
+from .costs import ControlCost, Cost, CostSum, FrameCost, StateCost
+from .ddp import Solution
+from .dynamics import HybridStep
+
+__all__ = ["Problem", "goal_problem", "write_solution"]
+
+
+@dataclass
+class Problem:
+    step: HybridStep
+    x0: np.ndarray
+    us_init: np.ndarray
+    running: Cost
+    terminal: Cost
+
+
+def _per_joint(values: Sequence[float] | None, model: RobotModel, what: str) -> np.ndarray:
+    if values is None:
+        return np.zeros(model.nq)
+    a = np.asarray(values, dtype=float)
+    if a.shape != (model.nq,) or not np.all(np.isfinite(a)):
+        raise ValueError(f"{what}: give {model.nq} finite values, one per joint "
+                         f"{list(model.joint_names)}, got {np.atleast_1d(a).tolist()}")
+    return a
+
+
+def goal_problem(model: RobotModel, goal: Sequence[float] | None = None,
+                 start: Sequence[float] | None = None, horizon: float = 2.0, dt: float = 0.01,
+                 frame: str | None = None, position: Sequence[float] | None = None,
+                 goal_weight: float = 1000.0, velocity_weight: float = 100.0,
+                 torque_weight: float = 0.01, state_weight: float = 0.01) -> Problem:
+    """Reach ``goal`` (joint positions, at rest) and/or put ``frame`` at ``position`` at the
+    end of ``horizon`` [s], from ``start`` (at rest); costs: the final error (weights
+    ``goal_weight``, ``velocity_weight``), torque ``torque_weight`` Σ u², and a small
+    ``state_weight`` on the distance to the goal along the way."""
+    if not (np.isfinite(horizon) and horizon > 0 and np.isfinite(dt) and 0 < dt <= horizon):
+        raise ValueError(f"horizon ({horizon} s) and dt ({dt} s) must be > 0, dt <= horizon")
+    if goal is None and frame is None:
+        raise ValueError("give a goal configuration (--goal) or a frame and position")
+    step = HybridStep(model, dt)
+    n = model.nv
+    x0 = np.concatenate([_per_joint(start, model, "start"), np.zeros(n)])
+    target = np.concatenate([_per_joint(goal, model, "goal") if goal is not None
+                             else x0[:n], np.zeros(n)])
+    final_q = goal_weight if goal is not None else 0.0
+    terminal: list[Cost] = [StateCost(target, [final_q] * n + [velocity_weight] * n)]
+    running: list[Cost] = [ControlCost(torque_weight, step.nu),
+                           StateCost(target, [state_weight if goal is not None else 0.0] * n
+                                     + [0.1 * state_weight] * n)]
+    if frame is not None:
+        if position is None or len(position) != 3:
+            raise ValueError("--position: give x y z [m] of the frame in root axes")
+        terminal.append(FrameCost(model, frame, position=position, position_weight=goal_weight))
+    N = max(1, round(horizon / dt))
+    return Problem(step, x0, np.zeros((N, step.nu)), CostSum(running), CostSum(terminal))
+
+
+def write_solution(solution: Solution, problem: Problem, out: Path | str) -> list[Path]:
+    """trajectory.csv (t, q, v of every joint, u of the active ones), solution.npz (xs, us,
+    K, dt, names) and trajectory.png (when matplotlib is installed) in ``out``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    step, model = problem.step, problem.step.model
+    n, N = model.nv, len(solution.us)
+    t = step.dt * np.arange(N + 1)
+    us = np.vstack([solution.us, np.full((1, step.nu), np.nan)])  # no control at the end
+    names = list(model.joint_names)
+    active = list(model.active_joints)
+    written = [out / "trajectory.csv", out / "solution.npz"]
+    with open(written[0], "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["t"] + [f"q_{j}" for j in names] + [f"v_{j}" for j in names]
+                   + [f"u_{j}" for j in active])
+        for k in range(N + 1):
+            w.writerow([f"{t[k]:.6g}", *(f"{x:.9g}" for x in solution.xs[k]),
+                        *("" if np.isnan(u) else f"{u:.9g}" for u in us[k])])
+    np.savez(written[1], xs=solution.xs, us=solution.us, K=solution.K, dt=step.dt,
+             joint_names=np.array(names), active_joints=np.array(active),
+             cost=solution.cost, gradient=solution.gradient)
+    from ..scenarios.harness import pyplot
+
+    plt = pyplot()
+    if plt is not None:
+        fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
+        for i, name in enumerate(names):
+            axes[0].plot(t, solution.xs[:, i], label=name)
+            axes[1].plot(t, solution.xs[:, n + i], label=name)
+        for i, name in enumerate(active):
+            axes[2].step(t[:-1], solution.us[:, i], where="post", label=name)
+        for ax, label in zip(axes, ("q [rad|m]", "v [rad/s|m/s]", "u [N·m|N]")):
+            ax.set_ylabel(label)
+            ax.grid(True)
+            ax.legend(loc="upper right", fontsize="small")
+        axes[2].set_xlabel("t [s]")
+        axes[0].set_title(f"{model.name}: optimised trajectory (cost {solution.cost:.4g})")
+        fig.tight_layout()
+        written.append(out / "trajectory.png")
+        fig.savefig(written[-1], dpi=100)
+        plt.close(fig)
+    return written
