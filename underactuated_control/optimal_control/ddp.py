@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .costs import Cost, Derivatives
+from .kernels import backward_pass, box_qp_kernel
 
 __all__ = ["Solution", "solve_box_ddp", "box_qp", "cost_gradient"]
 
@@ -55,35 +56,14 @@ class Solution:
 def box_qp(H: np.ndarray, g: np.ndarray, lower: np.ndarray, upper: np.ndarray,
            x0: np.ndarray, iterations: int = 50) -> tuple[np.ndarray, np.ndarray]:
     """argmin ½ xᵀHx + gᵀx on lower ≤ x ≤ upper (H positive definite) by projected Newton
-    with an Armijo search; returns (x, free mask). ``np.linalg.LinAlgError`` when H is not
-    positive definite on the free set."""
-    x = np.clip(x0, lower, upper)
-    free = np.ones(g.size, dtype=bool)
-    for _ in range(iterations):
-        grad = g + H @ x
-        clamped = ((x <= lower) & (grad > 0)) | ((x >= upper) & (grad < 0))
-        free = ~clamped
-        if not free.any():
-            break
-        L = np.linalg.cholesky(H[np.ix_(free, free)])
-        step = np.zeros_like(x)
-        step[free] = -np.linalg.solve(L.T, np.linalg.solve(L, grad[free]))
-        if np.linalg.norm(grad[free]) < 1e-12 * (1.0 + np.linalg.norm(g)):
-            break
-        value = 0.5 * x @ H @ x + g @ x
-        alpha = 1.0
-        while alpha > 1e-12:
-            candidate = np.clip(x + alpha * step, lower, upper)
-            new_value = 0.5 * candidate @ H @ candidate + g @ candidate
-            if new_value - value <= 0.1 * grad @ (candidate - x):
-                break
-            alpha *= 0.5
-        moved = np.max(np.abs(candidate - x))
-        x = candidate
-        if moved < 1e-14 * (1.0 + np.max(np.abs(x))) or abs(new_value - value) < 1e-15:
-            break
-    grad = g + H @ x
-    free = ~(((x <= lower) & (grad > 0)) | ((x >= upper) & (grad < 0)))
+    with an Armijo search (``kernels.box_qp_kernel``); returns (x, free mask).
+    ``np.linalg.LinAlgError`` when H is not positive definite on the free set."""
+    x = np.array(x0, dtype=float)
+    free = np.ones(x.size, dtype=bool)
+    if not box_qp_kernel(np.ascontiguousarray(H, dtype=float), np.asarray(g, dtype=float),
+                         np.asarray(lower, dtype=float), np.asarray(upper, dtype=float), x,
+                         free, iterations):
+        raise np.linalg.LinAlgError("box QP: H is not positive definite on the free set")
     return x, free
 
 
@@ -146,7 +126,10 @@ def solve_box_ddp(step, x0: np.ndarray, us_init: np.ndarray, running: Cost, term
     kff = np.zeros((N, nu))
     Fx = np.empty((N, nx, nx))
     Fu = np.empty((N, nx, nu))
-    knots = [Derivatives.zeros(nx, nu) for _ in range(N)]
+    stacked = Derivatives(np.zeros((N, nx)), np.zeros((N, nu)), np.zeros((N, nx, nx)),
+                          np.zeros((N, nu, nu)), np.zeros((N, nu, nx)))
+    knots = [Derivatives(stacked.lx[k], stacked.lu[k], stacked.lxx[k], stacked.luu[k],
+                         stacked.lux[k]) for k in range(N)]  # views of the stacked arrays
     final = Derivatives.zeros(nx, nu)
     mu, converged, iteration = regularization, False, 0
     for iteration in range(1, max_iterations + 1):
@@ -157,14 +140,15 @@ def solve_box_ddp(step, x0: np.ndarray, us_init: np.ndarray, running: Cost, term
         final.clear()
         terminal.add_derivatives(xs[-1], None, final)
         while True:  # backward pass, (1)–(7)
-            try:
-                d1, d2 = _backward(Fx, Fu, knots, final, us, lower, upper, mu, K, kff)
+            ok, d1, d2 = backward_pass(Fx, Fu, stacked.lx, stacked.lu, stacked.lxx,
+                                       stacked.luu, stacked.lux, final.lx, final.lxx, us,
+                                       lower, upper, mu, K, kff)
+            if ok:
                 break
-            except np.linalg.LinAlgError:
-                mu = max(mu * 10.0, 1e-8)
-                if mu > 1e10:
-                    raise RuntimeError("DDP: Q_uu stays indefinite (regularisation above "
-                                       "1e10); check the costs' Hessians") from None
+            mu = max(mu * 10.0, 1e-8)
+            if mu > 1e10:
+                raise RuntimeError("DDP: Q_uu stays indefinite (regularisation above 1e10); "
+                                   "check the costs' Hessians")
         accepted = False
         for alpha in (1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.01, 0.003, 0.001):  # (8)
             new_xs, new_us, new_cost = _forward(step, x0, xs, us, K, kff, alpha, lower,
@@ -197,34 +181,6 @@ def _bounds(step, lower, upper, us_init) -> tuple[np.ndarray, np.ndarray]:
     lo = np.full(nu, -np.inf) if lo is None else np.asarray(lo, float)
     hi = np.full(nu, np.inf) if hi is None else np.asarray(hi, float)
     return lo, hi
-
-
-def _backward(Fx, Fu, knots, final, us, lower, upper, mu, K, kff) -> tuple[float, float]:
-    """(1)–(7) over every knot; returns (Σ kᵀQ_u, Σ kᵀQ_uu k) for the expected decrease."""
-    Vx, Vxx = final.lx.copy(), final.lxx.copy()
-    d1 = d2 = 0.0
-    nu = us.shape[1]
-    for k in range(len(us) - 1, -1, -1):
-        d, A, B = knots[k], Fx[k], Fu[k]
-        VxxA, VxxB = Vxx @ A, Vxx @ B
-        Qx = d.lx + A.T @ Vx  # (1)
-        Qu = d.lu + B.T @ Vx
-        Qxx = d.lxx + A.T @ VxxA  # (2)
-        Quu = d.luu + B.T @ VxxB
-        Qux = d.lux + B.T @ VxxA  # (3)
-        Quu_reg = Quu + mu * np.eye(nu)
-        step, free = box_qp(Quu_reg, Qu, lower - us[k], upper - us[k], kff[k])  # (4)
-        gain = np.zeros((nu, A.shape[0]))
-        if free.any():  # (5)
-            L = np.linalg.cholesky(Quu_reg[np.ix_(free, free)])
-            gain[free] = -np.linalg.solve(L.T, np.linalg.solve(L, Qux[free]))
-        K[k], kff[k] = gain, step
-        Vx = Qx + gain.T @ Quu @ step + gain.T @ Qu + Qux.T @ step  # (6)
-        Vxx = Qxx + gain.T @ Quu @ gain + gain.T @ Qux + Qux.T @ gain  # (7)
-        Vxx = 0.5 * (Vxx + Vxx.T)
-        d1 += float(step @ Qu)
-        d2 += float(step @ Quu @ step)
-    return d1, d2
 
 
 def _forward(step, x0, xs, us, K, kff, alpha, lower, upper, running, terminal):

@@ -59,6 +59,14 @@ class HybridStep:
         tau[self.passive] = self.passive_forces(q, v)
         return self._forward.compute(q, v, self._empty, tau).qdd.copy()
 
+    def holding_torques(self, q: np.ndarray) -> np.ndarray:
+        """The active torques that keep the active joints still at ``q`` (zero velocity),
+        within the limits (the passive joints may still move)."""
+        hybrid = HybridDynamics(self.model)
+        tau = hybrid.compute(q, np.zeros(self.nv), np.zeros(self.nu),
+                             self.passive_forces(q, np.zeros(self.nv))).tau_active
+        return np.clip(tau, self.lower, self.upper)
+
     def __call__(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         n, dt = self.nv, self.dt
         q, v = x[:n], x[n:]

@@ -69,7 +69,11 @@ def goal_problem(model: RobotModel, goal: Sequence[float] | None = None,
             raise ValueError("--position: give x y z [m] of the frame in root axes")
         terminal.append(FrameCost(model, frame, position=position, position_weight=goal_weight))
     N = max(1, round(horizon / dt))
-    return Problem(step, x0, np.zeros((N, step.nu)), CostSum(running), CostSum(terminal))
+    # start from (and regularise toward) the torques that hold the start: the first rollout
+    # then stays near x0 instead of falling under gravity
+    hold = step.holding_torques(x0[:n])
+    running[0] = ControlCost(torque_weight, step.nu, reference=hold)
+    return Problem(step, x0, np.tile(hold, (N, 1)), CostSum(running), CostSum(terminal))
 
 
 def write_solution(solution: Solution, problem: Problem, out: Path | str) -> list[Path]:

@@ -1,0 +1,193 @@
+"""Compiled inner loops of the box DDP (``ddp.py``): the backward pass (1)–(7) over every knot
+and the box QP (4) it solves at each, with small dense Cholesky factorisations."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, inline="always")
+def mm(A, B):
+    """A B (loops: numba's @ needs SciPy's BLAS, which the controller does not install)."""
+    n, m, p = A.shape[0], A.shape[1], B.shape[1]
+    C = np.zeros((n, p))
+    for i in range(n):
+        for k in range(m):
+            a = A[i, k]
+            if a != 0.0:
+                for j in range(p):
+                    C[i, j] += a * B[k, j]
+    return C
+
+
+@njit(cache=True, inline="always")
+def tmm(A, B):
+    """Aᵀ B."""
+    m, n, p = A.shape[0], A.shape[1], B.shape[1]
+    C = np.zeros((n, p))
+    for k in range(m):
+        for i in range(n):
+            a = A[k, i]
+            if a != 0.0:
+                for j in range(p):
+                    C[i, j] += a * B[k, j]
+    return C
+
+
+@njit(cache=True, inline="always")
+def dot(x, y):
+    s = 0.0
+    for i in range(x.size):
+        s += x[i] * y[i]
+    return s
+
+
+@njit(cache=True, inline="always")
+def mv(A, x):
+    """A x."""
+    y = np.zeros(A.shape[0])
+    for i in range(A.shape[0]):
+        s = 0.0
+        for j in range(A.shape[1]):
+            s += A[i, j] * x[j]
+        y[i] = s
+    return y
+
+
+@njit(cache=True, inline="always")
+def tmv(A, x):
+    """Aᵀ x."""
+    y = np.zeros(A.shape[1])
+    for k in range(A.shape[0]):
+        a = x[k]
+        for i in range(A.shape[1]):
+            y[i] += A[k, i] * a
+    return y
+
+
+@njit(cache=True)
+def cholesky_solve_free(H, free, rhs, out):
+    """out[free] = −H_ff⁻¹ rhs[free] (rows of ``rhs`` are right-hand sides of the free set);
+    False when H_ff is not positive definite. ``rhs``: (n,) or (n, m) as 2-D (n, m)."""
+    idx = np.flatnonzero(free)
+    nf = idx.size
+    L = np.zeros((nf, nf))
+    for i in range(nf):
+        for j in range(i + 1):
+            s = H[idx[i], idx[j]]
+            for k in range(j):
+                s -= L[i, k] * L[j, k]
+            if i == j:
+                if s <= 0.0:
+                    return False
+                L[i, i] = np.sqrt(s)
+            else:
+                L[i, j] = s / L[j, j]
+    m = rhs.shape[1]
+    y = np.zeros(nf)
+    for c in range(m):
+        for i in range(nf):  # L y = rhs_f
+            s = rhs[idx[i], c]
+            for k in range(i):
+                s -= L[i, k] * y[k]
+            y[i] = s / L[i, i]
+        for i in range(nf - 1, -1, -1):  # Lᵀ x = y
+            s = y[i]
+            for k in range(i + 1, nf):
+                s -= L[k, i] * y[k]
+            y[i] = s / L[i, i]
+        for i in range(nf):
+            out[idx[i], c] = -y[i]
+    return True
+
+
+@njit(cache=True)
+def box_qp_kernel(H, g, lower, upper, x, free, iterations):
+    """argmin ½ xᵀHx + gᵀx on lower ≤ x ≤ upper by projected Newton (Armijo search), from
+    the given ``x`` (overwritten); ``free`` receives the free set. False: H not positive
+    definite on the free set."""
+    n = g.size
+    for i in range(n):
+        x[i] = min(max(x[i], lower[i]), upper[i])
+    step = np.zeros((n, 1))
+    candidate = np.empty(n)
+    grad2 = np.empty((n, 1))
+    for _ in range(iterations):
+        grad = g + mv(H, x)
+        any_free = False
+        for i in range(n):
+            free[i] = not ((x[i] <= lower[i] and grad[i] > 0.0)
+                           or (x[i] >= upper[i] and grad[i] < 0.0))
+            any_free = any_free or free[i]
+        if not any_free:
+            break
+        gnorm = 0.0
+        for i in range(n):
+            grad2[i, 0] = grad[i]
+            step[i, 0] = 0.0
+            if free[i]:
+                gnorm += grad[i] * grad[i]
+        if np.sqrt(gnorm) < 1e-12 * (1.0 + np.sqrt(np.sum(g * g))):
+            break
+        if not cholesky_solve_free(H, free, grad2, step):
+            return False
+        value = 0.5 * dot(x, mv(H, x)) + dot(g, x)
+        alpha = 1.0
+        new_value = value
+        while alpha > 1e-12:
+            for i in range(n):
+                candidate[i] = min(max(x[i] + alpha * step[i, 0], lower[i]), upper[i])
+            new_value = 0.5 * dot(candidate, mv(H, candidate)) + dot(g, candidate)
+            if new_value - value <= 0.1 * dot(grad, candidate - x):
+                break
+            alpha *= 0.5
+        moved = np.max(np.abs(candidate - x))
+        x[:] = candidate
+        if moved < 1e-14 * (1.0 + np.max(np.abs(x))) or abs(new_value - value) < 1e-15:
+            break
+    grad = g + mv(H, x)
+    for i in range(n):
+        free[i] = not ((x[i] <= lower[i] and grad[i] > 0.0)
+                       or (x[i] >= upper[i] and grad[i] < 0.0))
+    return True
+
+
+@njit(cache=True)
+def backward_pass(Fx, Fu, lx, lu, lxx, luu, lux, Vx_final, Vxx_final, us, lower, upper, mu,
+                  K, kff):
+    """(1)–(7) of ``ddp.py`` from the last knot to the first; K, kff written in place.
+    Returns (ok, Σ kᵀQ_u, Σ kᵀQ_uu k); ok False when Q_uu + μI is not positive definite."""
+    N, nu = us.shape
+    Vx = Vx_final.copy()
+    Vxx = Vxx_final.copy()
+    d1 = 0.0
+    d2 = 0.0
+    free = np.ones(nu, dtype=np.bool_)
+    for k in range(N - 1, -1, -1):
+        A = Fx[k]
+        B = Fu[k]
+        VxxA = mm(Vxx, A)
+        VxxB = mm(Vxx, B)
+        Qx = lx[k] + tmv(A, Vx)  # (1)
+        Qu = lu[k] + tmv(B, Vx)
+        Qxx = lxx[k] + tmm(A, VxxA)  # (2)
+        Quu = luu[k] + tmm(B, VxxB)
+        Qux = lux[k] + tmm(B, VxxA)  # (3)
+        Quu_reg = Quu + mu * np.eye(nu)
+        step = kff[k].copy()
+        if not box_qp_kernel(Quu_reg, Qu, lower - us[k], upper - us[k], step, free, 50):  # (4)
+            return False, 0.0, 0.0
+        gain = np.zeros((nu, A.shape[0]))
+        if free.any() and not cholesky_solve_free(Quu_reg, free, Qux, gain):  # (5)
+            return False, 0.0, 0.0
+        K[k] = gain
+        kff[k] = step
+        Quu_k = mv(Quu, step)
+        Vx = Qx + tmv(gain, Quu_k) + tmv(gain, Qu) + tmv(Qux, step)  # (6)
+        GtQux = tmm(gain, Qux)
+        Vxx = Qxx + tmm(gain, mm(Quu, gain)) + GtQux + GtQux.T  # (7)
+        Vxx = 0.5 * (Vxx + Vxx.T)
+        d1 += dot(step, Qu)
+        d2 += dot(step, Quu_k)
+    return True, d1, d2
