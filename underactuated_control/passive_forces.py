@@ -94,3 +94,16 @@ class PassiveForceModel:
     def __call__(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """T_p for the model's passive DOF, ready for ``hybrid_dynamics(..., tau_passive)``."""
         return self.all_joints(q, v)[self.model.passive_dofs]
+
+    def derivatives(self, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(dT_p/dq, dT_p/dv): (n_passive, nv) each, columns over the tangent space (v-space);
+        dT/dq = -k, dT/dv = -d - (f_c / v_s) (1 - tanh²(v / v_s)) on each DOF's own column."""
+        m = self.model
+        idx = m.passive_dofs
+        t = np.tanh(np.asarray(v, dtype=float)[idx] / self._scale[idx])
+        dq = np.zeros((len(idx), m.nv))
+        dv = np.zeros((len(idx), m.nv))
+        rows = np.arange(len(idx))
+        dq[rows, idx] = -self._stiffness[idx]
+        dv[rows, idx] = -self._damping[idx] - self._coulomb[idx] / self._scale[idx] * (1 - t * t)
+        return dq, dv
