@@ -25,10 +25,11 @@ from underactuated_control.optimal_control import (
     solve_box_ddp,
 )
 from underactuated_control.optimal_control.ddp import box_qp, cost_gradient
+from underactuated_control.optimal_control.dynamics import DiscreteDynamics
 from underactuated_control.sim.model import build_plant
 
 
-class LinearStep:
+class LinearStep(DiscreteDynamics):
     def __init__(self, A, B, lower=None, upper=None):
         self.A, self.B = A, B
         if lower is not None:
@@ -201,3 +202,27 @@ def test_optimize_command_writes_the_trajectory_gains_and_plot(tmp_path, capsys)
     assert np.nanmax(np.abs(rows["u_elbow"])) <= 6.0
     assert main(["optimize", "acrobot", "--goal", "0", "--out", str(out)]) == 2
     assert "goal: give 2 finite values" in capsys.readouterr().err
+
+
+def test_step_jacobians_equal_central_differences_with_passive_forces():
+    from underactuated_control.passive_forces import JointForceParameters, PassiveForceModel
+
+    model = RobotModel.from_urdf((ROOT / "urdf" / "arm7.urdf").read_text(),
+                                 passive_joints=["joint2", "joint5"])
+    forces = PassiveForceModel(model, {
+        "joint2": JointForceParameters(damping=0.7, coulomb=0.4, stiffness=3.0,
+                                       rest_position=0.2, coulomb_velocity_scale=0.3),
+        "joint5": JointForceParameters(damping=0.2, coulomb=0.1)})
+    step = HybridStep(model, 0.01, forces)
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.uniform(-1, 1, 7), rng.uniform(-1, 1, 7)])
+    u = rng.uniform(-5, 5, step.nu)
+    f, Fx, Fu = step.derivatives(x, u)
+    np.testing.assert_allclose(f, step(x, u), rtol=0, atol=0)
+    h = 1e-6
+    fd_x = np.column_stack([(step(x + h * e, u) - step(x - h * e, u)) / (2 * h)
+                            for e in np.eye(x.size)])
+    fd_u = np.column_stack([(step(x, u + h * e) - step(x, u - h * e)) / (2 * h)
+                            for e in np.eye(u.size)])
+    np.testing.assert_allclose(Fx, fd_x, atol=1e-7)
+    np.testing.assert_allclose(Fu, fd_u, atol=1e-7)

@@ -107,3 +107,9 @@ class PassiveForceModel:
         dq[rows, idx] = -self._stiffness[idx]
         dv[rows, idx] = -self._damping[idx] - self._coulomb[idx] / self._scale[idx] * (1 - t * t)
         return dq, dv
+
+    def coefficients(self) -> np.ndarray:
+        """(5, nv): per DOF the damping, Coulomb force, velocity scale, stiffness and rest
+        position of the model above (for compiled loops)."""
+        return np.vstack([self._damping, self._coulomb, self._scale, self._stiffness,
+                          self._rest])

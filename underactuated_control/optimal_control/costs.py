@@ -50,6 +50,16 @@ class Cost(ABC):
     def add_derivatives(self, x: np.ndarray, u: np.ndarray | None, d: Derivatives) -> float:
         """Add this term's derivatives to ``d``; return its value."""
 
+    def total(self, xs: np.ndarray, us: np.ndarray) -> float:
+        """Σ_k l(x_k, u_k) over the knots (rows of ``xs``, ``us``); terms may vectorise."""
+        return float(sum(self.value(x, u) for x, u in zip(xs, us)))
+
+    def add_all_derivatives(self, xs: np.ndarray, us: np.ndarray, d: Derivatives) -> None:
+        """Add every knot's derivatives to ``d``, whose arrays carry a leading knot axis."""
+        for k in range(len(us)):
+            self.add_derivatives(xs[k], us[k], Derivatives(d.lx[k], d.lu[k], d.lxx[k],
+                                                           d.luu[k], d.lux[k]))
+
 
 class CostSum(Cost):
     def __init__(self, terms: Sequence[Cost]) -> None:
@@ -60,6 +70,13 @@ class CostSum(Cost):
 
     def add_derivatives(self, x, u, d):
         return float(sum(t.add_derivatives(x, u, d) for t in self.terms))
+
+    def total(self, xs, us):
+        return float(sum(t.total(xs, us) for t in self.terms))
+
+    def add_all_derivatives(self, xs, us, d):
+        for t in self.terms:
+            t.add_all_derivatives(xs, us, d)
 
 
 def _vector(value, n: int, name: str) -> np.ndarray:
@@ -90,6 +107,15 @@ class StateCost(Cost):
         d.lxx[np.diag_indices_from(d.lxx)] += self.weights
         return 0.5 * float(self.weights @ (e * e))
 
+    def total(self, xs, us):
+        e = xs - self.target
+        return 0.5 * float(np.sum(e * e * self.weights))
+
+    def add_all_derivatives(self, xs, us, d):
+        d.lx += self.weights * (xs - self.target)
+        n = self.target.size
+        d.lxx[:, np.arange(n), np.arange(n)] += self.weights
+
 
 class ControlCost(Cost):
     """½ Σ w_i (u_i − u*_i)² on the active torques (no cost at the final knot)."""
@@ -112,6 +138,15 @@ class ControlCost(Cost):
         d.lu += self.weights * e
         d.luu[np.diag_indices_from(d.luu)] += self.weights
         return 0.5 * float(self.weights @ (e * e))
+
+    def total(self, xs, us):
+        e = us - self.reference
+        return 0.5 * float(np.sum(e * e * self.weights))
+
+    def add_all_derivatives(self, xs, us, d):
+        d.lu += self.weights * (us - self.reference)
+        n = self.reference.size
+        d.luu[:, np.arange(n), np.arange(n)] += self.weights
 
 
 class FrameCost(Cost):

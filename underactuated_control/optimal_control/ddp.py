@@ -67,31 +67,22 @@ def box_qp(H: np.ndarray, g: np.ndarray, lower: np.ndarray, upper: np.ndarray,
     return x, free
 
 
-def _rollout(step, x0, us, running: Cost, terminal: Cost) -> tuple[np.ndarray, float]:
-    xs = np.empty((len(us) + 1, x0.size))
-    xs[0] = x0
-    cost = 0.0
-    for k, u in enumerate(us):
-        cost += running.value(xs[k], u)
-        xs[k + 1] = step(xs[k], u)
-    return xs, cost + terminal.value(xs[-1], None)
-
-
 def cost_gradient(step, xs: np.ndarray, us: np.ndarray, running: Cost, terminal: Cost
                   ) -> np.ndarray:
     """∂J/∂u_k of the total cost along a rollout, by the adjoint recursion
     λ_N = ∂l_N/∂x, λ_k = l_x + F_xᵀ λ_{k+1}, ∂J/∂u_k = l_u + F_uᵀ λ_{k+1}."""
-    nx, nu = xs.shape[1], us.shape[1]
+    N, nx, nu = len(us), xs.shape[1], us.shape[1]
+    Fx, Fu = np.empty((N, nx, nx)), np.empty((N, nx, nu))
+    step.linearize(xs, us, Fx, Fu)
     d = Derivatives.zeros(nx, nu)
     terminal.add_derivatives(xs[-1], None, d)
     lam = d.lx.copy()
     grad = np.empty_like(us)
-    for k in range(len(us) - 1, -1, -1):
-        _, Fx, Fu = step.derivatives(xs[k], us[k])
+    for k in range(N - 1, -1, -1):
         d.clear()
         running.add_derivatives(xs[k], us[k], d)
-        grad[k] = d.lu + Fu.T @ lam
-        lam = d.lx + Fx.T @ lam
+        grad[k] = d.lu + Fu[k].T @ lam
+        lam = d.lx + Fx[k].T @ lam
     return grad
 
 
@@ -116,27 +107,28 @@ def solve_box_ddp(step, x0: np.ndarray, us_init: np.ndarray, running: Cost, term
     Stops when the expected decrease falls below ``tolerance`` (relative to the cost).
     ``progress(iteration, cost, step)`` is called after each iteration."""
     x0 = np.asarray(x0, dtype=float)
-    us = np.clip(np.array(us_init, dtype=float), *_bounds(step, lower, upper, us_init))
     lower, upper = _bounds(step, lower, upper, us_init)
-    N, nu = us.shape
+    us_init = np.clip(np.array(us_init, dtype=float), lower, upper)
+    N, nu = us_init.shape
     nx = x0.size
-    xs, cost = _rollout(step, x0, us, running, terminal)
-    history = [cost]
     K = np.zeros((N, nu, nx))
     kff = np.zeros((N, nu))
+    xs, us = np.zeros((N + 1, nx)), np.empty((N, nu))
+    trial_xs, trial_us = np.empty_like(xs), np.empty_like(us)
+    if not step.rollout(x0, us_init, xs, K, kff, 0.0, lower, upper, xs, us):
+        raise ValueError("the initial controls drive the state to non-finite values")
+    cost = running.total(xs[:-1], us) + terminal.value(xs[-1], None)
+    history = [cost]
     Fx = np.empty((N, nx, nx))
     Fu = np.empty((N, nx, nu))
     stacked = Derivatives(np.zeros((N, nx)), np.zeros((N, nu)), np.zeros((N, nx, nx)),
                           np.zeros((N, nu, nu)), np.zeros((N, nu, nx)))
-    knots = [Derivatives(stacked.lx[k], stacked.lu[k], stacked.lxx[k], stacked.luu[k],
-                         stacked.lux[k]) for k in range(N)]  # views of the stacked arrays
     final = Derivatives.zeros(nx, nu)
     mu, converged, iteration = regularization, False, 0
     for iteration in range(1, max_iterations + 1):
-        for k in range(N):  # derivatives along the current trajectory
-            _, Fx[k], Fu[k] = step.derivatives(xs[k], us[k])
-            knots[k].clear()
-            running.add_derivatives(xs[k], us[k], knots[k])
+        step.linearize(xs, us, Fx, Fu)  # derivatives along the current trajectory
+        stacked.clear()
+        running.add_all_derivatives(xs[:-1], us, stacked)
         final.clear()
         terminal.add_derivatives(xs[-1], None, final)
         while True:  # backward pass, (1)–(7)
@@ -151,16 +143,21 @@ def solve_box_ddp(step, x0: np.ndarray, us_init: np.ndarray, running: Cost, term
                                    "check the costs' Hessians")
         accepted = False
         for alpha in (1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.01, 0.003, 0.001):  # (8)
-            new_xs, new_us, new_cost = _forward(step, x0, xs, us, K, kff, alpha, lower,
-                                                upper, running, terminal)
-            expected = -(alpha * d1 + 0.5 * alpha * alpha * d2)
+            if not step.rollout(x0, us, xs, K, kff, alpha, lower, upper, trial_xs, trial_us):
+                continue
+            with np.errstate(over="ignore", invalid="ignore"):
+                new_cost = running.total(trial_xs[:-1], trial_us) + \
+                    terminal.value(trial_xs[-1], None)
             if not np.isfinite(new_cost):
                 continue
+            expected = -(alpha * d1 + 0.5 * alpha * alpha * d2)
             if expected <= 0.0 or cost - new_cost >= 0.1 * expected:
                 accepted = cost - new_cost >= 0.0
                 break
         if accepted:
-            xs, us, cost = new_xs, new_us, new_cost
+            xs, trial_xs = trial_xs, xs
+            us, trial_us = trial_us, us
+            cost = new_cost
             mu = max(mu / 4.0, regularization)
         else:
             mu *= 10.0
@@ -181,20 +178,3 @@ def _bounds(step, lower, upper, us_init) -> tuple[np.ndarray, np.ndarray]:
     lo = np.full(nu, -np.inf) if lo is None else np.asarray(lo, float)
     hi = np.full(nu, np.inf) if hi is None else np.asarray(hi, float)
     return lo, hi
-
-
-def _forward(step, x0, xs, us, K, kff, alpha, lower, upper, running, terminal):
-    new_xs = np.empty_like(xs)
-    new_us = np.empty_like(us)
-    new_xs[0] = x0
-    cost = 0.0
-    for k in range(len(us)):
-        with np.errstate(over="ignore", invalid="ignore"):  # a diverging trial step
-            new_us[k] = np.clip(us[k] + alpha * kff[k] + K[k] @ (new_xs[k] - xs[k]), lower,
-                                upper)
-            cost += running.value(new_xs[k], new_us[k])
-            new_xs[k + 1] = step(new_xs[k], new_us[k])
-        if not np.all(np.isfinite(new_xs[k + 1])):
-            return new_xs, new_us, np.inf
-    with np.errstate(over="ignore", invalid="ignore"):
-        return new_xs, new_us, cost + terminal.value(new_xs[-1], None)

@@ -10,22 +10,60 @@ torques are the passive-force model T_p(q, v) (URDF damping and friction, or ove
                        T_p = T_p(q, v)
     v' = v + dt qdd,   q' = q + dt v'             (semi-implicit Euler)
 
-``derivatives`` gives f and its Jacobians F_x, F_u from ∂qdd/∂(q, v, T) (finite differences
-of the recursion until the analytic derivatives are wired in; see ``acceleration_partials``).
+``derivatives`` gives f and its Jacobians F_x, F_u from the analytic partials of the
+recursion (``derivatives.py``, doc/theory/derivatives.md) with every joint's force known,
+∂qdd/∂(q, v, T), closed through the passive-force model (T_p = T_p(q, v), (D17) there):
+
+    ∂qdd/∂q = ∂qdd/∂q|_T + ∂qdd/∂T_p ∂T_p/∂q,   ∂qdd/∂v likewise,   ∂qdd/∂u = ∂qdd/∂T_a
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..dynamics import HybridDynamics
+from ..derivatives import DerivativesWorkspace, dwork_size
+from ..dynamics import OK, HybridDynamics
 from ..model import RobotModel
 from ..passive_forces import PassiveForceModel
+from .kernels import linearize_kernel, rollout_kernel
 
-__all__ = ["HybridStep"]
+__all__ = ["DiscreteDynamics", "HybridStep"]
 
 
-class HybridStep:
+class DiscreteDynamics:
+    """x' = f(x, u) as the solver sees it: ``__call__``, ``derivatives`` (f, F_x, F_u),
+    optional ``lower``/``upper`` control bounds, and the whole-horizon ``rollout`` and
+    ``linearize`` (here knot by knot; ``HybridStep`` runs them compiled)."""
+
+    def __call__(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def derivatives(self, x: np.ndarray, u: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def rollout(self, x0: np.ndarray, us_ref: np.ndarray, xs_ref: np.ndarray, K: np.ndarray,
+                kff: np.ndarray, alpha: float, lower: np.ndarray, upper: np.ndarray,
+                xs: np.ndarray, us: np.ndarray) -> bool:
+        """xs, us of u_k = clip(ū_k + α k_k + K_k (x_k − x̄_k)) from x0; False if the states
+        stop being finite."""
+        xs[0] = x0
+        for k in range(len(us)):
+            with np.errstate(over="ignore", invalid="ignore"):  # a diverging trial step
+                us[k] = np.clip(us_ref[k] + alpha * kff[k] + K[k] @ (xs[k] - xs_ref[k]),
+                                lower, upper)
+                xs[k + 1] = self(xs[k], us[k])
+            if not np.all(np.isfinite(xs[k + 1])):
+                return False
+        return True
+
+    def linearize(self, xs: np.ndarray, us: np.ndarray, Fx: np.ndarray, Fu: np.ndarray
+                  ) -> None:
+        for k in range(len(us)):
+            _, Fx[k], Fu[k] = self.derivatives(xs[k], us[k])
+
+
+class HybridStep(DiscreteDynamics):
     """x' = f(x, u) over ``dt`` [s] for ``model`` (its passive set decides which joints ``u``
     drives). Joints must have one DOF each (q and v of the same size)."""
 
@@ -48,8 +86,17 @@ class HybridStep:
         self.passive_forces = passive_forces if passive_forces is not None else \
             PassiveForceModel(model)
         self._forward = HybridDynamics(model, np.ones(model.nb, dtype=bool))
+        every_joint_passive = model.with_passive(model.joint_names)
+        self._partials = DerivativesWorkspace(every_joint_passive)
         self._empty = np.zeros(0)
         self._tau = np.zeros(model.nv)
+        # compiled whole-horizon loops: the buffers of the all-passive recursion and of its
+        # derivatives, the passive-force coefficients
+        self._ints, self._consts, self._work = self._forward.buffers
+        self._dwork = np.zeros(dwork_size(model.nb, model.nv, 0, model.nv))
+        self._coefficients = self.passive_forces.coefficients()
+        self._active_i = np.ascontiguousarray(self.active, dtype=np.int64)
+        self._passive_i = np.ascontiguousarray(self.passive, dtype=np.int64)
 
     # ------------------------------------------------------------------ dynamics
     def acceleration(self, q: np.ndarray, v: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -73,18 +120,33 @@ class HybridStep:
         v_next = v + dt * self.acceleration(q, v, u)
         return np.concatenate([q + dt * v_next, v_next])
 
+    def rollout(self, x0, us_ref, xs_ref, K, kff, alpha, lower, upper, xs, us) -> bool:
+        status = rollout_kernel(self._ints, self._consts, self._work, x0, us_ref, xs_ref, K,
+                                kff, float(alpha), lower, upper, self._active_i,
+                                self._passive_i, self._coefficients, self.dt, xs, us)
+        return status == OK
+
+    def linearize(self, xs, us, Fx, Fu) -> None:
+        status = linearize_kernel(self._ints, self._consts, self._dwork, xs, us, self._active_i,
+                                  self._passive_i, self._coefficients, self.dt, Fx, Fu)
+        if status != OK:
+            raise ValueError(f"the dynamics cannot be linearised along the trajectory "
+                             f"(status {status}: a non-finite state or a singular inertia)")
+
     def acceleration_partials(self, q: np.ndarray, v: np.ndarray, u: np.ndarray
                               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(∂qdd/∂q, ∂qdd/∂v, ∂qdd/∂u), by central differences of the recursion."""
-        n, h = self.nv, 1e-6
-        dq, dv, du = np.empty((n, n)), np.empty((n, n)), np.empty((n, self.nu))
-        for cols, arg, which in ((dq, q, 0), (dv, v, 1), (du, u, 2)):
-            for j in range(arg.size):
-                plus, minus = [q.copy(), v.copy(), u.copy()], [q.copy(), v.copy(), u.copy()]
-                plus[which][j] += h
-                minus[which][j] -= h
-                cols[:, j] = (self.acceleration(*plus) - self.acceleration(*minus)) / (2 * h)
-        return dq, dv, du
+        """(∂qdd/∂q, ∂qdd/∂v, ∂qdd/∂u), analytic (see the module docstring)."""
+        tau = self._tau
+        tau[self.active] = u
+        tau[self.passive] = self.passive_forces(q, v)
+        d = self._partials.compute(q, v, self._empty, tau)
+        a_q, a_v = d.dqdd_passive_dq.copy(), d.dqdd_passive_dv.copy()
+        if self.passive.size:  # closed through T_p(q, v)
+            dTp_dq, dTp_dv = self.passive_forces.derivatives(q, v)
+            d_dTp = d.dqdd_passive_dtau_passive[:, self.passive]
+            a_q += d_dTp @ dTp_dq
+            a_v += d_dTp @ dTp_dv
+        return a_q, a_v, d.dqdd_passive_dtau_passive[:, self.active].copy()
 
     def derivatives(self, x: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray,
                                                                    np.ndarray]:

@@ -1,10 +1,14 @@
-"""Compiled inner loops of the box DDP (``ddp.py``): the backward pass (1)–(7) over every knot
-and the box QP (4) it solves at each, with small dense Cholesky factorisations."""
+"""Compiled inner loops of the box DDP (``ddp.py``): the rollout and the linearisation of the
+dynamics (``dynamics.py`` (D1)–(D3)) over every knot, the backward pass (1)–(7) and the box QP
+(4) it solves at each knot, with small dense Cholesky factorisations."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from ..derivatives import dwork_views, run_derivatives
+from ..dynamics import ALL_STEPS, NONFINITE_V, OK, int_views, run_steps, work_views
 
 
 @njit(cache=True, inline="always")
@@ -191,3 +195,98 @@ def backward_pass(Fx, Fu, lx, lu, lxx, luu, lux, Vx_final, Vxx_final, us, lower,
         d1 += dot(step, Qu)
         d2 += dot(step, Quu_k)
     return True, d1, d2
+
+
+# ---------------------------------------------------------------- dynamics over every knot
+@njit(cache=True, inline="always")
+def passive_torques(q, v, dofs, coefficients, tau):
+    """T_p = −d v − f_c tanh(v/v_s) − k (q − q_rest) into ``tau`` at ``dofs`` (rows of
+    ``coefficients``: d, f_c, v_s, k, q_rest per DOF; 1-DOF joints: q and v share indices)."""
+    for i in range(dofs.size):
+        j = dofs[i]
+        tau[j] = -(coefficients[0, j] * v[j]
+                   + coefficients[1, j] * np.tanh(v[j] / coefficients[2, j])
+                   + coefficients[3, j] * (q[j] - coefficients[4, j]))
+
+
+@njit(cache=True)
+def rollout_kernel(ints, consts, work, x0, us_ref, xs_ref, K, kff, alpha, lower, upper,
+                   active, passive, coefficients, dt, xs, us):
+    """(D1)–(D3) from ``x0`` under u_k = clip(ū_k + α k_k + K_k (x_k − x̄_k)), writing
+    ``xs``, ``us``; returns OK or the first failing status (a non-finite state)."""
+    m, _ = int_views(ints)
+    w, _, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
+    nv = m.nv
+    tau = np.zeros(nv)
+    empty = np.zeros(0)
+    q = np.empty(nv)
+    v = np.empty(nv)
+    xs[0] = x0
+    for k in range(us.shape[0]):
+        dx = xs[k] - xs_ref[k]
+        u = us_ref[k] + alpha * kff[k] + mv(K[k], dx)
+        for i in range(u.size):
+            u[i] = min(max(u[i], lower[i]), upper[i])
+            tau[active[i]] = u[i]
+        us[k] = u
+        q[:] = xs[k, :nv]
+        v[:] = xs[k, nv:]
+        passive_torques(q, v, passive, coefficients, tau)
+        status = run_steps(ints, consts, work, q, v, empty, tau, ALL_STEPS)
+        if status != OK:
+            return status
+        for i in range(nv):
+            v_next = v[i] + dt * w.qdd[i]  # (D2)
+            xs[k + 1, nv + i] = v_next
+            xs[k + 1, i] = q[i] + dt * v_next  # (D3)
+            if not np.isfinite(v_next):
+                return NONFINITE_V
+    return OK
+
+
+@njit(cache=True)
+def linearize_kernel(ints, consts, dwork, xs, us, active, passive, coefficients, dt, Fx, Fu):
+    """F_x, F_u of (D1)–(D3) at every knot from the analytic partials (derivatives.py, every
+    joint's force known) closed through T_p(q, v); returns OK or the first failing status."""
+    m, _ = int_views(ints)
+    w, _ = dwork_views(dwork, m.nb, m.nv, m.na, m.npas)
+    nv = m.nv
+    tau = np.zeros(nv)
+    empty = np.zeros(0)
+    q = np.empty(nv)
+    v = np.empty(nv)
+    a_q = np.empty((nv, nv))
+    a_v = np.empty((nv, nv))
+    for k in range(us.shape[0]):
+        q[:] = xs[k, :nv]
+        v[:] = xs[k, nv:]
+        for i in range(active.size):
+            tau[active[i]] = us[k, i]
+        passive_torques(q, v, passive, coefficients, tau)
+        status = run_derivatives(ints, consts, dwork, q, v, empty, tau)
+        if status != OK:
+            return status
+        a_q[:] = w.dqdd_passive_dq
+        a_v[:] = w.dqdd_passive_dv
+        for i in range(passive.size):  # ∂qdd/∂T_p ∂T_p/∂(q, v): diagonal ∂T_p
+            j = passive[i]
+            t = np.tanh(v[j] / coefficients[2, j])
+            dT_dq = -coefficients[3, j]
+            dT_dv = -coefficients[0, j] - coefficients[1, j] / coefficients[2, j] * (1 - t * t)
+            for r in range(nv):
+                a_q[r, j] += w.dqdd_passive_dtau_passive[r, j] * dT_dq
+                a_v[r, j] += w.dqdd_passive_dtau_passive[r, j] * dT_dv
+        for r in range(nv):  # v' = v + dt qdd, q' = q + dt v'
+            for c in range(nv):
+                eye = 1.0 if r == c else 0.0
+                dvq = dt * a_q[r, c]
+                dvv = eye + dt * a_v[r, c]
+                Fx[k, nv + r, c] = dvq
+                Fx[k, nv + r, nv + c] = dvv
+                Fx[k, r, c] = eye + dt * dvq
+                Fx[k, r, nv + c] = dt * dvv
+            for c in range(active.size):
+                dvu = dt * w.dqdd_passive_dtau_passive[r, active[c]]
+                Fu[k, nv + r, c] = dvu
+                Fu[k, r, c] = dt * dvu
+    return OK
