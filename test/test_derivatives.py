@@ -8,7 +8,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 from helpers import assert_close, random_passive_set
-from oracle import EXAMPLE_URDFS, ROBOTS, PinRef, full_crba
+from oracle import EXAMPLE_URDFS, ROBOTS, PinRef, full_crba, random_tree_urdf
 
 from underactuated_control import RobotModel
 from underactuated_control.derivatives import (
@@ -116,6 +116,27 @@ def test_mixed_passive_sets_equal_the_implicit_function_formula(name, floating):
         res = hybrid_dynamics_derivatives(model, q, v, qa, tp)
         expected, cond = implicit_function_oracle(ref, model, q, v, qa, tp)
         check_against(res, expected, max(1.0, cond / 1e3), str(model.passive_joints))
+
+
+@pytest.mark.parametrize("seed,floating", [(0, False), (1, True)])
+@pytest.mark.parametrize("blas", [False, True])
+def test_random_trees_both_product_paths(seed, floating, blas, monkeypatch):
+    """Branching trees with prismatic joints (the ancestor runs and subtree ranges of the row
+    sweeps), through the compiled products and through the BLAS ones."""
+    rng = np.random.default_rng(seed)
+    text = random_tree_urdf(rng, 26)
+    base = RobotModel.from_urdf(text, floating_base=floating)
+    ref = PinRef(base, text, floating=floating)
+    monkeypatch.setattr(DerivativesWorkspace, "BLAS_FROM_NV", 0 if blas else 10**6)
+    for fraction in (0.0, 0.5, 1.0):
+        names = random_passive_set(base, rng, fraction)
+        model = base.with_passive(names + (["root_joint"] if floating else []))
+        ws = DerivativesWorkspace(model)
+        assert ws._blas == blas
+        q, v, qdd, tau = state(model, rng)
+        qa, tp = qdd[model.active_dofs], tau[model.passive_dofs]
+        expected, cond = implicit_function_oracle(ref, model, q, v, qa, tp)
+        check_against(ws.compute(q, v, qa, tp), expected, max(1.0, cond / 1e3), str(names))
 
 
 def hybrid_outputs(model, q, v, qa, tp):
