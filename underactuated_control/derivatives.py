@@ -672,7 +672,8 @@ class DerivativesWorkspace:
         ints, consts, _ = hd.buffers
         self._ints, self._consts = ints, consts
         self._dof_end = _subtree_dof_end(model)
-        self._blas = int(model.nv >= self.BLAS_FROM_NV)
+        # (with no passive joint the products are copies: compiled)
+        self._blas = int(model.nv >= self.BLAS_FROM_NV and len(hd.passive_dofs) > 0)
         sizes = (model.nb, model.nv, len(hd.active_dofs), len(hd.passive_dofs), self._blas)
         self._work = np.zeros(dwork_size(*sizes))
         views = numpy_views(dwork_views(self._work, *sizes)[0], self._work)
