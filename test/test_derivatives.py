@@ -13,8 +13,11 @@ from oracle import EXAMPLE_URDFS, ROBOTS, PinRef, full_crba, random_tree_urdf
 from underactuated_control import RobotModel
 from underactuated_control.derivatives import (
     DerivativesWorkspace,
+    DWork,
     add_passive_force_derivatives,
     closed_loop_derivatives,
+    dwork_size,
+    dwork_views,
     hybrid_dynamics_derivatives,
 )
 from underactuated_control.dynamics import SingularPassiveInertiaError, Workspace, hybrid_dynamics
@@ -231,6 +234,13 @@ def test_workspace_form_writes_in_place_and_equals_the_function():
         expected = hybrid_dynamics_derivatives(model, q, v, qa, tp)
         for f in res.__slots__:
             np.testing.assert_array_equal(getattr(res, f), getattr(expected, f))
+    # the inverse-dynamics partials at the full acceleration are views too (D7)-(D9)
+    qdd_full = np.zeros(model.nv)
+    qdd_full[model.active_dofs], qdd_full[model.passive_dofs] = qa, res.qdd_passive
+    np.testing.assert_array_equal(ws.qdd, qdd_full)
+    _, ref = load("kinova")
+    for got, want in zip((ws.dr_dq, ws.dr_dv, ws.M), pin_rnea_derivatives(ref, q, v, qdd_full)):
+        assert_close(got, want, TOL, rtol=0)
     # lists convert; wrong lengths and non-finite entries are named
     res = ws.compute(list(q), list(v), list(qa), list(tp))
     with pytest.raises(ValueError, match="qdd_active must have shape"):
@@ -241,6 +251,17 @@ def test_workspace_form_writes_in_place_and_equals_the_function():
         ws.compute(q, bad, qa, tp)
     with pytest.raises(ValueError, match="workspace was built for another"):
         hybrid_dynamics_derivatives(model.with_passive([]), q, v, qdd, np.zeros(0), ws)
+
+
+def test_layout_fills_its_buffer_exactly():
+    model, _ = load("z1")
+    for blas in (0, 1):
+        sizes = (model.nb, model.nv, model.n_active, model.n_passive, blas)
+        work = np.zeros(dwork_size(*sizes))
+        w, end = dwork_views(work, *sizes)
+        assert end == work.size and w._fields == DWork._fields
+        gathered = (model.n_passive, model.nv) if blas else (0, model.nv)
+        assert w.Gq.shape == gathered and w.dqdd_passive_dq.shape == (model.n_passive, model.nv)
 
 
 def test_singular_passive_inertia_is_named():
