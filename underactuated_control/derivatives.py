@@ -1,17 +1,19 @@
-"""Analytic derivatives of the hybrid dynamics (doc/theory/derivatives.md, equations (D1)-(D16)).
+"""Analytic derivatives of the hybrid dynamics (doc/theory/derivatives.md, equations (D1)-(D17)).
 
 The hybrid recursion (``dynamics.py``) maps (q, v, qdd_a, T_p) to (T_a, qdd_p). Its partial
 derivatives follow from those of inverse dynamics r(q, v, qdd) (Carpentier & Mansard 2018) taken
 at the full acceleration, and from the implicit-function theorem on the passive rows
-r_p(q, v, qdd_a, qdd_p) = T_p (D12)-(D16). One compiled call does it all:
+r_p(q, v, qdd_a, qdd_p) = T_p (D10). One compiled call, ``run_derivatives``, does it all:
 
-1. ``kinematic_pass``   (D2)-(D5)   base-to-tip: world placements, H*(k) in world axes, V(k),
-   world inertias, and the velocity-variation matrices B(k); tip-to-base their composites.
-2. ``mass_matrix_fill`` (D9)        M from the composite inertias (CRBA).
-3. ``force_pass``       (D3), (D6)  base-to-tip accelerations, tip-to-base composite forces
-   (twice when there are passive joints: first with qdd_p = 0, then at qdd_p of (D12)).
-4. ``rnea_partials``    (D7)-(D10)  dr/dq and dr/dv, one O(depth) walk per body.
-5. ``hybrid_partials``  (D12)-(D16) the mixed partition: Cholesky of M_pp, products.
+1. ``kinematic_pass``   (D1)-(D5)    base-to-tip: world placements, H*(k) in world axes, V(k),
+   world inertias, the velocity variations B(k); tip-to-base their composites IC, BC.
+2. ``mass_matrix_fill`` (D9)         M from the composite inertias (CRBA).
+3. ``force_pass``       (D3), (D6)   accelerations and composite forces: at qdd_p = 0, then, after
+   ``cholesky_passive`` / ``solve_passive`` (D11), at the full acceleration (D12).
+4. ``passive_inverse``  (D14)        M_pp^-1 from the Cholesky factor.
+5. ``rnea_partials``    (D7), (D8)   dr/dq and dr/dv, rows over ancestors and subtrees.
+6. ``hybrid_partials``  (D13)-(D16)  the mixed partition's products (``gather_blocks`` and BLAS
+   in ``DerivativesWorkspace._products`` for large N).
 
 Everything is in world (root) axes, where a perturbation of q_j moves the subtree of j rigidly
 and the Jacobian columns of joint j are its H*(j) (D1). Columns over q are over the tangent space
@@ -290,20 +292,30 @@ def kinematic_pass(m, c, q, v, w):
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
-def combine(out, lo, hi, a0, a1, a2, a3, a4, a5, Z):
-    """out[d] = sum_a a_a Z[a, d] for d in [lo, hi) (contiguous: vectorised)."""
-    for d in range(lo, hi):
-        out[d] = (a0 * Z[0, d] + a1 * Z[1, d] + a2 * Z[2, d] + a3 * Z[3, d] + a4 * Z[4, d]
-                  + a5 * Z[5, d])
+def axpy(out, lo, hi, alpha, z):
+    """out[d] += alpha z[d] for d in [lo, hi), written so that LLVM vectorises it: two
+    pointers (few run-time alias checks) and indices from 0 (no negative-index branch)."""
+    o, y = out[lo:hi], z[lo:hi]  # indices from 0: provably >= 0, no wrap-around branch
+    for d in range(hi - lo):
+        o[d] += alpha * y[d]
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
-def combine2(out, lo, hi, a0, a1, a2, a3, a4, a5, Z, b0, b1, b2, b3, b4, b5, Y):
-    """out[d] = sum_a a_a Z[a, d] + b_a Y[a, d] for d in [lo, hi)."""
-    for d in range(lo, hi):
-        out[d] = (a0 * Z[0, d] + a1 * Z[1, d] + a2 * Z[2, d] + a3 * Z[3, d] + a4 * Z[4, d]
-                  + a5 * Z[5, d] + b0 * Y[0, d] + b1 * Y[1, d] + b2 * Y[2, d] + b3 * Y[3, d]
-                  + b4 * Y[4, d] + b5 * Y[5, d])
+def combine_add(out, lo, hi, a0, a1, a2, a3, a4, a5, Z):
+    """out[d] += sum_a a_a Z[a, d] for d in [lo, hi) (contiguous rows of Z)."""
+    axpy(out, lo, hi, a0, Z[0])
+    axpy(out, lo, hi, a1, Z[1])
+    axpy(out, lo, hi, a2, Z[2])
+    axpy(out, lo, hi, a3, Z[3])
+    axpy(out, lo, hi, a4, Z[4])
+    axpy(out, lo, hi, a5, Z[5])
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def combine(out, lo, hi, a0, a1, a2, a3, a4, a5, Z):
+    """out[d] = sum_a a_a Z[a, d] for d in [lo, hi)."""
+    out[lo:hi] = 0.0
+    combine_add(out, lo, hi, a0, a1, a2, a3, a4, a5, Z)
 
 
 @njit(cache=True, inline="always")
@@ -422,10 +434,10 @@ def rnea_partials(m, c, dof_end, w):
             while j >= 0:
                 j0 = ancestor_run(m, j)
                 lo, hi = m.v_start[j0], m.v_start[j] + m.nv_joint[j]
-                combine2(Rq[r], lo, hi, a0, a1, a2, a3, a4, a5, w.ZU, b0, b1, b2, b3, b4, b5,
-                         w.ZW)
-                combine2(Rv[r], lo, hi, a0, a1, a2, a3, a4, a5, w.ZC, b0, b1, b2, b3, b4, b5,
-                         ZS)
+                combine(Rq[r], lo, hi, a0, a1, a2, a3, a4, a5, w.ZU)
+                combine_add(Rq[r], lo, hi, b0, b1, b2, b3, b4, b5, w.ZW)
+                combine(Rv[r], lo, hi, a0, a1, a2, a3, a4, a5, w.ZC)
+                combine_add(Rv[r], lo, hi, b0, b1, b2, b3, b4, b5, ZS)
                 j = m.parent[j0]
             lo, hi = m.v_start[k] + m.nv_joint[k], dof_end[k]
             combine(Rq[r], lo, hi, ZS[0, r], ZS[1, r], ZS[2, r], ZS[3, r], ZS[4, r], ZS[5, r],
