@@ -292,30 +292,20 @@ def kinematic_pass(m, c, q, v, w):
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
-def axpy(out, lo, hi, alpha, z):
-    """out[d] += alpha z[d] for d in [lo, hi), written so that LLVM vectorises it: two
-    pointers (few run-time alias checks) and indices from 0 (no negative-index branch)."""
-    o, y = out[lo:hi], z[lo:hi]  # indices from 0: provably >= 0, no wrap-around branch
-    for d in range(hi - lo):
-        o[d] += alpha * y[d]
-
-
-@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
-def combine_add(out, lo, hi, a0, a1, a2, a3, a4, a5, Z):
-    """out[d] += sum_a a_a Z[a, d] for d in [lo, hi) (contiguous rows of Z)."""
-    axpy(out, lo, hi, a0, Z[0])
-    axpy(out, lo, hi, a1, Z[1])
-    axpy(out, lo, hi, a2, Z[2])
-    axpy(out, lo, hi, a3, Z[3])
-    axpy(out, lo, hi, a4, Z[4])
-    axpy(out, lo, hi, a5, Z[5])
-
-
-@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
 def combine(out, lo, hi, a0, a1, a2, a3, a4, a5, Z):
-    """out[d] = sum_a a_a Z[a, d] for d in [lo, hi)."""
-    out[lo:hi] = 0.0
-    combine_add(out, lo, hi, a0, a1, a2, a3, a4, a5, Z)
+    """out[d] = sum_a a_a Z[a, d] for d in [lo, hi) (contiguous: vectorised)."""
+    for d in range(lo, hi):
+        out[d] = (a0 * Z[0, d] + a1 * Z[1, d] + a2 * Z[2, d] + a3 * Z[3, d] + a4 * Z[4, d]
+                  + a5 * Z[5, d])
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def combine2(out, lo, hi, a0, a1, a2, a3, a4, a5, Z, b0, b1, b2, b3, b4, b5, Y):
+    """out[d] = sum_a a_a Z[a, d] + b_a Y[a, d] for d in [lo, hi)."""
+    for d in range(lo, hi):
+        out[d] = (a0 * Z[0, d] + a1 * Z[1, d] + a2 * Z[2, d] + a3 * Z[3, d] + a4 * Z[4, d]
+                  + a5 * Z[5, d] + b0 * Y[0, d] + b1 * Y[1, d] + b2 * Y[2, d] + b3 * Y[3, d]
+                  + b4 * Y[4, d] + b5 * Y[5, d])
 
 
 @njit(cache=True, inline="always")
@@ -434,10 +424,10 @@ def rnea_partials(m, c, dof_end, w):
             while j >= 0:
                 j0 = ancestor_run(m, j)
                 lo, hi = m.v_start[j0], m.v_start[j] + m.nv_joint[j]
-                combine(Rq[r], lo, hi, a0, a1, a2, a3, a4, a5, w.ZU)
-                combine_add(Rq[r], lo, hi, b0, b1, b2, b3, b4, b5, w.ZW)
-                combine(Rv[r], lo, hi, a0, a1, a2, a3, a4, a5, w.ZC)
-                combine_add(Rv[r], lo, hi, b0, b1, b2, b3, b4, b5, ZS)
+                combine2(Rq[r], lo, hi, a0, a1, a2, a3, a4, a5, w.ZU, b0, b1, b2, b3, b4, b5,
+                         w.ZW)
+                combine2(Rv[r], lo, hi, a0, a1, a2, a3, a4, a5, w.ZC, b0, b1, b2, b3, b4, b5,
+                         ZS)
                 j = m.parent[j0]
             lo, hi = m.v_start[k] + m.nv_joint[k], dof_end[k]
             combine(Rq[r], lo, hi, ZS[0, r], ZS[1, r], ZS[2, r], ZS[3, r], ZS[4, r], ZS[5, r],
