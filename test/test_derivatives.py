@@ -16,9 +16,12 @@ from underactuated_control.derivatives import (
     DWork,
     add_passive_force_derivatives,
     closed_loop_derivatives,
+    dwork_layout,
+    dwork_layout_size,
     dwork_size,
     dwork_views,
     hybrid_dynamics_derivatives,
+    run_derivatives,
 )
 from underactuated_control.dynamics import SingularPassiveInertiaError, Workspace, hybrid_dynamics
 from underactuated_control.passive_forces import JointForceParameters, PassiveForceModel
@@ -257,11 +260,32 @@ def test_layout_fills_its_buffer_exactly():
     model, _ = load("z1")
     for blas in (0, 1):
         sizes = (model.nb, model.nv, model.n_active, model.n_passive, blas)
-        work = np.zeros(dwork_size(*sizes))
-        w, end = dwork_views(work, *sizes)
+        work = np.zeros(dwork_layout_size(*sizes))
+        w, end = dwork_layout(work, *sizes)
         assert end == work.size and w._fields == DWork._fields
         gathered = (model.n_passive, model.nv) if blas else (0, model.nv)
         assert w.Gq.shape == gathered and w.dqdd_passive_dq.shape == (model.n_passive, model.nv)
+    assert dwork_size(*sizes[:4]) == dwork_layout_size(*sizes[:4], 0)
+
+
+@pytest.mark.parametrize("floating", [False, True])
+def test_the_buffer_entry_point_equals_the_workspace(floating):
+    """``run_derivatives`` on a ``dwork_size`` buffer (what compiled callers use: subtree
+    ranges computed in the kernel) gives the workspace's results on a branching tree."""
+    base = RobotModel.from_urdf(random_tree_urdf(np.random.default_rng(8), 12),
+                                floating_base=floating)
+    model = base.with_passive(base.joint_names[::3])
+    ws = DerivativesWorkspace(model)
+    ints, consts, _ = ws._hybrid.buffers
+    sizes = (model.nb, model.nv, model.n_active, model.n_passive)
+    work = np.zeros(dwork_size(*sizes))
+    q, v, qdd, tau = state(model, np.random.default_rng(9))
+    qa, tp = qdd[model.active_dofs], tau[model.passive_dofs]
+    assert run_derivatives(ints, consts, work, q, v, qa, tp) == -1  # OK
+    w, _ = dwork_views(work, *sizes)
+    res = ws.compute(q, v, qa, tp)
+    for f in res.__slots__:
+        np.testing.assert_array_equal(getattr(w, f), getattr(res, f))
 
 
 def test_singular_passive_inertia_is_named():

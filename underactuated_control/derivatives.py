@@ -116,7 +116,7 @@ class DWork(NamedTuple):
 
 
 @njit(cache=True, inline="always")
-def dwork_views(work, nb, nv, na, npas, blas):
+def dwork_layout(work, nb, nv, na, npas, blas):
     """(DWork, end); the BLAS-path blocks are empty unless ``blas``."""
     gp, ga = (npas, na) if blas else (0, 0)
     E_up, o = take(work, 0, (nb, 3, 3))
@@ -174,9 +174,21 @@ def dwork_views(work, nb, nv, na, npas, blas):
                  T6, x6, y6, z6, rhs), o
 
 
+@njit(cache=True, inline="always")
+def dwork_views(work, nb, nv, na, npas):
+    """(DWork, end) of a buffer without the BLAS-path blocks (what ``run_derivatives`` takes)."""
+    return dwork_layout(work, nb, nv, na, npas, 0)
+
+
 @njit(cache=True)
-def dwork_size(nb, nv, na, npas, blas):
-    return dwork_views(np.empty(0), nb, nv, na, npas, blas)[1]
+def dwork_layout_size(nb, nv, na, npas, blas):
+    return dwork_layout(np.empty(0), nb, nv, na, npas, blas)[1]
+
+
+@njit(cache=True)
+def dwork_size(nb, nv, na, npas):
+    """Length of the buffer ``run_derivatives`` takes."""
+    return dwork_layout(np.empty(0), nb, nv, na, npas, 0)[1]
 
 
 # ================================================================ compiled kernels
@@ -577,20 +589,14 @@ def gather_blocks(m, w):
             w.Map[r, c] = Mr[pd[c]]
 
 
-# run_derivatives: one fixed signature, like dynamics.run_steps
-_VECTOR = types.float64[::1]
-RUN_SIGNATURE = types.int64(types.int64[::1], _VECTOR, _VECTOR, types.int64[::1], _VECTOR,
-                            _VECTOR, _VECTOR, _VECTOR, types.int64)
-
-
-@njit(RUN_SIGNATURE, cache=True, error_model="numpy", fastmath=FAST)
-def run_derivatives(ints, consts, work, dof_end, q, v, qdd_active, tau_passive, blas):
-    """(D1)-(D16) in one call (with ``blas``, (D13), (D15), (D16) are left to the caller's
-    matrix products on the gathered blocks); returns a status code of ``dynamics`` (OK,
-    NONFINITE_*, WRONG_LENGTH) or the DOF whose pivot of M_pp is singular."""
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def derivatives_steps(ints, consts, work, dof_end, q, v, qdd_active, tau_passive, blas):
+    """(D1)-(D16) (with ``blas``, (D13), (D15), (D16) are left to the caller's matrix products
+    on the gathered blocks); returns a status code of ``dynamics`` (OK, NONFINITE_*,
+    WRONG_LENGTH) or the DOF whose pivot of M_pp is singular."""
     m, _ = int_views(ints)
     c, _ = const_views(consts, m.nb)
-    w, _ = dwork_views(work, m.nb, m.nv, m.na, m.npas, blas)
+    w, _ = dwork_layout(work, m.nb, m.nv, m.na, m.npas, blas)
     if (q.shape[0] != m.nq or v.shape[0] != m.nv or qdd_active.shape[0] != m.na
             or tau_passive.shape[0] != m.npas):
         return WRONG_LENGTH
@@ -627,6 +633,45 @@ def run_derivatives(ints, consts, work, dof_end, q, v, qdd_active, tau_passive, 
     else:
         hybrid_partials(m, w)
     return OK
+
+
+# Two entry points with fixed signatures, like dynamics.run_steps: ``run_derivatives_at`` (the
+# workspace's: subtree ranges precomputed, BLAS path optional) and ``run_derivatives`` (a
+# buffer of ``dwork_size``; compiled callers, e.g. optimal_control, call it in their loops).
+_VECTOR = types.float64[::1]
+_INDICES = types.int64[::1]
+RUN_SIGNATURE = types.int64(_INDICES, _VECTOR, _VECTOR, _VECTOR, _VECTOR, _VECTOR, _VECTOR)
+RUN_AT_SIGNATURE = types.int64(_INDICES, _VECTOR, _VECTOR, _INDICES, _VECTOR, _VECTOR, _VECTOR,
+                               _VECTOR, types.int64)
+
+
+@njit(RUN_AT_SIGNATURE, cache=True, error_model="numpy", fastmath=FAST)
+def run_derivatives_at(ints, consts, work, dof_end, q, v, qdd_active, tau_passive, blas):
+    """(D1)-(D16) in one call; ``dof_end`` from ``subtree_dof_end``, ``work`` of
+    ``dwork_layout_size(..., blas)``."""
+    return derivatives_steps(ints, consts, work, dof_end, q, v, qdd_active, tau_passive, blas)
+
+
+@njit(cache=True, inline="always")
+def subtree_ends(m, out):
+    """out[k] = the end of body k's subtree's DOF range (depth-first order)."""
+    for i in range(m.nb):
+        out[i] = i
+    for i in range(m.nb - 1, -1, -1):
+        p = m.parent[i]
+        if p >= 0 and out[i] > out[p]:
+            out[p] = out[i]
+    for i in range(m.nb):
+        out[i] = m.v_start[out[i]] + m.nv_joint[out[i]]
+
+
+@njit(RUN_SIGNATURE, cache=True, error_model="numpy", fastmath=FAST)
+def run_derivatives(ints, consts, work, q, v, qdd_active, tau_passive):
+    """(D1)-(D16) in one call on a buffer of ``dwork_size`` (compiled products)."""
+    m, _ = int_views(ints)
+    dof_end = np.empty(m.nb, np.int64)
+    subtree_ends(m, dof_end)
+    return derivatives_steps(ints, consts, work, dof_end, q, v, qdd_active, tau_passive, 0)
 
 
 # ================================================================ Python front end
@@ -677,8 +722,8 @@ class DerivativesWorkspace:
         # (with no passive joint the products are copies: compiled)
         self._blas = int(model.nv >= self.BLAS_FROM_NV and len(hd.passive_dofs) > 0)
         sizes = (model.nb, model.nv, len(hd.active_dofs), len(hd.passive_dofs), self._blas)
-        self._work = np.zeros(dwork_size(*sizes))
-        views = numpy_views(dwork_views(self._work, *sizes)[0], self._work)
+        self._work = np.zeros(dwork_layout_size(*sizes))
+        views = numpy_views(dwork_layout(self._work, *sizes)[0], self._work)
         self._views = views
         self.dr_dq, self.dr_dv, self.M = views.dr_dq, views.dr_dv, views.M
         self.qdd = views.qdd
@@ -688,8 +733,8 @@ class DerivativesWorkspace:
                 tau_passive: np.ndarray) -> HybridDerivatives:
         """T_a, qdd_p and the eight partials at (q, v, qdd_a, T_p); results in ``self.result``."""
         try:
-            status = run_derivatives(self._ints, self._consts, self._work, self._dof_end, q, v,
-                                     qdd_active, tau_passive, self._blas)
+            status = run_derivatives_at(self._ints, self._consts, self._work, self._dof_end, q,
+                                        v, qdd_active, tau_passive, self._blas)
         except TypeError:  # not writeable C-contiguous float64 vectors: convert, then retry
             hd, m = self._hybrid, self.model
             return self.compute(hd.as_vector(q, m.nq, "q"), hd.as_vector(v, m.nv, "v"),
