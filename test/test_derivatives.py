@@ -8,14 +8,20 @@ import numpy as np
 import pinocchio as pin
 import pytest
 from helpers import assert_close, random_passive_set
-from oracle import EXAMPLE_URDFS, ROBOTS, PinRef, full_crba
+from oracle import EXAMPLE_URDFS, ROBOTS, PinRef, full_crba, random_tree_urdf
 
 from underactuated_control import RobotModel
 from underactuated_control.derivatives import (
     DerivativesWorkspace,
+    DWork,
     add_passive_force_derivatives,
     closed_loop_derivatives,
+    dwork_layout,
+    dwork_layout_size,
+    dwork_size,
+    dwork_views,
     hybrid_dynamics_derivatives,
+    run_derivatives,
 )
 from underactuated_control.dynamics import SingularPassiveInertiaError, Workspace, hybrid_dynamics
 from underactuated_control.passive_forces import JointForceParameters, PassiveForceModel
@@ -118,6 +124,27 @@ def test_mixed_passive_sets_equal_the_implicit_function_formula(name, floating):
         check_against(res, expected, max(1.0, cond / 1e3), str(model.passive_joints))
 
 
+@pytest.mark.parametrize("seed,floating", [(0, False), (1, True)])
+@pytest.mark.parametrize("blas", [False, True])
+def test_random_trees_both_product_paths(seed, floating, blas, monkeypatch):
+    """Branching trees with prismatic joints (the ancestor runs and subtree ranges of the row
+    sweeps), through the compiled products and through the BLAS ones."""
+    rng = np.random.default_rng(seed)
+    text = random_tree_urdf(rng, 26)
+    base = RobotModel.from_urdf(text, floating_base=floating)
+    ref = PinRef(base, text, floating=floating)
+    monkeypatch.setattr(DerivativesWorkspace, "BLAS_FROM_NV", 0 if blas else 10**6)
+    for fraction in (0.0, 0.5, 1.0):
+        names = random_passive_set(base, rng, fraction)
+        model = base.with_passive(names + (["root_joint"] if floating else []))
+        ws = DerivativesWorkspace(model)
+        assert ws._blas == (blas and model.n_passive > 0)
+        q, v, qdd, tau = state(model, rng)
+        qa, tp = qdd[model.active_dofs], tau[model.passive_dofs]
+        expected, cond = implicit_function_oracle(ref, model, q, v, qa, tp)
+        check_against(ws.compute(q, v, qa, tp), expected, max(1.0, cond / 1e3), str(names))
+
+
 def hybrid_outputs(model, q, v, qa, tp):
     r = hybrid_dynamics(model, q, v, qa, tp)
     return np.concatenate([r.tau_active, r.qdd_passive])
@@ -210,6 +237,13 @@ def test_workspace_form_writes_in_place_and_equals_the_function():
         expected = hybrid_dynamics_derivatives(model, q, v, qa, tp)
         for f in res.__slots__:
             np.testing.assert_array_equal(getattr(res, f), getattr(expected, f))
+    # the inverse-dynamics partials at the full acceleration are views too (D7)-(D9)
+    qdd_full = np.zeros(model.nv)
+    qdd_full[model.active_dofs], qdd_full[model.passive_dofs] = qa, res.qdd_passive
+    np.testing.assert_array_equal(ws.qdd, qdd_full)
+    _, ref = load("kinova")
+    for got, want in zip((ws.dr_dq, ws.dr_dv, ws.M), pin_rnea_derivatives(ref, q, v, qdd_full)):
+        assert_close(got, want, TOL, rtol=0)
     # lists convert; wrong lengths and non-finite entries are named
     res = ws.compute(list(q), list(v), list(qa), list(tp))
     with pytest.raises(ValueError, match="qdd_active must have shape"):
@@ -220,6 +254,38 @@ def test_workspace_form_writes_in_place_and_equals_the_function():
         ws.compute(q, bad, qa, tp)
     with pytest.raises(ValueError, match="workspace was built for another"):
         hybrid_dynamics_derivatives(model.with_passive([]), q, v, qdd, np.zeros(0), ws)
+
+
+def test_layout_fills_its_buffer_exactly():
+    model, _ = load("z1")
+    for blas in (0, 1):
+        sizes = (model.nb, model.nv, model.n_active, model.n_passive, blas)
+        work = np.zeros(dwork_layout_size(*sizes))
+        w, end = dwork_layout(work, *sizes)
+        assert end == work.size and w._fields == DWork._fields
+        gathered = (model.n_passive, model.nv) if blas else (0, model.nv)
+        assert w.Gq.shape == gathered and w.dqdd_passive_dq.shape == (model.n_passive, model.nv)
+    assert dwork_size(*sizes[:4]) == dwork_layout_size(*sizes[:4], 0)
+
+
+@pytest.mark.parametrize("floating", [False, True])
+def test_the_buffer_entry_point_equals_the_workspace(floating):
+    """``run_derivatives`` on a ``dwork_size`` buffer (what compiled callers use: subtree
+    ranges computed in the kernel) gives the workspace's results on a branching tree."""
+    base = RobotModel.from_urdf(random_tree_urdf(np.random.default_rng(8), 12),
+                                floating_base=floating)
+    model = base.with_passive(base.joint_names[::3])
+    ws = DerivativesWorkspace(model)
+    ints, consts, _ = ws._hybrid.buffers
+    sizes = (model.nb, model.nv, model.n_active, model.n_passive)
+    work = np.zeros(dwork_size(*sizes))
+    q, v, qdd, tau = state(model, np.random.default_rng(9))
+    qa, tp = qdd[model.active_dofs], tau[model.passive_dofs]
+    assert run_derivatives(ints, consts, work, q, v, qa, tp) == -1  # OK
+    w, _ = dwork_views(work, *sizes)
+    res = ws.compute(q, v, qa, tp)
+    for f in res.__slots__:
+        np.testing.assert_array_equal(getattr(w, f), getattr(res, f))
 
 
 def test_singular_passive_inertia_is_named():

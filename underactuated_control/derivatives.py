@@ -1,17 +1,19 @@
-"""Analytic derivatives of the hybrid dynamics (doc/theory/derivatives.md, equations (D1)-(D16)).
+"""Analytic derivatives of the hybrid dynamics (doc/theory/derivatives.md, equations (D1)-(D17)).
 
 The hybrid recursion (``dynamics.py``) maps (q, v, qdd_a, T_p) to (T_a, qdd_p). Its partial
 derivatives follow from those of inverse dynamics r(q, v, qdd) (Carpentier & Mansard 2018) taken
 at the full acceleration, and from the implicit-function theorem on the passive rows
-r_p(q, v, qdd_a, qdd_p) = T_p (D12)-(D16). One compiled call does it all:
+r_p(q, v, qdd_a, qdd_p) = T_p (D10). One compiled call, ``run_derivatives``, does it all:
 
-1. ``kinematic_pass``   (D2)-(D5)   base-to-tip: world placements, H*(k) in world axes, V(k),
-   world inertias, and the velocity-variation matrices B(k); tip-to-base their composites.
-2. ``mass_matrix_fill`` (D9)        M from the composite inertias (CRBA).
-3. ``force_pass``       (D3), (D6)  base-to-tip accelerations, tip-to-base composite forces
-   (twice when there are passive joints: first with qdd_p = 0, then at qdd_p of (D12)).
-4. ``rnea_partials``    (D7)-(D10)  dr/dq and dr/dv, one O(depth) walk per body.
-5. ``hybrid_partials``  (D12)-(D16) the mixed partition: Cholesky of M_pp, products.
+1. ``kinematic_pass``   (D1)-(D5)    base-to-tip: world placements, H*(k) in world axes, V(k),
+   world inertias, the velocity variations B(k); tip-to-base their composites IC, BC.
+2. ``mass_matrix_fill`` (D9)         M from the composite inertias (CRBA).
+3. ``force_pass``       (D3), (D6)   accelerations and composite forces: at qdd_p = 0, then, after
+   ``cholesky_passive`` / ``solve_passive`` (D11), at the full acceleration (D12).
+4. ``passive_inverse``  (D14)        M_pp^-1 from the Cholesky factor.
+5. ``rnea_partials``    (D7), (D8)   dr/dq and dr/dv, rows over ancestors and subtrees.
+6. ``hybrid_partials``  (D13)-(D16)  the mixed partition's products (``gather_blocks`` and BLAS
+   in ``DerivativesWorkspace._products`` for large N).
 
 Everything is in world (root) axes, where a perturbation of q_j moves the subtree of j rigidly
 and the Jacobian columns of joint j are its H*(j) (D1). Columns over q are over the tangent space
@@ -58,8 +60,9 @@ __all__ = [
 
 # ================================================================ buffer layout
 class DWork(NamedTuple):
-    """Per-body world-frame quantities, the RNEA partials, and the results (views of one
-    flat buffer)."""
+    """Per-body world-frame quantities, the RNEA partials, the results and scratch (views of
+    one flat buffer). ``Z*`` blocks are per-DOF 6-vectors stored as (6, nv): rows of the
+    partials are then contiguous 6-term combinations of them (vectorised)."""
 
     E_up: np.ndarray  # parent-to-body transforms (joint_transforms writes them)
     r_up: np.ndarray
@@ -72,19 +75,21 @@ class DWork(NamedTuple):
     IC: np.ndarray  # composite inertias (D5)
     BC: np.ndarray  # composite velocity variations (D5)
     F: np.ndarray  # composite forces (D6)
-    A: np.ndarray  # IC(k) H*(k)
-    Bt: np.ndarray  # BC(k)^T H*(k)
-    W: np.ndarray  # (nv, 6) per column: w of (D7)
-    U: np.ndarray  # u of (D7)
-    C: np.ndarray  # c of (D8)
-    Phi: np.ndarray  # ancestor terms of (D7)
-    Psi: np.ndarray  # ancestor terms of (D8)
+    ZS: np.ndarray  # (6, nv): H*(k) columns
+    ZA: np.ndarray  # IC(k) H*(k) columns
+    ZB: np.ndarray  # BC(k)^T H*(k) columns
+    ZW: np.ndarray  # w of (D7)
+    ZU: np.ndarray  # u of (D7)
+    ZC: np.ndarray  # c of (D8)
+    ZPhi: np.ndarray  # Phi of (D7)
+    ZPsi: np.ndarray  # Psi of (D8)
     qdd: np.ndarray
     tau: np.ndarray
     dr_dq: np.ndarray  # (nv, nv)
     dr_dv: np.ndarray
     M: np.ndarray
-    L: np.ndarray  # (npas, npas): Cholesky factor of M_pp, then its inverse factor
+    L: np.ndarray  # (npas, npas): Cholesky factor of M_pp
+    X: np.ndarray  # (npas, npas): L^-1
     tau_active: np.ndarray
     qdd_passive: np.ndarray
     dtau_active_dq: np.ndarray
@@ -95,15 +100,25 @@ class DWork(NamedTuple):
     dqdd_passive_dv: np.ndarray
     dqdd_passive_dqdd_active: np.ndarray
     dqdd_passive_dtau_passive: np.ndarray
+    Gq: np.ndarray  # BLAS path: -dr_p/dq, -dr_p/dv, -M_pa, M_ap, dr_a/dq, dr_a/dv, M_aa
+    Gv: np.ndarray
+    Gpa: np.ndarray
+    Map: np.ndarray
+    Raq: np.ndarray
+    Rav: np.ndarray
+    Maa: np.ndarray
     R: np.ndarray  # scratch 3x3 (joint_transforms)
     T6: np.ndarray  # scratch 6x6
     x6: np.ndarray
     y6: np.ndarray
+    z6: np.ndarray
     rhs: np.ndarray  # (npas,)
 
 
 @njit(cache=True, inline="always")
-def dwork_views(work, nb, nv, na, npas):
+def dwork_layout(work, nb, nv, na, npas, blas):
+    """(DWork, end); the BLAS-path blocks are empty unless ``blas``."""
+    gp, ga = (npas, na) if blas else (0, 0)
     E_up, o = take(work, 0, (nb, 3, 3))
     r_up, o = take(work, o, (nb, 3))
     E, o = take(work, o, (nb, 3, 3))
@@ -115,19 +130,21 @@ def dwork_views(work, nb, nv, na, npas):
     IC, o = take(work, o, (nb, 6, 6))
     BC, o = take(work, o, (nb, 6, 6))
     F, o = take(work, o, (nb, 6))
-    A, o = take(work, o, (nb, 6, 6))
-    Bt, o = take(work, o, (nb, 6, 6))
-    W, o = take(work, o, (nv, 6))
-    U, o = take(work, o, (nv, 6))
-    C, o = take(work, o, (nv, 6))
-    Phi, o = take(work, o, (nv, 6))
-    Psi, o = take(work, o, (nv, 6))
+    ZS, o = take(work, o, (6, nv))
+    ZA, o = take(work, o, (6, nv))
+    ZB, o = take(work, o, (6, nv))
+    ZW, o = take(work, o, (6, nv))
+    ZU, o = take(work, o, (6, nv))
+    ZC, o = take(work, o, (6, nv))
+    ZPhi, o = take(work, o, (6, nv))
+    ZPsi, o = take(work, o, (6, nv))
     qdd, o = take(work, o, (nv,))
     tau, o = take(work, o, (nv,))
     dr_dq, o = take(work, o, (nv, nv))
     dr_dv, o = take(work, o, (nv, nv))
     M, o = take(work, o, (nv, nv))
     L, o = take(work, o, (npas, npas))
+    X, o = take(work, o, (npas, npas))
     tau_active, o = take(work, o, (na,))
     qdd_passive, o = take(work, o, (npas,))
     ta_q, o = take(work, o, (na, nv))
@@ -138,19 +155,40 @@ def dwork_views(work, nb, nv, na, npas):
     qp_v, o = take(work, o, (npas, nv))
     qp_a, o = take(work, o, (npas, na))
     qp_t, o = take(work, o, (npas, npas))
+    Gq, o = take(work, o, (gp, nv))
+    Gv, o = take(work, o, (gp, nv))
+    Gpa, o = take(work, o, (gp, ga))
+    Map, o = take(work, o, (ga, gp))
+    Raq, o = take(work, o, (ga, nv))
+    Rav, o = take(work, o, (ga, nv))
+    Maa, o = take(work, o, (ga, ga))
     R, o = take(work, o, (3, 3))
     T6, o = take(work, o, (6, 6))
     x6, o = take(work, o, (6,))
     y6, o = take(work, o, (6,))
+    z6, o = take(work, o, (6,))
     rhs, o = take(work, o, (npas,))
-    return DWork(E_up, r_up, E, p, S, vel, acc, inertia, IC, BC, F, A, Bt, W, U, C, Phi, Psi,
-                 qdd, tau, dr_dq, dr_dv, M, L, tau_active, qdd_passive, ta_q, ta_v, ta_a, ta_t,
-                 qp_q, qp_v, qp_a, qp_t, R, T6, x6, y6, rhs), o
+    return DWork(E_up, r_up, E, p, S, vel, acc, inertia, IC, BC, F, ZS, ZA, ZB, ZW, ZU, ZC,
+                 ZPhi, ZPsi, qdd, tau, dr_dq, dr_dv, M, L, X, tau_active, qdd_passive, ta_q,
+                 ta_v, ta_a, ta_t, qp_q, qp_v, qp_a, qp_t, Gq, Gv, Gpa, Map, Raq, Rav, Maa, R,
+                 T6, x6, y6, z6, rhs), o
+
+
+@njit(cache=True, inline="always")
+def dwork_views(work, nb, nv, na, npas):
+    """(DWork, end) of a buffer without the BLAS-path blocks (what ``run_derivatives`` takes)."""
+    return dwork_layout(work, nb, nv, na, npas, 0)
+
+
+@njit(cache=True)
+def dwork_layout_size(nb, nv, na, npas, blas):
+    return dwork_layout(np.empty(0), nb, nv, na, npas, blas)[1]
 
 
 @njit(cache=True)
 def dwork_size(nb, nv, na, npas):
-    return dwork_views(np.empty(0), nb, nv, na, npas)[1]
+    """Length of the buffer ``run_derivatives`` takes."""
+    return dwork_layout(np.empty(0), nb, nv, na, npas, 0)[1]
 
 
 # ================================================================ compiled kernels
@@ -168,46 +206,31 @@ def motion_to_world(E, p, m, out):
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
-def dot6(x, y):
-    return x[0] * y[0] + x[1] * y[1] + x[2] * y[2] + x[3] * y[3] + x[4] * y[4] + x[5] * y[5]
-
-
-@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
-def col_dot(A, a, y):
-    """A[:, a] . y (a column of a 6x6 block with a 6-vector)."""
-    return (A[0, a] * y[0] + A[1, a] * y[1] + A[2, a] * y[2] + A[3, a] * y[3] + A[4, a] * y[4]
-            + A[5, a] * y[5])
-
-
-@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
-def col_col(A, a, B, b):
-    """A[:, a] . B[:, b]."""
-    return (A[0, a] * B[0, b] + A[1, a] * B[1, b] + A[2, a] * B[2, b] + A[3, a] * B[3, b]
-            + A[4, a] * B[4, b] + A[5, a] * B[5, b])
-
-
-@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
-def mat_col_add(Mx, B, b, y, out):
-    """out = y + Mx B[:, b] (6x6 times a column)."""
-    for a in range(6):
-        out[a] = y[a] + (Mx[a, 0] * B[0, b] + Mx[a, 1] * B[1, b] + Mx[a, 2] * B[2, b]
-                         + Mx[a, 3] * B[3, b] + Mx[a, 4] * B[4, b] + Mx[a, 5] * B[5, b])
-
-
-@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
 def mat_vec2(A, x, B, y, out):
-    """out += A x + B y (6x6 blocks)."""
+    """out = A x + B y (6x6 blocks)."""
     for a in range(6):
         s = 0.0
         for b in range(6):
             s += A[a, b] * x[b] + B[a, b] * y[b]
-        out[a] += s
+        out[a] = s
+
+
+@njit(cache=True, inline="always")
+def skew_entry(x, y, z, a, b):
+    """Entry (a, b) of the cross-product matrix of (x, y, z)."""
+    if a == b:
+        return 0.0
+    if a == 0:
+        return -z if b == 1 else y
+    if a == 1:
+        return z if b == 0 else -x
+    return -y if b == 0 else x
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
 def kinematic_pass(m, c, q, v, w):
-    """(D2), (D4), (D5): world placements, H*(k) and V(k) in world axes, world inertias, the
-    velocity variations B(k) = V x* M - M V x + (M V) x-bar*, and the composites IC, BC."""
+    """(D1), (D2), (D4), (D5): world placements, H*(k) and V(k) in world axes, world inertias,
+    the velocity variations B(k), the composites IC, BC, and IC H*, BC^T H*."""
     joint_transforms(m, c, q, w, w)
     E, p, Sx, V, x = w.E, w.p, w.S, w.vel, w.x6
     for i in range(m.nb):
@@ -231,24 +254,29 @@ def kinematic_pass(m, c, q, v, w):
         for col in range(m.nv_joint[i]):  # H*(k) in world axes (D1); V(k) (D2)
             for a in range(6):
                 x[a] = c.S[i, a, col]
-            motion_to_world(Ei, pi, x, Si[:, col])
+            motion_to_world(Ei, pi, x, w.y6)
             for a in range(6):
-                V[i, a] += Si[a, col] * v[vs + col]
+                Si[a, col] = w.y6[a]
+                w.ZS[a, vs + col] = w.y6[a]
+                V[i, a] += w.y6[a] * v[vs + col]
         Iw = w.inertia[i]  # M(k) in world axes: X^T M X with X the world-to-body transform
         Iw[:] = 0.0
         xform_inertia_transpose(Ei, pi, c.inertia[i], w.T6, Iw)
         w.IC[i][:] = Iw
-        B, T = w.BC[i], w.T6  # (D4): B = N + N^T + h x-bar*, N = V x* M
+        B, T, h = w.BC[i], w.T6, w.y6  # (D4): B = N + N^T + (M V) x-bar*, N = V x* M
         for col in range(6):
-            cross_force(V[i], Iw[:, col], T[:, col])
-        h = w.y6
+            for a in range(6):
+                x[a] = Iw[a, col]
+            cross_force(V[i], x, w.z6)
+            for a in range(6):
+                T[a, col] = w.z6[a]
         for a in range(6):
             h[a] = (Iw[a, 0] * V[i, 0] + Iw[a, 1] * V[i, 1] + Iw[a, 2] * V[i, 2]
                     + Iw[a, 3] * V[i, 3] + Iw[a, 4] * V[i, 4] + Iw[a, 5] * V[i, 5])
         for a in range(6):
             for b in range(6):
                 B[a, b] = T[a, b] + T[b, a]
-        # h x-bar*: the matrix of x -> x x* h = [-h_ang~ , -h_lin~; -h_lin~, 0]
+        # h x-bar*: the matrix of x -> x x* h = [-h_ang~, -h_lin~; -h_lin~, 0]
         for a in range(3):
             for b in range(3):
                 B[a, b] -= skew_entry(h[0], h[1], h[2], a, b)
@@ -257,10 +285,13 @@ def kinematic_pass(m, c, q, v, w):
     for i in range(m.nb - 1, -1, -1):  # composites (D5)
         par = m.parent[i]
         if par >= 0:
-            w.IC[par] += w.IC[i]
-            w.BC[par] += w.BC[i]
-    for i in range(m.nb):  # A(k) = IC(k) H*(k), Bt(k) = BC(k)^T H*(k)
-        Si, IC, BC = Sx[i], w.IC[i], w.BC[i]
+            ICp, BCp, ICi, BCi = w.IC[par], w.BC[par], w.IC[i], w.BC[i]
+            for a in range(6):
+                for b in range(6):
+                    ICp[a, b] += ICi[a, b]
+                    BCp[a, b] += BCi[a, b]
+    for i in range(m.nb):  # IC(k) H*(k), BC(k)^T H*(k) (D9), (D7)
+        Si, IC, BC, vs = Sx[i], w.IC[i], w.BC[i], m.v_start[i]
         for col in range(m.nv_joint[i]):
             for a in range(6):
                 s1 = 0.0
@@ -268,38 +299,54 @@ def kinematic_pass(m, c, q, v, w):
                 for b in range(6):
                     s1 += IC[a, b] * Si[b, col]
                     s2 += BC[b, a] * Si[b, col]
-                w.A[i, a, col] = s1
-                w.Bt[i, a, col] = s2
-
-
-@njit(cache=True, inline="always")
-def skew_entry(x, y, z, a, b):
-    """Entry (a, b) of the cross-product matrix of (x, y, z)."""
-    if a == b:
-        return 0.0
-    if a == 0:
-        return -z if b == 1 else y
-    if a == 1:
-        return z if b == 0 else -x
-    return -y if b == 0 else x
+                w.ZA[a, vs + col] = s1
+                w.ZB[a, vs + col] = s2
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
-def mass_matrix_fill(m, w):
-    """(D9): M[k, j] = H(k) IC(k) H*(j) for j an ancestor of k (or k), and its transpose."""
-    M = w.M
+def combine(out, lo, hi, a0, a1, a2, a3, a4, a5, Z):
+    """out[d] = sum_a a_a Z[a, d] for d in [lo, hi) (contiguous: vectorised)."""
+    for d in range(lo, hi):
+        out[d] = (a0 * Z[0, d] + a1 * Z[1, d] + a2 * Z[2, d] + a3 * Z[3, d] + a4 * Z[4, d]
+                  + a5 * Z[5, d])
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def combine2(out, lo, hi, a0, a1, a2, a3, a4, a5, Z, b0, b1, b2, b3, b4, b5, Y):
+    """out[d] = sum_a a_a Z[a, d] + b_a Y[a, d] for d in [lo, hi)."""
+    for d in range(lo, hi):
+        out[d] = (a0 * Z[0, d] + a1 * Z[1, d] + a2 * Z[2, d] + a3 * Z[3, d] + a4 * Z[4, d]
+                  + a5 * Z[5, d] + b0 * Y[0, d] + b1 * Y[1, d] + b2 * Y[2, d] + b3 * Y[3, d]
+                  + b4 * Y[4, d] + b5 * Y[5, d])
+
+
+@njit(cache=True, inline="always")
+def ancestor_run(m, j):
+    """The first body of the run of consecutive ancestors ending at j (their DOFs are one
+    contiguous range)."""
+    while m.parent[j] >= 0 and m.parent[j] == j - 1:
+        j -= 1
+    return j
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def mass_matrix_fill(m, dof_end, w):
+    """(D9): row k of M: H(k) IC(k) H*(j) over the ancestors j of k (and k), and
+    H(k) IC(j) H*(j) over its descendants (dof_end[k]: end of the subtree's DOFs)."""
+    M, ZA, ZS = w.M, w.ZA, w.ZS
     M[:] = 0.0
     for k in range(m.nb):
-        j = k
-        while j >= 0:
-            for a in range(m.nv_joint[k]):
-                ra = m.v_start[k] + a
-                for b in range(m.nv_joint[j]):
-                    cb = m.v_start[j] + b
-                    val = col_col(w.A[k], a, w.S[j], b)
-                    M[ra, cb] = val
-                    M[cb, ra] = val
-            j = m.parent[j]
+        for a in range(m.nv_joint[k]):
+            r = m.v_start[k] + a
+            Mr = M[r]
+            j = k
+            while j >= 0:
+                j0 = ancestor_run(m, j)
+                combine(Mr, m.v_start[j0], m.v_start[j] + m.nv_joint[j], ZA[0, r], ZA[1, r],
+                        ZA[2, r], ZA[3, r], ZA[4, r], ZA[5, r], ZS)
+                j = m.parent[j0]
+            combine(Mr, m.v_start[k] + m.nv_joint[k], dof_end[k], ZS[0, r], ZS[1, r], ZS[2, r],
+                    ZS[3, r], ZS[4, r], ZS[5, r], ZA)
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
@@ -329,85 +376,98 @@ def force_pass(m, c, w):
             w.F[i, a] += (Iw[a, 0] * alpha[0] + Iw[a, 1] * alpha[1] + Iw[a, 2] * alpha[2]
                           + Iw[a, 3] * alpha[3] + Iw[a, 4] * alpha[4] + Iw[a, 5] * alpha[5])
     for i in range(m.nb - 1, -1, -1):
-        par, vs = m.parent[i], m.v_start[i]
+        par, vs, Si = m.parent[i], m.v_start[i], w.S[i]
         for col in range(m.nv_joint[i]):
-            w.tau[vs + col] = col_dot(w.S[i], col, w.F[i])
+            s = 0.0
+            for a in range(6):
+                s += Si[a, col] * w.F[i, a]
+            w.tau[vs + col] = s
         if par >= 0:
             for a in range(6):
                 w.F[par, a] += w.F[i, a]
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
-def rnea_partials(m, c, w):
+def rnea_partials(m, c, dof_end, w):
     """(D7), (D8): dr/dq and dr/dv. Per column (joint j, its world column s): w = V(j+1) x s,
-    u = alpha(j+1) x s + V(j+1) x w, c = (V(j+1) + V(j)) x s; then for k in the subtree of j
-    dr_k = H(k) [IC(k) u + BC(k) w] (q), H(k) [IC(k) c + BC(k) s] (v), and for k an ancestor
-    dr_k = H(k) Phi(j), Phi = s x* F(j) + IC(j) u + BC(j) w; Psi = IC(j) c + BC(j) s."""
-    x = w.x6
+    u = alpha(j+1) x s + V(j+1) x w, c = (V(j+1) + V(j)) x s, Phi = s x* F(j) + IC(j) u
+    + BC(j) w, Psi = IC(j) c + BC(j) s; then row k over its ancestors j (and k):
+    H(k) [IC(k) u + BC(k) w] (q), H(k) [IC(k) c + BC(k) s] (v); over its descendants j:
+    H(k) Phi(j) (q), H(k) Psi(j) (v)."""
+    x, s, wv, u, cv = w.x6, w.y6, w.z6, w.T6[0], w.T6[1]
+    phi, psi = w.T6[2], w.T6[3]
     for j in range(m.nb):
         par, Sj = m.parent[j], w.S[j]
         for b in range(m.nv_joint[j]):
             d = m.v_start[j] + b
-            Wd, Ud, Cd, Phd, Psd = w.W[d], w.U[d], w.C[d], w.Phi[d], w.Psi[d]
-            s = w.y6
             for a in range(6):
                 s[a] = Sj[a, b]
             if par >= 0:
-                cross_motion(w.vel[par], s, Wd)          # w = V(j+1) x s
-                cross_motion(w.acc[par], s, Ud)          # alpha(j+1) x s
-                cross_motion(w.vel[par], Wd, x)
+                cross_motion(w.vel[par], s, wv)          # w = V(j+1) x s
+                cross_motion(w.acc[par], s, u)           # alpha(j+1) x s
+                cross_motion(w.vel[par], wv, x)
                 for a in range(6):
-                    Ud[a] += x[a]                        # u (D7)
+                    u[a] += x[a]                         # u (D7)
                     x[a] = w.vel[par, a] + w.vel[j, a]
             else:
                 for a in range(6):
-                    Wd[a] = 0.0
+                    wv[a] = 0.0
                     x[a] = w.vel[j, a]
-                cross_motion(c.gravity_base, s, Ud)
-            cross_motion(x, s, Cd)                       # c (D8)
-            cross_force(s, w.F[j], Phd)                  # Phi (D7)
-            mat_vec2(w.IC[j], Ud, w.BC[j], Wd, Phd)
+                cross_motion(c.gravity_base, s, u)
+            cross_motion(x, s, cv)                       # c (D8)
+            mat_vec2(w.IC[j], u, w.BC[j], wv, phi)
+            cross_force(s, w.F[j], x)
+            mat_vec2(w.IC[j], cv, w.BC[j], s, psi)       # Psi (D8)
             for a in range(6):
-                Psd[a] = 0.0
-            mat_vec2(w.IC[j], Cd, w.BC[j], s, Psd)       # Psi (D8)
-    Rq, Rv = w.dr_dq, w.dr_dv
+                w.ZW[a, d] = wv[a]
+                w.ZU[a, d] = u[a]
+                w.ZC[a, d] = cv[a]
+                w.ZPhi[a, d] = phi[a] + x[a]             # Phi (D7)
+                w.ZPsi[a, d] = psi[a]
+    Rq, Rv, ZA, ZB, ZS = w.dr_dq, w.dr_dv, w.ZA, w.ZB, w.ZS
     Rq[:] = 0.0
     Rv[:] = 0.0
     for k in range(m.nb):
-        Ak, Bk = w.A[k], w.Bt[k]
-        j = k
-        while j >= 0:
-            Sj = w.S[j]
-            for a in range(m.nv_joint[k]):
-                ra = m.v_start[k] + a
-                for b in range(m.nv_joint[j]):
-                    cb = m.v_start[j] + b
-                    Rq[ra, cb] = col_dot(Ak, a, w.U[cb]) + col_dot(Bk, a, w.W[cb])
-                    Rv[ra, cb] = col_dot(Ak, a, w.C[cb]) + col_col(Bk, a, Sj, b)
-                    if j != k:
-                        Rq[cb, ra] = col_dot(Sj, b, w.Phi[ra])
-                        Rv[cb, ra] = col_dot(Sj, b, w.Psi[ra])
-            j = m.parent[j]
+        for a in range(m.nv_joint[k]):
+            r = m.v_start[k] + a
+            a0, a1, a2, a3, a4, a5 = ZA[0, r], ZA[1, r], ZA[2, r], ZA[3, r], ZA[4, r], ZA[5, r]
+            b0, b1, b2, b3, b4, b5 = ZB[0, r], ZB[1, r], ZB[2, r], ZB[3, r], ZB[4, r], ZB[5, r]
+            j = k
+            while j >= 0:
+                j0 = ancestor_run(m, j)
+                lo, hi = m.v_start[j0], m.v_start[j] + m.nv_joint[j]
+                combine2(Rq[r], lo, hi, a0, a1, a2, a3, a4, a5, w.ZU, b0, b1, b2, b3, b4, b5,
+                         w.ZW)
+                combine2(Rv[r], lo, hi, a0, a1, a2, a3, a4, a5, w.ZC, b0, b1, b2, b3, b4, b5,
+                         ZS)
+                j = m.parent[j0]
+            lo, hi = m.v_start[k] + m.nv_joint[k], dof_end[k]
+            combine(Rq[r], lo, hi, ZS[0, r], ZS[1, r], ZS[2, r], ZS[3, r], ZS[4, r], ZS[5, r],
+                    w.ZPhi)
+            combine(Rv[r], lo, hi, ZS[0, r], ZS[1, r], ZS[2, r], ZS[3, r], ZS[4, r], ZS[5, r],
+                    w.ZPsi)
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
 def cholesky_passive(m, w, tol):
-    """M_pp = L L^T in w.L (lower); returns the index of a failing pivot's DOF or -1."""
+    """M_pp = L L^T in w.L (lower, rows contiguous); returns the DOF of a failing pivot or -1."""
     n, pd, L = m.npas, m.passive_dofs, w.L
+    L[:] = 0.0
     for j in range(n):
+        Lj = L[j]
         s = w.M[pd[j], pd[j]]
         for k in range(j):
-            s -= L[j, k] * L[j, k]
+            s -= Lj[k] * Lj[k]
         if not (s > tol):
             return pd[j]
-        L[j, j] = np.sqrt(s)
+        Lj[j] = np.sqrt(s)
+        inv = 1.0 / Lj[j]
         for i in range(j + 1, n):
+            Li = L[i]
             s = w.M[pd[i], pd[j]]
             for k in range(j):
-                s -= L[i, k] * L[j, k]
-            L[i, j] = s / L[j, j]
-        for i in range(j):
-            L[i, j] = 0.0
+                s -= Li[k] * Lj[k]
+            Li[j] = s * inv
     return -1
 
 
@@ -428,8 +488,35 @@ def solve_passive(m, w, x):
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def passive_inverse(m, w):
+    """(D14): Minv = M_pp^-1 = X^T X with X = L^-1 (row-oriented, contiguous inner loops)."""
+    n, L, X, Mi = m.npas, w.L, w.X, w.dqdd_passive_dtau_passive
+    X[:] = 0.0
+    for i in range(n):  # X[i] = (e_i - sum_k<i L[i, k] X[k]) / L[i, i]
+        Xi = X[i]
+        Xi[i] = 1.0
+        for k in range(i):
+            lik = L[i, k]
+            Xk = X[k]
+            for j in range(k + 1):
+                Xi[j] -= lik * Xk[j]
+        inv = 1.0 / L[i, i]
+        for j in range(i + 1):
+            Xi[j] *= inv
+    Mi[:] = 0.0
+    for k in range(n):  # Minv = sum_k X[k]^T X[k] (X[k] nonzero up to k)
+        Xk = X[k]
+        for i in range(k + 1):
+            xki = Xk[i]
+            Mii = Mi[i]
+            for j in range(k + 1):
+                Mii[j] += xki * Xk[j]
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
 def gemm_rows(alpha, A, B, rows_b, C):
-    """C += alpha A B[rows_b, :] (A: n x len(rows_b); i-k-j order: contiguous inner loop)."""
+    """C = alpha A B[rows_b, :] (A: n x len(rows_b); i-k-j order: contiguous inner loop)."""
+    C[:] = 0.0
     for i in range(A.shape[0]):
         Ci = C[i]
         for k in range(A.shape[1]):
@@ -441,29 +528,13 @@ def gemm_rows(alpha, A, B, rows_b, C):
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
 def hybrid_partials(m, w):
-    """(D13)-(D16) from the Cholesky factor of M_pp in w.L:
-    Minv = M_pp^-1, dqdd_p/dx = -Minv dr_p/dx (x = q, v), dqdd_p/dqdd_a = -Minv M_pa,
-    dqdd_p/dT_p = Minv, dT_a/dx = dr_a/dx + M_ap dqdd_p/dx, dT_a/dqdd_a = M_aa + M_ap
-    dqdd_p/dqdd_a, dT_a/dT_p = M_ap Minv."""
-    n, na, pd, ad, L = m.npas, m.na, m.passive_dofs, m.active_dofs, w.L
+    """(D13), (D15), (D16) in compiled loops (small N):
+    dqdd_p/dx = -Minv dr_p/dx (x = q, v), dqdd_p/dqdd_a = -Minv M_pa,
+    dT_a/dx = dr_a/dx + M_ap dqdd_p/dx, dT_a/dqdd_a = M_aa + M_ap dqdd_p/dqdd_a,
+    dT_a/dT_p = M_ap Minv."""
+    n, na, pd, ad = m.npas, m.na, m.passive_dofs, m.active_dofs
     Mi = w.dqdd_passive_dtau_passive
-    for j in range(n):  # L <- L^-1 (lower triangular, in place, column by column)
-        L[j, j] = 1.0 / L[j, j]
-        for i in range(j + 1, n):
-            s = 0.0
-            for k in range(j, i):
-                s -= L[i, k] * L[k, j]
-            L[i, j] = s / L[i, i]
-    for i in range(n):  # Minv = L^-T L^-1 (D14)
-        for j in range(i, n):
-            s = 0.0
-            for k in range(j, n):
-                s += L[k, i] * L[k, j]
-            Mi[i, j] = s
-            Mi[j, i] = s
     qq, qv, qa = w.dqdd_passive_dq, w.dqdd_passive_dv, w.dqdd_passive_dqdd_active
-    qq[:] = 0.0
-    qv[:] = 0.0
     gemm_rows(-1.0, Mi, w.dr_dq, pd, qq)  # (D13)
     gemm_rows(-1.0, Mi, w.dr_dv, pd, qv)
     for i in range(n):  # (D13) with x = qdd_a: -Minv M_pa
@@ -482,34 +553,50 @@ def hybrid_partials(m, w):
             tvr[j] = Rv[j]
         for c in range(na):
             ta[r, c] = Mr[ad[c]]
+        for c in range(n):
+            tt[r, c] = 0.0
         for k in range(n):
             mk = Mr[pd[k]]
-            qqk, qvk, qak = qq[k], qv[k], qa[k]
+            qqk, qvk, qak, mik = qq[k], qv[k], qa[k], Mi[k]
             for j in range(m.nv):
                 tqr[j] += mk * qqk[j]
                 tvr[j] += mk * qvk[j]
             for c in range(na):
                 ta[r, c] += mk * qak[c]
-        for c in range(n):
-            s = 0.0
-            for k in range(n):
-                s += Mr[pd[k]] * Mi[k, c]
-            tt[r, c] = s
+            for c in range(n):
+                tt[r, c] += mk * mik[c]
 
 
-# run_derivatives: one fixed signature, like dynamics.run_steps
-_VECTOR = types.float64[::1]
-RUN_SIGNATURE = types.int64(types.int64[::1], _VECTOR, _VECTOR, _VECTOR, _VECTOR, _VECTOR,
-                            _VECTOR)
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def gather_blocks(m, w):
+    """The blocks of (D13)-(D16) for the BLAS path (``DerivativesWorkspace._products``)."""
+    pd, ad = m.passive_dofs, m.active_dofs
+    for i in range(m.npas):
+        Rq, Rv, Mr = w.dr_dq[pd[i]], w.dr_dv[pd[i]], w.M[pd[i]]
+        for j in range(m.nv):
+            w.Gq[i, j] = -Rq[j]
+            w.Gv[i, j] = -Rv[j]
+        for c in range(m.na):
+            w.Gpa[i, c] = -Mr[ad[c]]
+    for r in range(m.na):
+        Rq, Rv, Mr = w.dr_dq[ad[r]], w.dr_dv[ad[r]], w.M[ad[r]]
+        for j in range(m.nv):
+            w.Raq[r, j] = Rq[j]
+            w.Rav[r, j] = Rv[j]
+        for c in range(m.na):
+            w.Maa[r, c] = Mr[ad[c]]
+        for c in range(m.npas):
+            w.Map[r, c] = Mr[pd[c]]
 
 
-@njit(RUN_SIGNATURE, cache=True, error_model="numpy", fastmath=FAST)
-def run_derivatives(ints, consts, work, q, v, qdd_active, tau_passive):
-    """The whole computation of (D1)-(D16) in one call; returns a status code of
-    ``dynamics`` (OK, NONFINITE_*, WRONG_LENGTH) or the DOF whose pivot of M_pp is singular."""
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def derivatives_steps(ints, consts, work, dof_end, q, v, qdd_active, tau_passive, blas):
+    """(D1)-(D16) (with ``blas``, (D13), (D15), (D16) are left to the caller's matrix products
+    on the gathered blocks); returns a status code of ``dynamics`` (OK, NONFINITE_*,
+    WRONG_LENGTH) or the DOF whose pivot of M_pp is singular."""
     m, _ = int_views(ints)
     c, _ = const_views(consts, m.nb)
-    w, _ = dwork_views(work, m.nb, m.nv, m.na, m.npas)
+    w, _ = dwork_layout(work, m.nb, m.nv, m.na, m.npas, blas)
     if (q.shape[0] != m.nq or v.shape[0] != m.nv or qdd_active.shape[0] != m.na
             or tau_passive.shape[0] != m.npas):
         return WRONG_LENGTH
@@ -520,7 +607,7 @@ def run_derivatives(ints, consts, work, q, v, qdd_active, tau_passive):
     if not (all_finite(qdd_active) and all_finite(tau_passive)):
         return NONFINITE_INPUT
     kinematic_pass(m, c, q, v, w)
-    mass_matrix_fill(m, w)
+    mass_matrix_fill(m, dof_end, w)
     for k in range(m.na):
         w.qdd[m.active_dofs[k]] = qdd_active[k]
     for k in range(m.npas):
@@ -537,11 +624,54 @@ def run_derivatives(ints, consts, work, q, v, qdd_active, tau_passive):
             w.qdd[m.passive_dofs[k]] = w.rhs[k]
             w.qdd_passive[k] = w.rhs[k]
         force_pass(m, c, w)
+        passive_inverse(m, w)
     for k in range(m.na):
         w.tau_active[k] = w.tau[m.active_dofs[k]]
-    rnea_partials(m, c, w)
-    hybrid_partials(m, w)
+    rnea_partials(m, c, dof_end, w)
+    if blas:
+        gather_blocks(m, w)
+    else:
+        hybrid_partials(m, w)
     return OK
+
+
+# Two entry points with fixed signatures, like dynamics.run_steps: ``run_derivatives_at`` (the
+# workspace's: subtree ranges precomputed, BLAS path optional) and ``run_derivatives`` (a
+# buffer of ``dwork_size``; compiled callers, e.g. optimal_control, call it in their loops).
+_VECTOR = types.float64[::1]
+_INDICES = types.int64[::1]
+RUN_SIGNATURE = types.int64(_INDICES, _VECTOR, _VECTOR, _VECTOR, _VECTOR, _VECTOR, _VECTOR)
+RUN_AT_SIGNATURE = types.int64(_INDICES, _VECTOR, _VECTOR, _INDICES, _VECTOR, _VECTOR, _VECTOR,
+                               _VECTOR, types.int64)
+
+
+@njit(RUN_AT_SIGNATURE, cache=True, error_model="numpy", fastmath=FAST)
+def run_derivatives_at(ints, consts, work, dof_end, q, v, qdd_active, tau_passive, blas):
+    """(D1)-(D16) in one call; ``dof_end`` from ``subtree_dof_end``, ``work`` of
+    ``dwork_layout_size(..., blas)``."""
+    return derivatives_steps(ints, consts, work, dof_end, q, v, qdd_active, tau_passive, blas)
+
+
+@njit(cache=True, inline="always")
+def subtree_ends(m, out):
+    """out[k] = the end of body k's subtree's DOF range (depth-first order)."""
+    for i in range(m.nb):
+        out[i] = i
+    for i in range(m.nb - 1, -1, -1):
+        p = m.parent[i]
+        if p >= 0 and out[i] > out[p]:
+            out[p] = out[i]
+    for i in range(m.nb):
+        out[i] = m.v_start[out[i]] + m.nv_joint[out[i]]
+
+
+@njit(RUN_SIGNATURE, cache=True, error_model="numpy", fastmath=FAST)
+def run_derivatives(ints, consts, work, q, v, qdd_active, tau_passive):
+    """(D1)-(D16) in one call on a buffer of ``dwork_size`` (compiled products)."""
+    m, _ = int_views(ints)
+    dof_end = np.empty(m.nb, np.int64)
+    subtree_ends(m, dof_end)
+    return derivatives_steps(ints, consts, work, dof_end, q, v, qdd_active, tau_passive, 0)
 
 
 # ================================================================ Python front end
@@ -579,15 +709,22 @@ class DerivativesWorkspace:
     Not thread-safe: give each thread its own.
     """
 
+    # above this many DOF, (D13)-(D16) are products of gathered blocks through BLAS (numpy)
+    BLAS_FROM_NV = 24
+
     def __init__(self, model: RobotModel, shared: Workspace | None = None) -> None:
         self.model = model
         hd: HybridDynamics = (shared if shared is not None else Workspace(model)).hybrid("model")
         self._hybrid = hd
         ints, consts, _ = hd.buffers
-        sizes = (model.nb, model.nv, len(hd.active_dofs), len(hd.passive_dofs))
         self._ints, self._consts = ints, consts
-        self._work = np.zeros(dwork_size(*sizes))
-        views = numpy_views(dwork_views(self._work, *sizes)[0], self._work)
+        self._dof_end = _subtree_dof_end(model)
+        # (with no passive joint the products are copies: compiled)
+        self._blas = int(model.nv >= self.BLAS_FROM_NV and len(hd.passive_dofs) > 0)
+        sizes = (model.nb, model.nv, len(hd.active_dofs), len(hd.passive_dofs), self._blas)
+        self._work = np.zeros(dwork_layout_size(*sizes))
+        views = numpy_views(dwork_layout(self._work, *sizes)[0], self._work)
+        self._views = views
         self.dr_dq, self.dr_dv, self.M = views.dr_dq, views.dr_dv, views.M
         self.qdd = views.qdd
         self.result = HybridDerivatives(*(getattr(views, f) for f in _RESULT_FIELDS))
@@ -596,8 +733,8 @@ class DerivativesWorkspace:
                 tau_passive: np.ndarray) -> HybridDerivatives:
         """T_a, qdd_p and the eight partials at (q, v, qdd_a, T_p); results in ``self.result``."""
         try:
-            status = run_derivatives(self._ints, self._consts, self._work, q, v, qdd_active,
-                                     tau_passive)
+            status = run_derivatives_at(self._ints, self._consts, self._work, self._dof_end, q,
+                                        v, qdd_active, tau_passive, self._blas)
         except TypeError:  # not writeable C-contiguous float64 vectors: convert, then retry
             hd, m = self._hybrid, self.model
             return self.compute(hd.as_vector(q, m.nq, "q"), hd.as_vector(v, m.nv, "v"),
@@ -605,7 +742,24 @@ class DerivativesWorkspace:
                                 hd.as_vector(tau_passive, len(hd.passive_dofs), "tau_passive"))
         if status != OK:
             self._raise(status, q, v, qdd_active, tau_passive)
+        if self._blas:
+            self._products()
         return self.result
+
+    def _products(self) -> None:
+        """(D13), (D15), (D16) as BLAS products of the blocks the kernel gathered."""
+        w, r, mm = self._views, self.result, np.matmul
+        Mi = r.dqdd_passive_dtau_passive
+        mm(Mi, w.Gq, out=r.dqdd_passive_dq)  # (D13)
+        mm(Mi, w.Gv, out=r.dqdd_passive_dv)
+        mm(Mi, w.Gpa, out=r.dqdd_passive_dqdd_active)
+        mm(w.Map, r.dqdd_passive_dq, out=r.dtau_active_dq)  # (D15)
+        r.dtau_active_dq += w.Raq
+        mm(w.Map, r.dqdd_passive_dv, out=r.dtau_active_dv)
+        r.dtau_active_dv += w.Rav
+        mm(w.Map, r.dqdd_passive_dqdd_active, out=r.dtau_active_dqdd_active)
+        r.dtau_active_dqdd_active += w.Maa
+        mm(w.Map, Mi, out=r.dtau_active_dtau_passive)  # (D16)
 
     def _raise(self, status: int, q, v, qa, tp) -> None:
         m = self.model
@@ -615,6 +769,22 @@ class DerivativesWorkspace:
                 f"passive joint '{m.joint_names[body]}' moves a subtree with (near) zero "
                 "inertia: M_pp is singular, its acceleration is undetermined")
         self._hybrid.raise_for_status(status, q=q, v=v, qa=qa, tp=tp)
+
+
+def _subtree_dof_end(model: RobotModel) -> np.ndarray:
+    """Per body, the end of its subtree's DOF range; the bodies are in depth-first order
+    (``urdf.load_model``), so every subtree is a contiguous range (checked)."""
+    nb = model.nb
+    last = np.arange(nb)
+    size = np.ones(nb, dtype=np.int64)
+    for i in range(nb - 1, -1, -1):
+        p = model.parent[i]
+        if p >= 0:
+            last[p] = max(last[p], last[i])
+            size[p] += size[i]
+    if np.any(last - np.arange(nb) + 1 != size):
+        raise ValueError("the model's bodies are not in depth-first order")
+    return np.ascontiguousarray(model.v_start[last] + model.nv_joint[last], dtype=np.int64)
 
 
 _workspaces: dict[RobotModel, DerivativesWorkspace] = {}
