@@ -236,7 +236,7 @@ def test_a_corrupt_bag_is_one_line_naming_file_topic_and_offset(tmp_path):
             line = str(exc)
         print(f"\n[bag] {name}: {line}")
         assert "\n" not in line and str(bag) in line, name
-        assert re.search(r"(byte \d+|message \d+ .*t = \d+ ns)", line), (name, line)
+        assert re.search(r"byte \d+", line), (name, line)  # where: the byte offset
         assert re.search(r"/joint_states|/effort_controller/commands", line), (name, line)
         out = subprocess.run([sys.executable, "-m", "underactuated_control.cli", "replay",
                               str(bag)], capture_output=True, text=True, env=env, cwd=ROOT,

@@ -283,9 +283,12 @@ def iter_bag(path: Path | str, topics: Iterable[str] | None = None
                 raise ValueError(_corrupt_chunk(reader, path, index, stamp, exc)) from None
             msg = deserialize(raw, classes[conn.topic])
             if isinstance(msg, str):
-                raise ValueError(f"bag '{_file_of(reader, path)}': message {index} of the bag "
-                                 f"({conn.topic} at t = {stamp} ns) is not a valid "
-                                 f"{conn.msgtype}: {msg}")
+                file = _file_of(reader, path)
+                offset = _mcap_message_offset(file, conn.topic, stamp)
+                at = f", byte {offset}" if offset is not None else ""
+                raise ValueError(f"bag '{file}': the {conn.topic} message at t = {stamp} ns "
+                                 f"(message {index} read{at}) is not a valid {conn.msgtype}: "
+                                 f"{msg}")
             index += 1
             yield conn.topic, stamp, msg
     finally:
@@ -456,6 +459,42 @@ def _channels(buf: bytes, pos: int, inner: bool = False) -> list[tuple[int, str]
             break
         pos = body + size
     return out
+
+
+def _mcap_message_offset(file: Path, topic: str, stamp: int) -> int | None:
+    """Byte offset in an uncompressed MCAP file of the message record of ``topic`` logged at
+    ``stamp`` ns (None if not found: another format, compressed chunks, damage before it)."""
+    import struct
+
+    if file.suffix != ".mcap" or not file.is_file():
+        return None
+    data = Path(file).read_bytes()
+    channels = dict(_channels(data, 8))
+    summary = struct.unpack_from("<Q", data, len(data) - 28)[0] if len(data) >= 45 else 0
+    if 8 < summary < len(data):
+        channels.update(_channels(data, summary))
+    wanted = {cid for cid, name in channels.items() if name == topic}
+    stack = [(8, len(data))]
+    while stack:
+        pos, end = stack.pop()
+        while pos + 9 <= end:
+            op, size = data[pos], struct.unpack_from("<Q", data, pos + 1)[0]
+            body = pos + 9
+            if not 0x01 <= op <= 0x10 or body + size > end:
+                break
+            if op == 0x05 and size >= 22:
+                cid, _, log_time = struct.unpack_from("<HIQ", data, body)
+                if cid in wanted and log_time == stamp:
+                    return pos
+            elif op == 0x06 and size >= 40:
+                n = struct.unpack_from("<I", data, body + 28)[0]
+                if n == 0:  # uncompressed: its records lie in the file as they are
+                    (csize,) = struct.unpack_from("<Q", data, body + 32)
+                    stack.append((pos, end))
+                    pos, end = body + 40, min(body + 40 + csize, end)
+                    continue
+            pos = body + size
+    return None
 
 
 def _index_ids(buf: bytes, pos: int) -> set[int]:
