@@ -11,7 +11,9 @@ every ``publish_every`` physics steps. A floating-base robot (a floating joint i
 nav_msgs/Odometry on ``base_odometry_topic`` (pose of the floating joint's child link in
 ``odom_frame``, twist in the child frame); ``gravity`` is the world's (zero for orbit). With
 ``hold_until_first_command`` the robot stays still (brakes on) until a controller sends its
-first command. Paced to ``real_time_factor`` × wall time (0: as fast as possible).
+first command; when commands stop (the controller died) the last one is held for a grace that
+follows the controller's rhythm, ramped to zero and the brakes put on (``CommandWatchdog``).
+Paced to ``real_time_factor`` × wall time (0: as fast as possible).
 MuJoCo is a simulation dependency: the controller never imports it.
 """
 
