@@ -171,3 +171,76 @@ def test_demo_honours_ros_domain_id():
                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert out.returncode == 2
     assert "ROS_DOMAIN_ID must be an integer in 0..232, got 'abc'" in out.stderr
+
+
+# ---------------------------------------------------------------- replay of a corrupt bag
+SHIPPED_BAG = ROOT / "test/data/bags/arm7_joint_step"
+
+
+def _corrupt_copies(tmp_path):
+    """The shipped bag copied and broken: {name: bag directory}."""
+    import shutil
+
+    from rosbags.rosbag2 import Reader, Writer
+    from rosbags.rosbag2.enums import StoragePlugin
+
+    rng = np.random.default_rng(21)
+    mcap = "arm7_joint_step.mcap"
+    data = (SHIPPED_BAG / mcap).read_bytes()
+    mid = len(data) // 2
+    broken = {
+        "random 4 kB mid-file": data[:mid] + rng.bytes(4096) + data[mid + 4096:],
+        "zeros 4 kB mid-file": data[:mid] + bytes(4096) + data[mid + 4096:],
+        "random 4 kB early": data[:5000] + rng.bytes(4096) + data[9096:],
+        "random 16 bytes mid-file": data[:mid] + rng.bytes(16) + data[mid + 16:],
+        "truncated at half": data[:mid],
+        "summary zeroed": data[:-3000] + bytes(3000),
+    }
+    out = {}
+    for k, (name, content) in enumerate(broken.items()):
+        bag = shutil.copytree(SHIPPED_BAG, tmp_path / f"bag{k}")
+        (bag / mcap).write_bytes(content)
+        out[name] = bag
+    # whole chunks, one /joint_states payload bad: zeroed (it deserialises, into an empty
+    # message of fewer bytes) or random (it does not deserialise)
+    for k, name in enumerate(("payload zeroed", "payload random")):
+        bag = tmp_path / f"payload{k}"
+        with Reader(SHIPPED_BAG) as reader, Writer(bag, version=9,
+                                                    storage_plugin=StoragePlugin.MCAP) as writer:
+            conns = {c.id: writer.add_connection(c.topic, c.msgtype, typestore=None,
+                                                 msgdef=c.msgdef.data, rihs01=c.digest)
+                     for c in reader.connections}
+            seen = 0
+            for conn, stamp, raw in reader.messages():
+                if conn.topic == "/joint_states":
+                    seen += 1
+                    if seen == 100:
+                        raw = bytes(len(raw)) if k == 0 else rng.bytes(len(raw))
+                writer.write(conns[conn.id], stamp, raw)
+        out[name] = bag
+    return out
+
+
+def test_a_corrupt_bag_is_one_line_naming_file_topic_and_offset(tmp_path):
+    """Issue 21: replay (and read_bag) of a damaged bag: exit 2, one line naming the file, the
+    topic and where (byte offset, or message index and time), no traceback."""
+    from underactuated_control.nodes.bags import read_bag
+
+    env = {k: v for k, v in os.environ.items() if k != "_ROS_WHEELS_BOOTSTRAP_COMPLETE"}
+    env.update(ROS_DOMAIN_ID=str(150 + os.getpid() % 50), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    for name, bag in _corrupt_copies(tmp_path).items():
+        try:
+            read_bag(bag)
+            raise AssertionError(f"{name}: read without error")
+        except ValueError as exc:
+            line = str(exc)
+        print(f"\n[bag] {name}: {line}")
+        assert "\n" not in line and str(bag) in line, name
+        assert re.search(r"byte \d+", line), (name, line)  # where: the byte offset
+        assert re.search(r"/joint_states|/effort_controller/commands", line), (name, line)
+        out = subprocess.run([sys.executable, "-m", "underactuated_control.cli", "replay",
+                              str(bag)], capture_output=True, text=True, env=env, cwd=ROOT,
+                             timeout=120)
+        assert out.returncode == 2, (name, out.stderr)
+        assert out.stderr.strip() == f"error: {line}", (name, out.stderr)
+        assert "Traceback" not in out.stdout + out.stderr

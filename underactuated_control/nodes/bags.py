@@ -14,7 +14,8 @@ messages or from the interface package's ``share/<pkg>/msg/<Type>.msg`` otherwis
   time order, as a player needs them.
 
 Errors a user can cause (a missing bag, a topic the bag lacks, a type not installed) raise
-``ValueError`` with one line naming it.
+``ValueError`` with one line naming it; so does a damaged bag (``iter_bag``: the file, the
+topic, and the byte offset of the broken record or the message's index and time).
 """
 
 from __future__ import annotations
@@ -215,7 +216,12 @@ def _open(path: Path | str):
         reader = Reader(path)
         reader.open()
     except Exception as exc:  # noqa: BLE001 - rosbags' own errors: one line
-        raise ValueError(f"bag '{path}' cannot be read: {exc}") from None
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        for file in sorted(path.glob("*.mcap")):  # where the damage is, when it is MCAP's
+            where = mcap_damage(file)
+            if where is not None:
+                raise ValueError(f"bag '{file}' cannot be read: {where} ({reason})") from None
+        raise ValueError(f"bag '{path}' cannot be read: {reason}") from None
     return reader
 
 
@@ -253,19 +259,254 @@ def _check_topics(available: dict[str, str], topics: Iterable[str] | None, path)
 
 def iter_bag(path: Path | str, topics: Iterable[str] | None = None
              ) -> Iterator[tuple[str, int, Any]]:
-    """(topic, time ns, rclpy message) of ``topics`` (default all) in time order."""
-    from rclpy.serialization import deserialize_message
+    """(topic, time ns, rclpy message) of ``topics`` (default all) in time order.
 
+    A corrupt bag (a chunk the reader cannot decode, a message that does not deserialise, or
+    deserialises from fewer bytes than it holds) raises ``ValueError`` with one line naming the
+    file, the topic and where: the byte offset of the broken record (MCAP) or the message's
+    index and time."""
     reader = _open(path)
     try:
         available = {c.topic: c.msgtype for c in reader.connections}
         wanted = set(_check_topics(available, topics, path))
         classes = {t: message_class(available[t]) for t in wanted}
         connections = [c for c in reader.connections if c.topic in wanted]
-        for conn, stamp, raw in reader.messages(connections=connections):
-            yield conn.topic, stamp, deserialize_message(raw, classes[conn.topic])
+        deserialize = _Deserializer()
+        messages = reader.messages(connections=connections)
+        index, stamp = 0, None
+        while True:
+            try:
+                conn, stamp, raw = next(messages)
+            except StopIteration:
+                break
+            except Exception as exc:  # noqa: BLE001 - whatever a corrupt file makes rosbags
+                raise ValueError(_corrupt_chunk(reader, path, index, stamp, exc)) from None
+            msg = deserialize(raw, classes[conn.topic])
+            if isinstance(msg, str):
+                file = _file_of(reader, path)
+                offset = _mcap_message_offset(file, conn.topic, stamp)
+                at = f", byte {offset}" if offset is not None else ""
+                raise ValueError(f"bag '{file}': the {conn.topic} message at t = {stamp} ns "
+                                 f"(message {index} read{at}) is not a valid {conn.msgtype}: "
+                                 f"{msg}")
+            index += 1
+            yield conn.topic, stamp, msg
     finally:
         reader.close()
+
+
+class _Deserializer:
+    """rclpy's deserialisation checked: a message must deserialise and serialise back to the
+    bytes it came from (±3 bytes of CDR end padding; a payload zeroed or cut yields a shorter
+    message). What the middleware prints on stderr while failing (one line such as 'sequence
+    size exceeds remaining buffer') is caught and goes into the error. Returns the message or
+    the reason it is invalid (a ``str``)."""
+
+    def __init__(self) -> None:
+        import tempfile
+
+        from rclpy.serialization import deserialize_message, serialize_message
+
+        self._de, self._ser = deserialize_message, serialize_message
+        self._capture = tempfile.TemporaryFile()
+
+    def __call__(self, raw: bytes, cls: type) -> Any:
+        import os
+
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(self._capture.fileno(), 2)
+        try:
+            msg = self._de(raw, cls)
+            error = None
+        except Exception as exc:  # noqa: BLE001 - rclpy's RMWError and friends: one line
+            error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        if error is not None:
+            self._capture.seek(0)
+            said = self._capture.read().decode(errors="replace").strip().splitlines()
+            self._capture.seek(0)
+            self._capture.truncate()
+            return f"{error} ({said[-1]})" if said else error
+        size = len(self._ser(msg))
+        if abs(size - len(raw)) > 3:
+            return f"{len(raw)} bytes hold a message of {size} bytes (corrupt payload)"
+        return msg
+
+
+def _file_of(reader, path: Path | str) -> Path:
+    """The bag's storage file when it has one (what a byte offset refers to), else the bag."""
+    base = Path(path).parent if Path(path).is_file() else Path(path)
+    files = sorted(base.glob("*.mcap")) + sorted(base.glob("*.db3"))
+    return files[0] if len(files) == 1 else base
+
+
+def _corrupt_chunk(reader, path: Path | str, index: int, stamp: int | None,
+                   exc: Exception) -> str:
+    """One line for a reader failure: where the MCAP record walk finds the damage, else after
+    which message it happened."""
+    file = _file_of(reader, path)
+    reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+    where = mcap_damage(file) if file.suffix == ".mcap" and file.is_file() else None
+    after = (f"after message {index} (t = {stamp} ns)" if stamp is not None
+             else "before its first message")
+    if where is None:
+        return f"bag '{file}': unreadable {after}: {reason}"
+    return f"bag '{file}': {where}; reading stopped {after} ({reason})"
+
+
+_MCAP_MAGIC = b"\x89MCAP0\r\n"
+
+
+def mcap_damage(file: Path | str) -> str | None:
+    """The first damaged record of an MCAP file, walking its records (MCAP spec: opcode u8,
+    length u64, body; chunks: start/end time, uncompressed size and CRC, compression, records),
+    as "<what> at byte <offset> (<topics>)", or None if every record is whole."""
+    import struct
+    import zlib
+
+    data = Path(file).read_bytes()
+    if data[:8] != _MCAP_MAGIC:
+        return "no MCAP magic at byte 0"
+    topics: dict[int, str] = {}
+    if len(data) >= 45 and data[-37] == 0x02:  # the footer: where the summary (channels) is
+        summary = struct.unpack_from("<Q", data, len(data) - 28)[0]
+        if 8 < summary < len(data):
+            for cid, topic in _channels(data, summary):
+                topics.setdefault(cid, topic)
+
+    def walk(buf: bytes, base: int, inner: bool) -> tuple[str, int, set[int]] | None:
+        """(problem, file offset, channel ids seen) of the first bad record in ``buf``."""
+        pos, seen = 0, set()
+        while pos < len(buf):
+            if pos + 9 > len(buf):
+                return "record header cut short", base + pos, seen
+            op, size = buf[pos], struct.unpack_from("<Q", buf, pos + 1)[0]
+            body = pos + 9
+            if not 0x01 <= op <= 0x10 or (inner and op not in (0x03, 0x04, 0x05)):
+                return f"unknown record type 0x{op:02x}", base + pos, seen
+            if body + size > len(buf):
+                if op == 0x06:  # a chunk cut short: the channels of what is left of it
+                    for cid, topic in _channels(buf[body:], 40, inner=True):
+                        seen.add(cid)
+                        if topic:
+                            topics.setdefault(cid, topic)
+                return f"record of {size} bytes past the end", base + pos, seen
+            rec = buf[body:body + size]
+            try:
+                if op == 0x04:  # channel: id, schema id, topic
+                    cid, _, n = struct.unpack_from("<HHI", rec)
+                    topics[cid] = rec[8:8 + n].decode()
+                elif op == 0x05:  # message: channel id, ...
+                    seen.add(struct.unpack_from("<H", rec)[0])
+                elif op == 0x07:  # message index of the chunk before: channel id
+                    seen.add(struct.unpack_from("<H", rec)[0])
+                elif op == 0x06:
+                    _, _, usize, crc, n = struct.unpack_from("<QQQII", rec)
+                    compression = rec[32:32 + n].decode()
+                    (csize,) = struct.unpack_from("<Q", rec, 32 + n)
+                    start = 40 + n
+                    if start + csize > len(rec):
+                        return "chunk data past its record", base + pos, seen
+                    if compression:
+                        from rosbags.rosbag2.storage_mcap import DECOMPRESSORS
+
+                        inner_buf = DECOMPRESSORS[compression](rec[start:start + csize], usize)
+                    else:
+                        inner_buf = rec[start:start + csize]
+                    if len(inner_buf) != usize or (crc and zlib.crc32(inner_buf) != crc):
+                        return "chunk size or checksum mismatch", base + pos, seen
+                    bad = walk(inner_buf, base + body + start if not compression else base + pos,
+                               True)
+                    if bad is not None:
+                        chunk_ids = bad[2] | _index_ids(buf, body + size)
+                        return (f"{bad[0]} at byte {bad[1]} in the chunk at byte {base + pos}",
+                                -1, chunk_ids)
+            except Exception as exc:  # noqa: BLE001 - a field cut or not UTF-8
+                return f"unreadable record ({type(exc).__name__})", base + pos, seen
+            pos = body + size
+            if op == 0x02 and not inner:  # footer
+                return None if data[base + pos:] == _MCAP_MAGIC else (
+                    "no MCAP magic after the footer", base + pos, seen)
+        return None if inner else ("file cut short (no footer)", base + pos, seen)
+
+    bad = walk(data[8:], 8, False)
+    if bad is None:
+        return None
+    problem, offset, ids = bad
+    named = sorted(topics.get(i, f"channel {i}") for i in ids)
+    return (problem + (f" at byte {offset}" if offset >= 0 else "")
+            + (f" (messages of {', '.join(named)})" if named else ""))
+
+
+def _channels(buf: bytes, pos: int, inner: bool = False) -> list[tuple[int, str]]:
+    """(channel id, topic) of the channel records (or, ``inner``, message records: topic '')
+    from ``pos`` on, as far as the records are whole."""
+    import struct
+
+    out = []
+    while pos + 9 <= len(buf):
+        op, size = buf[pos], struct.unpack_from("<Q", buf, pos + 1)[0]
+        body = pos + 9
+        if op == 0x04 and body + 8 <= len(buf):
+            cid, _, n = struct.unpack_from("<HHI", buf, body)
+            out.append((cid, buf[body + 8:body + 8 + n].decode(errors="replace")))
+        elif op == 0x05 and inner and body + 2 <= len(buf):
+            out.append((struct.unpack_from("<H", buf, body)[0], ""))
+        if not 0x01 <= op <= 0x10 or size > len(buf):
+            break
+        pos = body + size
+    return out
+
+
+def _mcap_message_offset(file: Path, topic: str, stamp: int) -> int | None:
+    """Byte offset in an uncompressed MCAP file of the message record of ``topic`` logged at
+    ``stamp`` ns (None if not found: another format, compressed chunks, damage before it)."""
+    import struct
+
+    if file.suffix != ".mcap" or not file.is_file():
+        return None
+    data = Path(file).read_bytes()
+    channels = dict(_channels(data, 8))
+    summary = struct.unpack_from("<Q", data, len(data) - 28)[0] if len(data) >= 45 else 0
+    if 8 < summary < len(data):
+        channels.update(_channels(data, summary))
+    wanted = {cid for cid, name in channels.items() if name == topic}
+    stack = [(8, len(data))]
+    while stack:
+        pos, end = stack.pop()
+        while pos + 9 <= end:
+            op, size = data[pos], struct.unpack_from("<Q", data, pos + 1)[0]
+            body = pos + 9
+            if not 0x01 <= op <= 0x10 or body + size > end:
+                break
+            if op == 0x05 and size >= 22:
+                cid, _, log_time = struct.unpack_from("<HIQ", data, body)
+                if cid in wanted and log_time == stamp:
+                    return pos
+            elif op == 0x06 and size >= 40:
+                n = struct.unpack_from("<I", data, body + 28)[0]
+                if n == 0:  # uncompressed: its records lie in the file as they are
+                    (csize,) = struct.unpack_from("<Q", data, body + 32)
+                    stack.append((pos, end))
+                    pos, end = body + 40, min(body + 40 + csize, end)
+                    continue
+            pos = body + size
+    return None
+
+
+def _index_ids(buf: bytes, pos: int) -> set[int]:
+    """Channel ids of the message-index records (0x07) that follow a chunk at ``pos``."""
+    import struct
+
+    ids = set()
+    while pos + 11 <= len(buf) and buf[pos] == 0x07:
+        size = struct.unpack_from("<Q", buf, pos + 1)[0]
+        ids.add(struct.unpack_from("<H", buf, pos + 9)[0])
+        pos += 9 + size
+    return ids
 
 
 def read_bag(path: Path | str, topics: Iterable[str] | None = None

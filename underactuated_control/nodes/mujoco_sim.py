@@ -11,12 +11,15 @@ every ``publish_every`` physics steps. A floating-base robot (a floating joint i
 nav_msgs/Odometry on ``base_odometry_topic`` (pose of the floating joint's child link in
 ``odom_frame``, twist in the child frame); ``gravity`` is the world's (zero for orbit). With
 ``hold_until_first_command`` the robot stays still (brakes on) until a controller sends its
-first command. Paced to ``real_time_factor`` × wall time (0: as fast as possible).
+first command; when commands stop (the controller died) the last one is held for a grace that
+follows the controller's rhythm, ramped to zero and the brakes put on (``CommandWatchdog``).
+Paced to ``real_time_factor`` × wall time (0: as fast as possible).
 MuJoCo is a simulation dependency: the controller never imports it.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -85,6 +88,61 @@ def _check_link(value: str, model: RobotModel | None) -> None:
         model.frame(value)
 
 
+class CommandWatchdog:
+    """What the simulator does with the last effort command while no new one comes, from the
+    silence (wall time since it arrived, s): held for a grace, ramped linearly to zero, brakes
+    on at ``timeout`` — as a real arm stops when its controller misses its cycles (franka:
+    after 20 missed 1 ms commands) rather than acting on a stale command for 0.5 s.
+
+    ``grace`` < 0: adaptive, ``FACTOR`` × the longest recent gap between commands (a peak that
+    decays with time constant ``FORGET``; it starts at the longest grace, so a controller's
+    start-up is not disturbed), within [``MIN_PERIODS`` state periods, ``MAX_GRACE``]: the
+    grace follows the controller's own rhythm, short for one that answers every state.
+    ``ramp`` < 0: ``RAMP_PERIODS`` state periods. ``timeout`` < 0: brakes on when the ramp
+    reaches zero; 0: no watchdog; > 0 without a grace: held until then as before the ramp
+    existed (or until ``ramp`` before it, when given).
+    ``lockstep``: as before the ramp existed (held until ``timeout``, 0.5 s by default)."""
+
+    FACTOR, FORGET, MIN_PERIODS, MAX_GRACE, RAMP_PERIODS = 2.0, 1.0, 10, 0.25, 5
+
+    def __init__(self, grace: float, ramp: float, timeout: float, state_period: float,
+                 lockstep: bool = False) -> None:
+        self.ramp = ramp if ramp >= 0 else self.RAMP_PERIODS * state_period
+        self.min_grace = self.MIN_PERIODS * state_period
+        self.fixed_grace: float | None = grace if grace >= 0 else None
+        self.peak = self.MAX_GRACE / self.FACTOR
+        if lockstep:
+            timeout = 0.5 if timeout < 0 else timeout
+            self.ramp, self.fixed_grace = 0.0, timeout
+        elif timeout > 0 and self.fixed_grace is None:  # its meaning before the ramp existed
+            self.ramp = max(ramp, 0.0)
+            self.fixed_grace = max(timeout - self.ramp, 0.0)
+        self.timeout = timeout
+
+    def gap(self, dt: float) -> None:
+        """A new command ``dt`` s after the one before."""
+        self.peak = max(dt, self.peak * math.exp(-dt / self.FORGET))
+
+    def grace(self) -> float:
+        if self.fixed_grace is not None:
+            return self.fixed_grace
+        return min(max(self.FACTOR * self.peak, self.min_grace), self.MAX_GRACE)
+
+    def brake_after(self) -> float:
+        return self.timeout if self.timeout > 0 else self.grace() + self.ramp
+
+    def check(self, silence: float) -> tuple[float, bool]:
+        """(share of the last command that acts, brakes on?) after ``silence`` s."""
+        if self.timeout == 0:
+            return 1.0, False
+        if silence > self.brake_after():
+            return 0.0, True
+        grace = self.grace()
+        if silence <= grace:
+            return 1.0, False
+        return (max(0.0, 1.0 - (silence - grace) / self.ramp) if self.ramp > 0 else 0.0), False
+
+
 PARAMETERS = table(
     *robot_parameters(chain=False, floating=True, passive_description="joints without motor "
                       "(added to those <ros2_control> leaves without a command interface)"),
@@ -110,9 +168,23 @@ PARAMETERS = table(
                   "held command acts", unit="s", low=1e-3, high=10.0, read_only=True),
     ParameterSpec("hold_until_first_command", True, "keep the robot still (brakes on) until "
                   "the first non-zero effort command arrives", read_only=True),
-    ParameterSpec("command_timeout", 0.5, "no effort command for this long: zero effort and "
-                  "brakes on (as a hardware interface that lost its controller), released when "
-                  "commands return; 0: off", unit="s", low=0.0, high=60.0, read_only=True),
+    ParameterSpec("command_grace", -1.0, "watchdog (not in lockstep): the last effort command "
+                  "acts unchanged this long (wall time) after it arrived, then ramps to zero "
+                  "over command_ramp; negative: twice the longest recent gap between commands "
+                  "(forgotten with a 1 s time constant), at least 10 state periods (timestep x "
+                  "publish_every / real_time_factor) and at most 0.25 s: it follows the "
+                  "controller's own rhythm, so that its normal jitter is left alone",
+                  unit="s", low=-1.0, high=60.0, read_only=True),
+    ParameterSpec("command_ramp", -1.0, "watchdog (not in lockstep): the held command ramps "
+                  "linearly to zero over this long after command_grace; negative: 5 state "
+                  "periods", unit="s", low=-1.0, high=10.0, read_only=True),
+    ParameterSpec("command_timeout", -1.0, "no effort command for this long (wall time): zero "
+                  "effort and brakes on (as a hardware interface that lost its controller), "
+                  "released when commands return; 0: no watchdog at all; negative: as soon as "
+                  "the ramp has reached zero (command_grace + command_ramp; in lockstep 0.5 s, "
+                  "no ramp); a positive value without command_grace holds the command until "
+                  "then (until command_ramp before it when command_ramp is given)", unit="s",
+                  low=-1.0, high=60.0, read_only=True),
     ParameterSpec("contact_box", [0.0], "a fixed box x, y, z, half_x, half_y, half_z (root "
                   "frame) that contact_link touches; [0.0]: none", unit="m",
                   validator=_check_box, read_only=True),
@@ -153,8 +225,12 @@ class MujocoSim(Node):
         self.publish_every = p["publish_every"]
         self.real_time_factor = p["real_time_factor"]
         self.hold_until_first_command = p["hold_until_first_command"]
-        self.command_timeout = p["command_timeout"]
         self.lockstep, self.lockstep_timeout = p["lockstep"], p["lockstep_timeout"]
+        self.watchdog = CommandWatchdog(
+            p["command_grace"], p["command_ramp"], p["command_timeout"],
+            state_period=self.timestep * self.publish_every / (self.real_time_factor or 1.0),
+            lockstep=self.lockstep)
+        self.command_timeout = self.watchdog.timeout
         model = with_passive(base, p["passive_joints"])
         self.joint_names, _ = _joint_dofs(model)
         self.command_joints = p["command_joints"] or list(model.active_joints)
@@ -172,6 +248,7 @@ class MujocoSim(Node):
         self.qadr = np.array([self.m.jnt_qposadr[self.m.joint(n).id] for n in self.joint_names])
         self.vadr = np.array([self.m.jnt_dofadr[self.m.joint(n).id] for n in self.joint_names])
         self.ctrl_index = {n: self.m.actuator(f"motor_{n}").id for n in self.actuated}
+        self.command = np.zeros(self.m.nu)  # the last effort command (d.ctrl: as it acts)
         self.d.qpos[self.qadr] = initial_configuration(p["initial_positions"], model)
         self.d.qvel[self.vadr] = per_joint("initial_velocities", p["initial_velocities"],
                                            self.joint_names)
@@ -198,6 +275,10 @@ class MujocoSim(Node):
         self.lockstep_timeouts = 0  # lockstep waits that ended without a command (after the first)
         self.last_command = time.monotonic()
         self.braked = self.hold_until_first_command
+        self.poll: Callable[[], None] | None = None  # serve waiting callbacks (the spin loop)
+        self.ramping = False  # the watchdog is ramping the held command down
+        self.watchdog_ramps = 0  # silences that started a ramp (a late or dead controller)
+        self.watchdog_stops = 0  # ... that ended with the brakes on
         base_text = (f"floating base '{self.base_link}' (odometry on "
                      f"{p['base_odometry_topic']})" if self.floating else "fixed base")
         self.get_logger().info(f"simulating '{model.name}' in MuJoCo at {1 / self.timestep:.0f} "
@@ -216,9 +297,19 @@ class MujocoSim(Node):
             return
         for slot, value in zip(self._slot, data):
             if slot >= 0:
-                self.d.ctrl[slot] = value
+                self.command[slot] = value
+        self.d.ctrl[:] = self.command
+        if self.ramping:
+            self.ramping = False
+            self.get_logger().warning(
+                f"effort command {(time.monotonic() - self.last_command) * 1e3:.1f} ms after "
+                f"the one before (grace {self.watchdog.grace() * 1e3:.1f} ms): the held command "
+                f"had been ramped down ({self.watchdog_ramps} so far)", throttle_duration_sec=2.0)
         self.commands_received += 1
-        self.last_command = time.monotonic()
+        now = time.monotonic()
+        if self.commands_received > 1 and not self.braked:
+            self.watchdog.gap(now - self.last_command)
+        self.last_command = now
         if self.braked and np.any(data != 0.0):  # a zero command (a controller refusing its
             self.braked = False                   # states) does not release the brakes
             if self.commands_received > 1:
@@ -309,17 +400,32 @@ class MujocoSim(Node):
         return np.concatenate([linear, self.d.subtree_angmom[root] + np.cross(com, linear)])
 
     def _check_command_watchdog(self) -> None:
-        """Zero effort and brakes on when the controller has gone quiet (wall time)."""
-        if self.braked or self.command_timeout <= 0 or self.commands_received == 0:
+        """Hold, ramp down, then zero effort and brakes on when the controller has gone quiet
+        (wall time): ``CommandWatchdog``."""
+        if self.braked or self.commands_received == 0:
             return
         silence = time.monotonic() - self.last_command
-        if silence > self.command_timeout:
-            self.braked = True
+        scale, brake = self.watchdog.check(silence)
+        if (brake or scale < 1.0) and self.poll is not None:
+            for _ in range(3):  # a command may wait in the queue while the loop caught up
+                self.poll()
+            silence = time.monotonic() - self.last_command
+            scale, brake = self.watchdog.check(silence)
+        if brake:
+            self.braked, self.ramping = True, False
             self.d.ctrl[:] = 0.0
             self.d.qvel[:] = 0.0
-            self.get_logger().warning(f"no effort command for {silence:.2f} s > command_timeout "
-                                      f"{self.command_timeout} s: zero effort, brakes on until "
-                                      "commands return")
+            self.watchdog_stops += 1
+            self.get_logger().warning(
+                f"no effort command for {silence * 1e3:.1f} ms > command_timeout "
+                f"{self.watchdog.brake_after() * 1e3:.1f} ms (grace "
+                f"{self.watchdog.grace() * 1e3:.1f} ms, ramp {self.watchdog.ramp * 1e3:.1f} ms): "
+                "zero effort, brakes on until commands return")
+        elif scale < 1.0:
+            self.d.ctrl[:] = scale * self.command
+            if not self.ramping:
+                self.ramping = True
+                self.watchdog_ramps += 1
 
     def step(self) -> None:
         self._check_command_watchdog()
@@ -337,6 +443,8 @@ def spin_simulation(node: MujocoSim, should_stop: Callable[[], bool] = lambda: F
 
     executor = EventsExecutor(context=node.context)
     executor.add_node(node)
+    if not node.lockstep:
+        node.poll = lambda: executor.spin_once(timeout_sec=0.0)
     period = node.timestep * node.publish_every
     rtf = node.real_time_factor
     next_wall = time.perf_counter()

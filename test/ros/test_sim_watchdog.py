@@ -1,0 +1,148 @@
+"""mujoco_sim's command watchdog (issue 21): when the controller dies, the last effort command
+is held for a short grace, ramped to zero and the brakes put on — instead of acting for the
+whole 0.5 s ``command_timeout`` (0.53 rad of travel, 2.65 rad/s peak before). The rules
+(``CommandWatchdog``) unit-tested; then the bundled arm moving at 0.6 rad/s under the
+controller, the controller killed with SIGKILL, over DDS."""
+
+import math
+import re
+import time
+
+import numpy as np
+from builtin_interfaces.msg import Duration
+from helpers import ROOT
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from test_closed_loop_safety import kill9
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from underactuated_control.nodes.mujoco_sim import CommandWatchdog
+
+ARM7 = ROOT / "urdf/arm7.urdf"
+Q0 = [0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8]
+JOINTS = [f"joint{i}" for i in range(1, 8)]
+SPEED = 0.6  # rad/s of joint1 (base yaw) and joint2 (shoulder, against gravity)
+PERIOD = 0.001  # s: the default state period (timestep 1 ms, publish_every 1)
+# rad/s²: what the last command, held, can add to the speed: with no grace it took the arm from
+# 0.6 to 4.0 rad/s in the 0.5 s it acted (6.8 rad/s² on average; 0.63 rad of travel)
+ACCELERATION = 10.0
+
+
+def test_adaptive_grace_follows_the_command_rhythm():
+    w = CommandWatchdog(-1.0, -1.0, -1.0, PERIOD)
+    assert w.ramp == 5 * PERIOD
+    assert w.grace() == w.MAX_GRACE  # from the start: a controller's warm-up is left alone
+    for _ in range(5000):  # 5 s of commands every state
+        w.gap(PERIOD)
+    assert w.grace() == w.MIN_PERIODS * PERIOD  # 10 ms
+    w.gap(0.03)  # a 30 ms hiccup: the grace doubles it ...
+    assert w.grace() == 0.06
+    for _ in range(500):  # ... and forgets it over seconds (time constant FORGET = 1 s)
+        w.gap(PERIOD)
+    assert abs(w.grace() - 0.06 * math.exp(-0.5)) < 1e-9
+    for _ in range(2500):
+        w.gap(PERIOD)
+    assert w.grace() == w.MIN_PERIODS * PERIOD
+    w.gap(1.0)
+    assert w.grace() == w.MAX_GRACE
+    # hold, ramp linearly, brakes as soon as the ramp reaches zero
+    w = CommandWatchdog(0.02, 0.005, -1.0, PERIOD)
+    assert w.check(0.02) == (1.0, False)
+    scale, brake = w.check(0.0225)
+    assert abs(scale - 0.5) < 1e-9 and not brake
+    assert w.check(0.0251) == (0.0, True)
+
+
+def test_explicit_timeout_and_lockstep_keep_their_meaning():
+    w = CommandWatchdog(-1.0, -1.0, 0.3, PERIOD)  # command_timeout alone: as before
+    assert w.check(0.3) == (1.0, False) and w.check(0.301) == (0.0, True)
+    w = CommandWatchdog(-1.0, 0.01, 0.3, PERIOD)  # ... with a ramp: it ends at the brakes
+    assert w.check(0.29) == (1.0, False) and w.check(0.301) == (0.0, True)
+    assert abs(w.check(0.295)[0] - 0.5) < 1e-9
+    assert CommandWatchdog(-1.0, -1.0, 0.0, PERIOD).check(100.0) == (1.0, False)  # off
+    # lockstep: held unchanged until command_timeout (0.5 s by default), then brakes, as before
+    for timeout, brake_after in ((-1.0, 0.5), (0.3, 0.3)):
+        w = CommandWatchdog(-1.0, -1.0, timeout, PERIOD, lockstep=True)
+        for _ in range(5000):
+            w.gap(PERIOD)
+        assert w.check(brake_after) == (1.0, False)
+        assert w.check(brake_after + 1e-6) == (0.0, True)
+    assert CommandWatchdog(-1.0, -1.0, 0.0, PERIOD, lockstep=True).check(100.0) == (1.0, False)
+
+
+def ramp_trajectory() -> JointTrajectory:
+    """joint1 and joint2 from Q0 at SPEED for 3 s (eased in over 0.5 s), then to rest."""
+    moving = np.array([1.0, 1.0, 0, 0, 0, 0, 0])
+    points = [(0.5, 0.0, 0.0), (1.0, 0.15, SPEED)]
+    points += [(1.0 + 0.5 * k, 0.15 + SPEED * 0.5 * k, SPEED) for k in range(1, 6)]
+    points += [(4.0, 1.8, 0.0)]
+    msg = JointTrajectory(joint_names=JOINTS)
+    for t, s, v in points:
+        sec, frac = divmod(t, 1.0)
+        msg.points.append(JointTrajectoryPoint(
+            positions=(np.array(Q0) + s * moving).tolist(), velocities=(v * moving).tolist(),
+            time_from_start=Duration(sec=int(sec), nanosec=int(frac * 1e9))))
+    return msg
+
+
+def test_a_killed_controller_stops_the_moving_arm_within_the_grace(ros, launch):
+    """Defaults (not lock-stepped): the arm moving at 0.6 rad/s, the controller SIGKILLed.
+    Bound from physics: the arm moves only while the held (then ramped) command acts, i.e. for
+    the silence s after which the simulator braked (its log), speeding up at most at
+    ACCELERATION: peak <= the speed at the kill + ACCELERATION·s; travel from the state of the
+    last command to the brakes <= that peak × (s + one state period); from the kill on (the
+    kill comes after the last state this test received, up to ~50 ms late on a loaded machine)
+    <= peak × (s + 50 ms); s itself at most the grace (<= 0.25 s) + the ramp (+ a late step)."""
+    sim = launch("mujoco_sim", {"urdf_path": str(ARM7), "initial_positions": Q0})
+    controller = launch("hybrid_dynamics_controller", {
+        "urdf_path": str(ARM7), "mode": "joint", "kp": [100.0], "kd": [20.0],
+        "publish_jacobians": False, "state_timeout": 0.5})
+    states = []  # (receive time, stamp, position, velocity)
+    ros.node.create_subscription(
+        JointState, "/joint_states",
+        lambda m: states.append((time.monotonic(), m.header.stamp.sec + 1e-9 *
+                                 m.header.stamp.nanosec, np.array(m.position),
+                                 np.array(m.velocity))), 1000)
+    commands = []
+    ros.node.create_subscription(Float64MultiArray, "/effort_controller/commands",
+                                 lambda m: commands.append(m.data), 100)
+    reference = ros.node.create_publisher(JointTrajectory,
+                                          "/hybrid_dynamics_controller/joint_reference", 10)
+    assert ros.wait_for(lambda: len(commands) > 200 and reference.get_subscription_count(),
+                        90), controller.log() + sim.log()
+    ros.spin_for(4.0)  # steady commands: the adaptive grace learns the controller's rhythm
+    reference.publish(ramp_trajectory())
+    ros.spin_for(2.0)  # 1 s into the 0.6 rad/s stretch
+    v_kill, v0 = states[-1][3][:2], np.abs(states[-1][3]).max()  # v0: the fastest joint
+    kill9(controller)
+    t_kill = time.monotonic()
+    q_kill = states[-1][2]
+    ros.spin_for(2.0)
+    after = [s for s in states if s[0] > t_kill]
+    q = np.array([s[2] for s in after])
+    travel = np.abs(q - q_kill).max()
+    peak = np.abs(np.array([s[3] for s in after])).max()
+    found = re.search(r"no effort command for ([0-9.]+) ms > command_timeout ([0-9.]+) ms "
+                      r"\(grace ([0-9.]+) ms, ramp ([0-9.]+) ms\)", sim.log())
+    assert found, sim.log()
+    silence, brake_after, grace, ramp = (float(x) * 1e-3 for x in found.groups())
+    # the brakes: the first state of the frozen end; the last command: silence before it
+    stamps = np.array([s[1] for s in states])
+    positions = np.array([s[2] for s in states])
+    moving = np.flatnonzero(np.abs(positions - positions[-1]).max(axis=1) > 0)
+    t_brake = stamps[moving[-1] + 1]
+    q_command = positions[np.searchsorted(stamps, t_brake - silence)]
+    held = np.abs(positions[-1] - q_command).max()
+    print(f"\n[sim] controller killed at {v_kill.round(3)} rad/s: braked after "
+          f"{silence * 1e3:.1f} ms of silence (grace {grace * 1e3:.1f} ms + ramp "
+          f"{ramp * 1e3:.1f} ms); {held:.4f} rad from the last command to the brakes, "
+          f"{travel:.4f} rad after the kill, peak {peak:.3f} rad/s")
+    assert np.all(np.abs(v_kill - SPEED) < 0.1)  # it was moving at 0.6 rad/s
+    assert ramp == 5 * PERIOD and grace <= CommandWatchdog.MAX_GRACE
+    assert silence <= grace + ramp + 0.05  # a step late at most (loaded machine: 50 ms)
+    bound = v0 + ACCELERATION * silence
+    assert peak <= bound
+    assert held <= bound * (silence + PERIOD)
+    assert travel <= bound * (silence + 0.05)
+    frozen = q[[s[0] > t_kill + 1.0 for s in after]]
+    assert len(frozen) > 100 and np.ptp(frozen, axis=0).max() == 0.0  # brakes on
