@@ -227,7 +227,7 @@ class SplineTrajectory:
             while not ok(hi) and hi < 1e3 * s_lo:
                 hi *= 2.0
             lo = s_lo
-            for _ in range(40):
+            while hi > lo * (1.0 + 1e-4):  # hi is always within the limits
                 mid = 0.5 * (lo + hi)
                 lo, hi = (lo, mid) if ok(mid) else (mid, hi)
             scale = hi
