@@ -479,13 +479,13 @@ def test_a_fast_trajectory_is_time_scaled_to_the_velocity_limits(given):
         np.testing.assert_allclose(traj.times / traj.times[0], [1.0, 6.0, 12.0])
 
 
-def test_a_slow_trajectory_and_the_off_policy_are_not_scaled():
+def test_a_slow_trajectory_and_the_ignore_policy_are_not_scaled():
     P = [[0.1, 0.2], [0.2, 0.1]]
     slow = _limited([1.0, 2.0], P)
     slow.begin(0, np.zeros(2), np.zeros(2), np.zeros(2))
     assert slow.scale == 1.0 and slow.scale_note == ""
     np.testing.assert_allclose(slow.times, [1.0, 2.0])
-    fast = _limited([0.05, 0.1], [[1.0, 0.0], [1.0, 0.0]], policy="off")
+    fast = _limited([0.05, 0.1], [[1.0, 0.0], [1.0, 0.0]], policy="ignore")
     fast.begin(0, np.zeros(2), np.zeros(2), np.zeros(2))
     assert fast.scale == 1.0
     assert _dense_peak(fast, 0)[1][0] == pytest.approx(1.0 / 0.05, rel=1e-3)  # 20 rad/s as given

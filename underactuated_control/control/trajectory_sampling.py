@@ -119,14 +119,14 @@ class Sample:
     time_past_segment: float  # s since the segment's first point (past the end: since the last)
 
 
-VELOCITY_LIMIT_POLICIES = ("scale", "reject", "off")
+VELOCITY_LIMIT_POLICIES = ("scale", "reject", "ignore")  # ("off" would read as a YAML bool)
 
 
 @dataclass(frozen=True)
 class VelocityLimits:
     """A trajectory's velocity limits, per joint in its order: the URDF ``<limit velocity>``
     (inf: none), its unit, and the policy for a spline that needs more (``scale``: stretch the
-    trajectory in time at its start, ``reject``: refuse it, ``off``: run it as given)."""
+    trajectory in time at its start, ``reject``: refuse it, ``ignore``: run it as given)."""
 
     limit: np.ndarray
     units: tuple[str, ...]
@@ -174,7 +174,7 @@ class SplineTrajectory:
         self._before = (p.astype(float), v.astype(float), a.astype(float))
         self._before_ns = now_ns
         limits = self.velocity_limits
-        if limits is not None and limits.policy != "off":
+        if limits is not None and limits.policy != "ignore":
             self._fit_velocity_limits(limits)
 
     # ------------------------------------------------------------------ velocity limits
@@ -367,7 +367,7 @@ def check_trajectory(names: Sequence[str], times: Sequence[tuple[int, int]],
                      drop_passive: bool = False, multi_dof_joints: Sequence[str] = (),
                      multi_dof_points: int = 0,
                      velocity_limits: Mapping[str, tuple[float, str]] | None = None,
-                     velocity_policy: str = "off",
+                     velocity_policy: str = "ignore",
                      start_state: Mapping[str, tuple[float, float, float]] | None = None
                      ) -> SplineTrajectory:
     """The trajectory as a ``SplineTrajectory``; ``TrajectoryError`` for the first rule it
@@ -456,7 +456,7 @@ def check_trajectory(names: Sequence[str], times: Sequence[tuple[int, int]],
                               f"{start_ns * 1e-9:.3f} s plus its duration {t[-1]:g} s ends in "
                               f"the past (now {now_ns * 1e-9:.3f} s)")
     trajectory = SplineTrajectory(names, t, P, V, A, has_v, has_a, start_ns or None)
-    if velocity_limits and velocity_policy != "off":
+    if velocity_limits and velocity_policy != "ignore":
         if velocity_policy not in VELOCITY_LIMIT_POLICIES:
             raise ValueError(f"velocity_policy '{velocity_policy}' is not one of "
                              f"{VELOCITY_LIMIT_POLICIES}")

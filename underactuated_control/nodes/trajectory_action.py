@@ -95,7 +95,7 @@ PARAMETERS = (
     ParameterSpec("trajectory_velocity_limits", "scale", "a trajectory (follow_joint_trajectory "
                   "goal or ~/joint_reference) whose spline needs more than a joint's URDF "
                   "velocity limit: scale (stretched in time when it starts, logged and said in "
-                  "the goal's result), reject (refused, naming the joint) or off (run as given)",
+                  "the goal's result), reject (refused, naming the joint) or ignore (run as given)",
                   choices=VELOCITY_LIMIT_POLICIES),
     ParameterSpec("action_monitor_rate", 20.0, "rate of follow_joint_trajectory feedback",
                   unit="Hz", low=0.1, high=1000.0, read_only=True),
