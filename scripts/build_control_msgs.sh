@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Python bindings of control_msgs (FollowJointTrajectory and what it needs,
-# JointTrajectoryControllerState) for a virtual environment with the ROS 2 wheels of the package
-# index, where control_msgs is not installable. Usage: bash scripts/build_control_msgs.sh [VENV]
-# (default .venv).
-#   - does nothing where control_msgs already imports (a sourced ROS 2 install, or built before);
+# JointTrajectoryControllerState, QueryTrajectoryState) for a virtual environment with the ROS 2
+# wheels of the package index, where control_msgs is not installable.
+# Usage: bash scripts/build_control_msgs.sh [VENV] (default .venv).
+#   - does nothing where control_msgs already imports with all three (a sourced ROS 2 install, or
+#     built before); an older build that lacks one of them is rebuilt and replaced;
 #   - otherwise generates and compiles interfaces/control_msgs (fields identical to control_msgs
 #     6.8.0) with the rosidl toolchain of the wheels (cmake + a C/C++ compiler), into a cache
 #     keyed by the interface files, the Python and the versions of the wheels it links against,
-#     and copies the result into the environment: libraries into VENV/lib (already on the
-#     LD_LIBRARY_PATH that ros_wheels_bootstrapper sets), the package into site-packages, its
-#     share/ and ament index entries into VENV/share. A cache hit only copies (about a second).
+#     and copies the result into the environment file by file, each renamed over its target
+#     (processes running on a previous build keep their mapped libraries intact): libraries
+#     into VENV/lib (already on the LD_LIBRARY_PATH that ros_wheels_bootstrapper sets), the
+#     package into site-packages, its share/ and ament index entries into VENV/share. A cache hit
+#     only copies (about a second).
 # Cache: $UNDERACTUATED_CONTROL_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/underactuated_control.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,8 +25,10 @@ unset _ROS_WHEELS_BOOTSTRAP_COMPLETE  # a leaked guard breaks the child's `impor
 check='from rclpy.type_support import check_for_type_support
 from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import JointTrajectoryControllerState
+from control_msgs.srv import QueryTrajectoryState
 check_for_type_support(FollowJointTrajectory)
-check_for_type_support(JointTrajectoryControllerState)'
+check_for_type_support(JointTrajectoryControllerState)
+check_for_type_support(QueryTrajectoryState)'
 if "$PY" -c "$check" 2>/dev/null; then
   echo "[control_msgs] already importable: nothing to build"
   exit 0
@@ -93,8 +98,14 @@ if [ ! -f "$CACHED/.complete" ]; then
   echo "[control_msgs] built in $(( $(date +%s) - t0 )) s, cached in $CACHED"
 fi
 
-# Install: the prefix's layout (lib/, lib/pythonX.Y/site-packages/, share/) is the venv's.
-cp -a "$CACHED/lib" "$CACHED/share" "$VENV/"
+# Install: the prefix's layout (lib/, lib/pythonX.Y/site-packages/, share/) is the venv's. Each
+# file is copied beside its target and renamed over it: never rewritten in place.
+(cd "$CACHED" && find lib share \( -type f -o -type l \) -print0) |
+  while IFS= read -r -d '' f; do
+    mkdir -p "$VENV/$(dirname "$f")"
+    cp -a "$CACHED/$f" "$VENV/$f.uac-new.$$"
+    mv -f "$VENV/$f.uac-new.$$" "$VENV/$f"
+  done
 if ! "$PY" -c "$check"; then
   echo "[control_msgs] error: installed into $VENV but 'import control_msgs' fails" >&2
   exit 1

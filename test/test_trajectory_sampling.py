@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from helpers import ARM7_PATH
 
 from underactuated_control.control.joint_space import JointReference
 from underactuated_control.control.trajectory_sampling import (
@@ -17,9 +18,11 @@ from underactuated_control.control.trajectory_sampling import (
     check_trajectory,
     goal_tolerances,
     interpolate,
+    peak_speed,
     trajectory_from_message,
     trajectory_rules,
 )
+from underactuated_control.model import RobotModel
 
 RNG = np.random.default_rng(7)
 S = 1_000_000_000  # ns per s
@@ -404,3 +407,112 @@ def test_the_spline_passes_through_every_point_and_is_smooth_to_its_degree(degre
     if degree == 5:  # C2 across the points: the acceleration's jump vanishes with eps
         left, right = _sampled(traj, times[1:-1] - 1e-7), _sampled(traj, times[1:-1] + 1e-7)
         np.testing.assert_allclose(left[2], right[2], atol=1e-3)
+
+
+# ------------------------------------------------------------------------- velocity limits
+LIMITS = {"a": (1.0, "rad/s"), "b": (2.0, "m/s")}
+
+
+def _limited(times, P, V=None, A=None, policy="scale", start_state=None, start_ns=0):
+    n = len(times)
+    return check_trajectory(["a", "b"], [_dur(t) for t in times], P,
+                            V if V is not None else [[]] * n, A if A is not None else [[]] * n,
+                            [[]] * n, active_joints=["a", "b"], passive_joints=[],
+                            allow_partial=False, allow_nonzero_end_velocity=False,
+                            start_ns=start_ns, now_ns=10 * S, velocity_limits=LIMITS,
+                            velocity_policy=policy, start_state=start_state)
+
+
+def _dense_peak(traj, t0_ns, samples=20001):
+    """Independent of the code's extremum search: the largest |finite difference| of densely
+    sampled positions (each equals the velocity somewhere in its interval, so it never
+    overstates the peak) and the largest sampled |velocity|."""
+    t = np.linspace(t0_ns, t0_ns + (traj.times[-1] + 0.1) * S, samples)
+    states = [traj.state_at(int(round(x))) for x in t]
+    p = np.array([s.position for s in states])
+    v = np.array([s.velocity for s in states])
+    dt = np.diff(np.round(t)) * 1e-9
+    return np.abs(np.diff(p, axis=0) / dt[:, None]).max(axis=0), np.abs(v).max(axis=0)
+
+
+@pytest.mark.parametrize("degree", [1, 3, 5])
+def test_peak_speed_is_the_densely_sampled_maximum(degree):
+    for _ in range(20):
+        p0, v0, a0, p1, v1, a1 = RNG.normal(size=(6, 3))
+        T = float(RNG.uniform(0.05, 2.0))
+        t = np.linspace(0.0, T, 10001)
+        dense = np.max([np.abs(interpolate(x, T, p0, v0, a0, p1, v1, a1, degree)[1])
+                        for x in t], axis=0)
+        np.testing.assert_allclose(peak_speed(T, p0, v0, a0, p1, v1, a1, degree), dense,
+                                   rtol=1e-5)
+
+
+@pytest.mark.parametrize("given", ["positions", "velocities", "accelerations"])
+def test_a_fast_trajectory_is_time_scaled_to_the_velocity_limits(given):
+    """First point 0.05 s away (JTC accepts it): stretched until the fastest joint's peak
+    speed, ramp from a moving start state included, is its limit, and no further; the path
+    (the points, in order) is kept, the ramp still starts from the start state."""
+    for _ in range(3):
+        P = RNG.uniform(-1.0, 1.0, size=(3, 2))
+        V = RNG.uniform(-0.5, 0.5, size=(3, 2))
+        V[-1] = 0.0
+        A = RNG.uniform(-1.0, 1.0, size=(3, 2))
+        traj = _limited([0.05, 0.3, 0.6], P.tolist(),
+                        V.tolist() if given != "positions" else None,
+                        A.tolist() if given == "accelerations" else None)
+        t0 = 3 * S
+        start = (np.array([0.1, -0.2]), np.array([0.4, -0.9]), np.array([1.0, 0.0]))
+        traj.begin(t0, *start)
+        assert traj.scale > 1.0 and "time-scaled" in traj.scale_note
+        fd_peak, v_peak = _dense_peak(traj, t0)
+        lim = np.array([1.0, 2.0])
+        assert np.all(fd_peak <= lim * (1 + 1e-6)), (fd_peak, traj.scale)
+        assert np.all(v_peak <= lim * (1 + 1e-6)), (v_peak, traj.scale)
+        assert np.max(v_peak / lim) > 0.99  # the least stretch: the worst joint at its limit
+        s0 = traj.state_at(t0)
+        np.testing.assert_allclose(s0.position, start[0], atol=1e-12)
+        if given != "positions":  # (a linear ramp starts at its slope)
+            np.testing.assert_allclose(s0.velocity, start[1], atol=1e-12)
+        for k in range(3):
+            np.testing.assert_allclose(traj.state_at(t0 + int(round(traj.times[k] * S))).position,
+                                       P[k], atol=1e-9)
+        np.testing.assert_allclose(traj.times / traj.times[0], [1.0, 6.0, 12.0])
+
+
+def test_a_slow_trajectory_and_the_ignore_policy_are_not_scaled():
+    P = [[0.1, 0.2], [0.2, 0.1]]
+    slow = _limited([1.0, 2.0], P)
+    slow.begin(0, np.zeros(2), np.zeros(2), np.zeros(2))
+    assert slow.scale == 1.0 and slow.scale_note == ""
+    np.testing.assert_allclose(slow.times, [1.0, 2.0])
+    fast = _limited([0.05, 0.1], [[1.0, 0.0], [1.0, 0.0]], policy="ignore")
+    fast.begin(0, np.zeros(2), np.zeros(2), np.zeros(2))
+    assert fast.scale == 1.0
+    assert _dense_peak(fast, 0)[1][0] == pytest.approx(1.0 / 0.05, rel=1e-3)  # 20 rad/s as given
+
+
+def test_the_reject_policy_names_the_joint_and_the_speed_it_needs():
+    # positions only: a linear ramp from the start; joint b needs 0.5 m / 0.05 s = 10 m/s
+    with pytest.raises(TrajectoryError) as exc:
+        _limited([0.05, 1.0], [[0.02, 0.5], [0.0, 0.5]], policy="reject",
+                 start_state={"a": (0.0, 0.0, 0.0), "b": (0.0, 0.0, 0.0)})
+    assert exc.value.code == "INVALID_GOAL"
+    assert "joint 'b' would need 10 m/s" in str(exc.value)
+    assert "URDF velocity limit 2 m/s" in str(exc.value)
+    # between the points (no start state needed): rest-to-rest cubic, 1.5 · 0.3 / 0.1 = 4.5
+    with pytest.raises(TrajectoryError, match="joint 'a' would need 4.5 rad/s"):
+        _limited([1.0, 1.1], [[0.0, 0.0], [0.3, 0.0]], [[0.0, 0.0], [0.0, 0.0]],
+                 policy="reject")
+    ok = _limited([1.0, 2.0], [[0.1, 0.5], [0.0, 0.5]], policy="reject",
+                  start_state={"a": (0.0, 0.0, 0.0), "b": (0.0, 0.0, 0.0)})
+    assert ok.velocity_limits.policy == "reject"
+
+
+def test_the_rules_take_the_urdf_limits_and_the_parameter():
+    model = RobotModel.from_urdf(ARM7_PATH, passive_joints=["joint4"])
+    params = dict(PARAMS, trajectory_velocity_limits="reject")
+    rules = trajectory_rules(model, params, topic=False)
+    assert rules["velocity_policy"] == "reject"
+    assert set(rules["velocity_limits"]) == set(model.active_joints)  # not the passive joint4
+    assert rules["velocity_limits"]["joint1"] == (2.5, "rad/s")  # <limit velocity="2.5"/>
+    assert trajectory_rules(model, PARAMS, topic=True)["velocity_policy"] == "scale"  # default

@@ -1,11 +1,17 @@
-"""~/follow_joint_trajectory and ~/controller_state of hybrid_dynamics_controller over DDS, with
-the arm simulated in MuJoCo (mujoco_sim), each in its own process. Judged on the simulator's
-/joint_states (where the arm really is) and on the action's result codes."""
+"""~/follow_joint_trajectory, ~/query_state and ~/controller_state of hybrid_dynamics_controller
+over DDS, with the arm simulated in MuJoCo (mujoco_sim), each in its own process. Judged on the
+simulator's /joint_states (where the arm really is), on the action's result codes and on the
+trajectory's closed forms."""
+
+import re
+import time
 
 import numpy as np
+import pytest
 from builtin_interfaces.msg import Duration
 from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import JointTolerance, JointTrajectoryControllerState
+from control_msgs.srv import QueryTrajectoryState
 from helpers import ROOT
 from rclpy.action import ActionClient
 from rclpy.parameter import Parameter
@@ -162,7 +168,7 @@ def test_a_new_goal_preempts_and_tolerance_violations_abort(ros, launch):
     second = client.send(goal(JOINTS, [(1.5, second_target)], goal_tol=0.02))
     status, result = client.result(first)
     print(f"\n[fjt] preempted: status {status}, '{result.error_string}'")
-    assert status == ABORTED
+    assert status == CANCELED  # as JTC (Humble): canceled, INVALID_GOAL, why in the string
     assert result.error_code == Result.INVALID_GOAL and "preempted" in result.error_string
     status, result = client.result(second)
     assert status == SUCCEEDED, result.error_string
@@ -263,3 +269,131 @@ def test_bad_goals_are_refused_with_their_codes(ros, launch):
     assert ros.wait_for(future.done, 10) and future.result().results[0].successful
     code, text = refused(goal(active, [(1.0, here)]))
     assert code == Result.INVALID_GOAL and "set mode:=joint" in text
+
+
+class SimTime:
+    """The simulator's /joint_states: their stamps are the simulated time (use_sim_time)."""
+
+    def __init__(self, ros):
+        self.stamps, self.v = [], []
+        ros.node.create_subscription(JointState, "/joint_states", self._on_state, 200)
+
+    def _on_state(self, msg):
+        self.stamps.append(msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec)
+        by_name = dict(zip(msg.name, msg.velocity))
+        self.v.append([by_name[n] for n in JOINTS])
+
+    @property
+    def now_ns(self):
+        return self.stamps[-1]
+
+
+def minimum_jerk(a, b, T, t):
+    """Rest-to-rest quintic from a to b over T (the spline between two points with zero
+    velocity and acceleration): position, velocity, acceleration at t in [0, T]."""
+    s, d = t / T, np.subtract(b, a)
+    return (a + d * (10 * s**3 - 15 * s**4 + 6 * s**5), d * (30 * s**2 - 60 * s**3 + 30 * s**4) / T,
+            d * (60 * s - 180 * s**2 + 120 * s**3) / T**2)
+
+
+def test_goal_runs_on_simulated_time_and_query_state_samples_it(ros, launch):
+    """A simulation at half real time (lock-stepped, use_sim_time): the goal, stamped in
+    simulated time, is sampled on the controller's clock (the simulated time), so each
+    feedback's desired state is the trajectory's closed form at the feedback's own stamp and
+    the goal takes twice its duration in wall time; ~/query_state returns the closed form at
+    the requested time, and success false outside the trajectory (as JTC)."""
+    simulator(launch, real_time_factor=0.5, use_sim_time=True)
+    controller(launch, use_sim_time=True, goal_time=3.0)
+    sim = SimTime(ros)
+    client = Client(ros)
+    assert ros.wait_for(lambda: sim.stamps, 30), "no stamped /joint_states"
+    query = ros.node.create_client(QueryTrajectoryState, f"{NODE}/query_state")
+    assert query.wait_for_service(timeout_sec=20), "no ~/query_state"
+    q0 = client.q.copy()
+    A = q0 + np.array([0.05, -0.05, 0.05, 0.05, -0.05, 0.05, 0.05])
+    B = A + np.array([0.2, -0.15, 0.2, 0.2, -0.2, 0.2, 0.3])
+    zero = np.zeros(7)
+    g = goal(JOINTS, [(0.5, A, zero, zero), (2.5, B, zero, zero)], goal_tol=0.02, goal_time=3.0)
+    start_ns = sim.now_ns + 300_000_000  # 0.3 s of simulated time from now
+    g.trajectory.header.stamp.sec, g.trajectory.header.stamp.nanosec = divmod(start_ns, 10**9)
+    feedback = []
+    wall0 = time.monotonic()
+    handle = client.send(g, feedback=lambda m: feedback.append(m.feedback))
+
+    def ask(t_ns):
+        request = QueryTrajectoryState.Request()
+        request.time.sec, request.time.nanosec = divmod(int(t_ns), 10**9)
+        future = query.call_async(request)
+        assert ros.wait_for(future.done, 10), "~/query_state did not answer"
+        return future.result()
+
+    assert ros.wait_for(lambda: feedback, 20), "no feedback"
+    mid = ask(start_ns + 1_500_000_000)  # halfway between the two points
+    after = ask(start_ns + 10 * 10**9)
+    before = ask(sim.stamps[0])  # before the goal was sent
+    status, result = client.result(handle, timeout=60)
+    wall = time.monotonic() - wall0
+    print(f"\n[fjt] sim time: {result.error_string}; {wall:.2f} s of wall time for a 2.8 s goal "
+          f"at real_time_factor 0.5; query: {mid.success} {after.success} {before.success}")
+    assert status == SUCCEEDED, result.error_string
+    assert wall > 1.5 * 2.8  # the goal ran on the simulated clock, at half real time
+    p, v, a = minimum_jerk(A, B, 2.0, 1.0)
+    assert mid.success and list(mid.name) == JOINTS
+    np.testing.assert_allclose(mid.position, p, atol=1e-9)
+    np.testing.assert_allclose(mid.velocity, v, atol=1e-9)
+    np.testing.assert_allclose(mid.acceleration, a, atol=1e-9)
+    assert not after.success and "last point" in after.message
+    np.testing.assert_allclose(after.position, B, atol=1e-12)  # the held end, as JTC
+    assert not before.success and "precedes" in before.message
+    # each feedback between the points: the closed form at its stamp (the controller's clock)
+    checked = 0
+    for f in feedback:
+        t = (f.header.stamp.sec * 10**9 + f.header.stamp.nanosec - start_ns) * 1e-9
+        if 0.5 < t < 2.5:
+            np.testing.assert_allclose(f.desired.positions, minimum_jerk(A, B, 2.0, t - 0.5)[0],
+                                       atol=1e-9)
+            checked += 1
+    print(f"[fjt] {checked} feedback messages on the closed form")
+    assert checked >= 10
+
+
+def test_a_fast_goal_is_time_scaled_to_the_urdf_velocity_limits(ros, launch):
+    """The first point 0.05 s away (JTC accepts it; 12 rad/s on a 2.5 rad/s joint as given):
+    time-scaled, said in the result; the simulated joints stay within 1.2x their URDF limit.
+    With trajectory_velocity_limits:=reject the same goal is refused naming the joint."""
+    simulator(launch, use_sim_time=True)
+    node = controller(launch, use_sim_time=True, goal_time=3.0)
+    sim = SimTime(ros)
+    client = Client(ros)
+    q0 = client.q.copy()
+    target = q0 + np.array([0.3, -0.3, 0.3, 0.3, -0.3, 0.3, 0.4])
+    fast = goal(JOINTS, [(0.05, target, np.zeros(7))], goal_tol=0.02, goal_time=3.0)
+    n0 = len(sim.v)
+    status, result = client.run(fast, timeout=60)
+    ros.spin_for(0.3)
+    peak = np.abs(np.array(sim.v[n0:])).max(axis=0)
+    print(f"\n[fjt] fast goal: {status} '{result.error_string}'; peak joint speeds "
+          f"{np.round(peak, 2).tolist()} rad/s (URDF limit 2.5)")
+    assert status == SUCCEEDED, (result.error_string, node.log()[-2000:])
+    assert "time-scaled" in result.error_string and "URDF velocity limit 2.5" in result.error_string
+    assert "time-scaled" in node.log()
+    assert peak.max() <= 1.2 * 2.5
+    assert np.abs(client.q - target).max() < 0.02
+
+    params = AsyncParameterClient(ros.node, "hybrid_dynamics_controller")
+    assert params.wait_for_services(10.0)
+    future = params.set_parameters([Parameter("trajectory_velocity_limits", value="reject")])
+    assert ros.wait_for(future.done, 10) and future.result().results[0].successful
+    back = goal(JOINTS, [(0.05, q0, np.zeros(7))])
+    status, result = client.run(back, timeout=20)
+    print(f"[fjt] rejected: '{result.error_string}'")
+    assert status == ABORTED and result.error_code == Result.INVALID_GOAL
+    match = re.search(r"joint '(\w+)' would need ([0-9.]+) rad/s, above its URDF velocity "
+                      r"limit 2\.5 rad/s", result.error_string)
+    assert match, result.error_string
+    # a rest-to-rest cubic (the first point gives velocities): peak 1.5 Δ / T, from the held
+    # (measured) position, for the joint that moves most
+    here = client.q.copy()
+    need = 1.5 * np.abs(q0 - here) / 0.05
+    assert match.group(1) == JOINTS[int(np.argmax(need))]
+    assert float(match.group(2)) == pytest.approx(need.max(), rel=0.05)

@@ -33,9 +33,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Sample", "SplineTrajectory", "StateTolerance", "Tolerances", "TrajectoryError",
-           "TrajectoryExecution", "check_trajectory", "goal_tolerances", "interpolate",
-           "resolve_tolerance", "trajectory_from_message", "trajectory_rules"]
+__all__ = ["VELOCITY_LIMIT_POLICIES", "Sample", "SplineTrajectory", "StateTolerance", "Tolerances",
+           "TrajectoryError", "TrajectoryExecution", "VelocityLimits", "check_trajectory",
+           "goal_tolerances", "interpolate", "peak_speed", "resolve_tolerance",
+           "trajectory_from_message", "trajectory_rules"]
 
 _ERASE = -1.0
 _FLOAT_EPS = float(np.finfo(np.float32).eps)  # JTC compares with float epsilon
@@ -51,6 +52,27 @@ class TrajectoryError(ValueError):
 
 
 # ----------------------------------------------------------------------------- interpolation
+def _coefficients(T: float, p0: np.ndarray, v0: np.ndarray, a0: np.ndarray, p1: np.ndarray,
+                  v1: np.ndarray, a1: np.ndarray, degree: int) -> list[np.ndarray]:
+    """c0..c5 of p(t) = Σ c_i t^i, t in [0, T], the polynomial of ``degree`` 1, 3 or 5 that
+    meets (p0, v0, a0) at 0 and (p1, v1, a1) at T (as many of them as its degree fixes)."""
+    dp = p1 - p0
+    zero = np.zeros_like(p0)
+    if degree == 1 or T <= 0.0:
+        # p(t) = p0 + (p1 - p0) t / T
+        return [p0, dp / T if T > 0.0 else zero, zero, zero, zero, zero]
+    if degree == 3:
+        # cubic Hermite: c2 = (3 Δp - (2 v0 + v1) T) / T², c3 = (-2 Δp + (v0 + v1) T) / T³
+        return [p0, v0, (3.0 * dp - (2.0 * v0 + v1) * T) / T**2,
+                (-2.0 * dp + (v0 + v1) * T) / T**3, zero, zero]
+    # quintic with p, v, a at both ends (JTC's coefficients, trajectory.cpp):
+    return [p0, v0, 0.5 * a0,
+            (20.0 * dp - (8.0 * v1 + 12.0 * v0) * T - (3.0 * a0 - a1) * T**2) / (2.0 * T**3),
+            (-30.0 * dp + (14.0 * v1 + 16.0 * v0) * T + (3.0 * a0 - 2.0 * a1) * T**2)
+            / (2.0 * T**4),
+            (12.0 * dp - 6.0 * (v1 + v0) * T - (a0 - a1) * T**2) / (2.0 * T**5)]
+
+
 def interpolate(t: float, T: float, p0: np.ndarray, v0: np.ndarray, a0: np.ndarray,
                 p1: np.ndarray, v1: np.ndarray, a1: np.ndarray, degree: int
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -58,28 +80,31 @@ def interpolate(t: float, T: float, p0: np.ndarray, v0: np.ndarray, a0: np.ndarr
     1, 3 or 5 that meets (p0, v0, a0) at 0 and (p1, v1, a1) at T (as many of them as its
     degree fixes). ``t`` outside [0, T] is clamped (JTC: the end point, linear slope)."""
     t = min(max(t, 0.0), T)
-    dp = p1 - p0
-    if degree == 1 or T <= 0.0:
-        # p(t) = p0 + (p1 - p0) t / T
-        slope = dp / T if T > 0.0 else np.zeros_like(p0)
-        return p0 + slope * t, slope, np.zeros_like(p0)
-    if degree == 3:
-        # cubic Hermite: c2 = (3 Δp - (2 v0 + v1) T) / T², c3 = (-2 Δp + (v0 + v1) T) / T³
-        c2 = (3.0 * dp - (2.0 * v0 + v1) * T) / T**2
-        c3 = (-2.0 * dp + (v0 + v1) * T) / T**3
-        p = p0 + t * (v0 + t * (c2 + t * c3))
-        v = v0 + t * (2.0 * c2 + 3.0 * t * c3)
-        a = 2.0 * c2 + 6.0 * t * c3
-        return p, v, a
-    # quintic with p, v, a at both ends (JTC's coefficients, trajectory.cpp):
-    c2 = 0.5 * a0
-    c3 = (20.0 * dp - (8.0 * v1 + 12.0 * v0) * T - (3.0 * a0 - a1) * T**2) / (2.0 * T**3)
-    c4 = (-30.0 * dp + (14.0 * v1 + 16.0 * v0) * T + (3.0 * a0 - 2.0 * a1) * T**2) / (2.0 * T**4)
-    c5 = (12.0 * dp - 6.0 * (v1 + v0) * T - (a0 - a1) * T**2) / (2.0 * T**5)
-    p = p0 + t * (v0 + t * (c2 + t * (c3 + t * (c4 + t * c5))))
-    v = v0 + t * (2.0 * c2 + t * (3.0 * c3 + t * (4.0 * c4 + t * 5.0 * c5)))
+    c0, c1, c2, c3, c4, c5 = _coefficients(T, p0, v0, a0, p1, v1, a1, degree)
+    p = c0 + t * (c1 + t * (c2 + t * (c3 + t * (c4 + t * c5))))
+    v = c1 + t * (2.0 * c2 + t * (3.0 * c3 + t * (4.0 * c4 + t * 5.0 * c5)))
     a = 2.0 * c2 + t * (6.0 * c3 + t * (12.0 * c4 + t * 20.0 * c5))
     return p, v, a
+
+
+def peak_speed(T: float, p0: np.ndarray, v0: np.ndarray, a0: np.ndarray, p1: np.ndarray,
+               v1: np.ndarray, a1: np.ndarray, degree: int) -> np.ndarray:
+    """Per joint, max |v(t)| over [0, T] of ``interpolate``'s polynomial: at an end or where
+    the acceleration (a cubic in t) vanishes. A zero-length segment (a jump) gives 0."""
+    if T <= 0.0:
+        return np.zeros_like(p0, dtype=float)
+    c = _coefficients(T, p0, v0, a0, p1, v1, a1, degree)
+    out = np.empty(len(p0))
+    for j in range(len(p0)):
+        _, c1, c2, c3, c4, c5 = (float(ci[j]) for ci in c)
+        candidates = [0.0, T]
+        acc = np.trim_zeros(np.array([20.0 * c5, 12.0 * c4, 6.0 * c3, 2.0 * c2]), "f")
+        if len(acc) > 1:  # any t in [0, T] is a safe candidate: keep real parts, clamped
+            candidates += [min(max(r.real, 0.0), T) for r in np.roots(acc)]
+        t = np.array(candidates)
+        out[j] = np.abs(c1 + t * (2.0 * c2 + t * (3.0 * c3 + t * (4.0 * c4 + t * 5.0 * c5)))
+                        ).max()
+    return out
 
 
 @dataclass
@@ -92,6 +117,20 @@ class Sample:
     index: int  # JTC's feedback index: the point being approached; n_points after the end
     before_last_point: bool
     time_past_segment: float  # s since the segment's first point (past the end: since the last)
+
+
+VELOCITY_LIMIT_POLICIES = ("scale", "reject", "ignore")  # ("off" would read as a YAML bool)
+
+
+@dataclass(frozen=True)
+class VelocityLimits:
+    """A trajectory's velocity limits, per joint in its order: the URDF ``<limit velocity>``
+    (inf: none), its unit, and the policy for a spline that needs more (``scale``: stretch the
+    trajectory in time at its start, ``reject``: refuse it, ``ignore``: run it as given)."""
+
+    limit: np.ndarray
+    units: tuple[str, ...]
+    policy: str = "scale"
 
 
 @dataclass
@@ -107,13 +146,21 @@ class SplineTrajectory:
     has_velocities: np.ndarray  # (n,) bool
     has_accelerations: np.ndarray  # (n,) bool
     start_ns: int | None = None
+    velocity_limits: VelocityLimits | None = None  # None: not enforced
     _before: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
     _before_ns: int = 0
     last: Sample | None = field(default=None, repr=False)
+    scale: float = 1.0  # time scaling applied by ``begin`` (1: none)
+    scale_note: str = ""  # why, for the log and the action's result; '' when not scaled
 
     @property
     def started(self) -> bool:
         return self._before is not None
+
+    @property
+    def begun_ns(self) -> int:
+        """Clock time of ``begin`` (the start state)."""
+        return self._before_ns
 
     def begin(self, now_ns: int, position: np.ndarray, velocity: np.ndarray,
               acceleration: np.ndarray) -> None:
@@ -126,6 +173,77 @@ class SplineTrajectory:
         a = np.where(np.isfinite(acceleration), acceleration, 0.0)
         self._before = (p.astype(float), v.astype(float), a.astype(float))
         self._before_ns = now_ns
+        limits = self.velocity_limits
+        if limits is not None and limits.policy != "ignore":
+            self._fit_velocity_limits(limits)
+
+    # ------------------------------------------------------------------ velocity limits
+    def _t_before(self) -> float:
+        """Trajectory time of the start state (``begin``)."""
+        return (self._before_ns - self.start_ns) * 1e-9
+
+    def segment_peaks(self) -> np.ndarray:
+        """(n - 1, j): per segment between two points, each joint's peak |velocity|."""
+        return np.array([peak_speed(self.times[k + 1] - self.times[k], self.positions[k],
+                                    self.velocities[k], self.accelerations[k],
+                                    self.positions[k + 1], self.velocities[k + 1],
+                                    self.accelerations[k + 1], self._degree(k, k + 1))
+                         for k in range(len(self.times) - 1)]).reshape(-1, len(self.names))
+
+    def ramp_peak(self, scale: float = 1.0, start: tuple[np.ndarray, np.ndarray, np.ndarray]
+                  | None = None, t_before: float | None = None) -> np.ndarray:
+        """Each joint's peak |velocity| from the start state (``begin``'s, or ``start`` at
+        trajectory time ``t_before``) to the first point, with the trajectory's times
+        stretched by ``scale`` about the start (velocities / scale, accelerations / scale²)."""
+        start = self._before if start is None else start
+        t_before = self._t_before() if t_before is None else t_before
+        return peak_speed(scale * (self.times[0] - t_before), *start, self.positions[0],
+                          self.velocities[0] / scale, self.accelerations[0] / scale**2,
+                          self._degree(None, 0))
+
+    def _fit_velocity_limits(self, limits: VelocityLimits) -> None:
+        """Stretch the times uniformly about the start by the least ``scale`` >= 1 that keeps
+        every joint's spline speed within its limit: the segments between points slow down
+        exactly by 1/scale; the ramp from the start state (whose velocity stays) is searched
+        (bisection). A joint already faster than its limit at the start is left out of the
+        ramp's test (no stretch can slow it there)."""
+        lim = limits.limit
+        interior = self.segment_peaks()
+        need = interior.max(axis=0) / lim if len(interior) else np.zeros(len(lim))
+        v_start = np.abs(self._before[1])
+        ramp_lim = np.where(v_start < lim, lim, np.inf)
+        ramp0 = self.ramp_peak(1.0)
+        worst = np.maximum(need, ramp0 / lim)
+        if worst.max() <= 1.0 + 1e-9:
+            return
+        s_lo = max(1.0, float(need.max()))
+
+        def ok(s: float) -> bool:
+            return bool(np.all(self.ramp_peak(s) <= ramp_lim * (1.0 - 1e-9)))
+
+        scale = s_lo
+        if not ok(s_lo):
+            hi = 2.0 * s_lo
+            while not ok(hi) and hi < 1e3 * s_lo:
+                hi *= 2.0
+            lo = s_lo
+            while hi > lo * (1.0 + 1e-4):  # hi is always within the limits
+                mid = 0.5 * (lo + hi)
+                lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+            scale = hi
+        j = int(np.argmax(worst))
+        t0 = self._t_before()
+        lasted = self.times[-1] - t0
+        self.times = t0 + scale * (self.times - t0)
+        self.velocities = self.velocities / scale
+        self.accelerations = self.accelerations / scale**2
+        self.scale = scale
+        before = "" if limits.policy == "scale" else " (the start state differed from the " \
+            "one checked at acceptance)"
+        self.scale_note = (
+            f"time-scaled x{scale:.3g} ({lasted:.3g} s -> {scale * lasted:.3g} s){before}: joint "
+            f"'{self.names[j]}' needed {worst[j] * lim[j]:.3g} {limits.units[j]}, above its "
+            f"URDF velocity limit {lim[j]:g} {limits.units[j]}")
 
     def _degree(self, k0: int | None, k1: int) -> int:
         """Spline degree of the segment ending at point k1 (k0 None: from the start state,
@@ -136,7 +254,12 @@ class SplineTrajectory:
         return 5 if vel and acc else 3 if vel else 1
 
     def sample(self, now_ns: int) -> Sample:
-        """The reference at ``now_ns`` (``begin`` first)."""
+        """The reference at ``now_ns`` (``begin`` first); kept as ``last``."""
+        self.last = self.state_at(now_ns)
+        return self.last
+
+    def state_at(self, now_ns: int) -> Sample:
+        """The reference at ``now_ns`` (``begin`` first), without touching ``last``."""
         if self._before is None:
             raise RuntimeError("SplineTrajectory.sample before begin")
         t = (now_ns - self.start_ns) * 1e-9  # trajectory time
@@ -157,7 +280,6 @@ class SplineTrajectory:
                                   self.positions[k + 1], self.velocities[k + 1],
                                   self.accelerations[k + 1], self._degree(k, k + 1))
             out = Sample(p, v, a, k + 1, True, t - self.times[k])
-        self.last = out
         return out
 
     def sample_into(self, reference, active_joints: Sequence[str], now_ns: int) -> None:
@@ -243,11 +365,18 @@ def check_trajectory(names: Sequence[str], times: Sequence[tuple[int, int]],
                      passive_joints: Sequence[str], allow_partial: bool,
                      allow_nonzero_end_velocity: bool, start_ns: int, now_ns: int,
                      drop_passive: bool = False, multi_dof_joints: Sequence[str] = (),
-                     multi_dof_points: int = 0) -> SplineTrajectory:
+                     multi_dof_points: int = 0,
+                     velocity_limits: Mapping[str, tuple[float, str]] | None = None,
+                     velocity_policy: str = "ignore",
+                     start_state: Mapping[str, tuple[float, float, float]] | None = None
+                     ) -> SplineTrajectory:
     """The trajectory as a ``SplineTrajectory``; ``TrajectoryError`` for the first rule it
     breaks (JTC's ``validate_trajectory_msg`` order, plus the passive-joint rule). ``times`` are
     (sec, nanosec) pairs of ``time_from_start``; ``start_ns`` 0: start at the first sample.
-    ``drop_passive``: a passive joint's entries are checked, then left out (not refused)."""
+    ``drop_passive``: a passive joint's entries are checked, then left out (not refused).
+    ``velocity_limits``: joint -> (URDF velocity limit, unit), enforced by ``velocity_policy``
+    (``VelocityLimits``); ``reject`` tests the splines between the points and, given the
+    ``start_state`` (joint -> position, velocity, acceleration), the ramp from it."""
     names = list(names)
     active = list(active_joints)
     if multi_dof_joints or multi_dof_points:
@@ -326,13 +455,48 @@ def check_trajectory(names: Sequence[str], times: Sequence[tuple[int, int]],
         raise TrajectoryError("OLD_HEADER_TIMESTAMP", f"trajectory.header.stamp "
                               f"{start_ns * 1e-9:.3f} s plus its duration {t[-1]:g} s ends in "
                               f"the past (now {now_ns * 1e-9:.3f} s)")
-    return SplineTrajectory(names, t, P, V, A, has_v, has_a, start_ns or None)
+    trajectory = SplineTrajectory(names, t, P, V, A, has_v, has_a, start_ns or None)
+    if velocity_limits and velocity_policy != "ignore":
+        if velocity_policy not in VELOCITY_LIMIT_POLICIES:
+            raise ValueError(f"velocity_policy '{velocity_policy}' is not one of "
+                             f"{VELOCITY_LIMIT_POLICIES}")
+        lim = np.array([velocity_limits.get(n, (np.inf, ""))[0] for n in names], dtype=float)
+        lim = np.where(lim > 0.0, lim, np.inf)
+        units = tuple(velocity_limits.get(n, (np.inf, "rad/s"))[1] for n in names)
+        trajectory.velocity_limits = VelocityLimits(lim, units, velocity_policy)
+        if velocity_policy == "reject":
+            _reject_too_fast(trajectory, start_state,
+                             (now_ns - start_ns) * 1e-9 if start_ns else 0.0)
+    return trajectory
+
+
+def _reject_too_fast(trajectory: SplineTrajectory,
+                     start_state: Mapping[str, tuple[float, float, float]] | None,
+                     t_before: float) -> None:
+    """``TrajectoryError`` (INVALID_GOAL) naming the joint whose spline needs the most above its
+    velocity limit: between the points, and from ``start_state`` (if given) to the first."""
+    limits = trajectory.velocity_limits
+    peaks = trajectory.segment_peaks()
+    need = peaks.max(axis=0) if len(peaks) else np.zeros(len(trajectory.names))
+    if start_state is not None:
+        start = np.array([start_state.get(n, (p, 0.0, 0.0)) for n, p in
+                          zip(trajectory.names, trajectory.positions[0])], dtype=float)
+        need = np.maximum(need, trajectory.ramp_peak(1.0, tuple(start.T), t_before))
+    ratio = need / limits.limit
+    j = int(np.argmax(ratio))
+    if ratio[j] > 1.0 + 1e-9:
+        unit = limits.units[j]
+        raise TrajectoryError("INVALID_GOAL", f"joint '{trajectory.names[j]}' would need "
+                              f"{need[j]:.3g} {unit}, above its URDF velocity limit "
+                              f"{limits.limit[j]:g} {unit} (trajectory_velocity_limits is "
+                              f"reject): give the points more time")
 
 
 def trajectory_rules(model: Any, params: Mapping[str, Any], topic: bool) -> dict[str, Any]:
-    """``check_trajectory``'s rules in a controller: ``model``'s active and passive joints,
-    ``params``' allow_partial_joints_goal and allow_nonzero_velocity_at_trajectory_end (JTC
-    applies them to its topic and its action alike). ``topic`` (~/joint_reference, streamed
+    """``check_trajectory``'s rules in a controller: ``model``'s active and passive joints and
+    velocity limits, ``params``' allow_partial_joints_goal,
+    allow_nonzero_velocity_at_trajectory_end (JTC applies them to its topic and its action
+    alike) and trajectory_velocity_limits. ``topic`` (~/joint_reference, streamed
     setpoints such as elbow_redundancy_resolver's, which name every joint and move): a last
     point may have a velocity and a passive joint's entries are left out."""
     return dict(active_joints=tuple(model.active_joints),
@@ -340,7 +504,29 @@ def trajectory_rules(model: Any, params: Mapping[str, Any], topic: bool) -> dict
                 allow_partial=bool(params["allow_partial_joints_goal"]),
                 allow_nonzero_end_velocity=topic or bool(
                     params["allow_nonzero_velocity_at_trajectory_end"]),
-                drop_passive=topic)
+                drop_passive=topic, velocity_limits=velocity_limits(model),
+                velocity_policy=_param(params, "trajectory_velocity_limits", "scale"))
+
+
+def _param(params: Mapping[str, Any], name: str, default: Any) -> Any:
+    try:
+        return params[name]
+    except KeyError:
+        return default
+
+
+def velocity_limits(model: Any) -> dict[str, tuple[float, str]] | None:
+    """Active 1-DOF joint -> (URDF ``<limit velocity>``, unit) of a ``RobotModel`` (None for a
+    model without limits)."""
+    if getattr(model, "velocity_limit", None) is None:
+        return None
+    out = {}
+    for name in model.active_joints:
+        k = model.joint_index(name)
+        if model.nv_joint[k] == 1:
+            unit = "m/s" if model.joint_types[k] == "prismatic" else "rad/s"
+            out[name] = (float(model.velocity_limit[model.v_start[k]]), unit)
+    return out
 
 
 def trajectory_from_message(msg: Any, now_ns: int, **rules: Any) -> SplineTrajectory:

@@ -1,29 +1,38 @@
-"""``~/follow_joint_trajectory`` (control_msgs/action/FollowJointTrajectory) and
-``~/controller_state`` (control_msgs/msg/JointTrajectoryControllerState) of
-hybrid_dynamics_controller: the interfaces MoveIt and ros2_control tooling use with
-ros2_controllers' JointTrajectoryController (JTC), here on the hybrid recursion's joint law.
+"""``~/follow_joint_trajectory`` (control_msgs/action/FollowJointTrajectory),
+``~/query_state`` (control_msgs/srv/QueryTrajectoryState) and ``~/controller_state``
+(control_msgs/msg/JointTrajectoryControllerState) of hybrid_dynamics_controller: the interfaces
+MoveIt and ros2_control tooling use with ros2_controllers' JointTrajectoryController (JTC), here
+on the hybrid recursion's joint law.
 
 A thin adapter: messages <-> arrays, goal handles, rates. The rules (trajectory checks, spline
-sampling, tolerances) are ``control/trajectory_sampling.py``, the same checks and sampler as
-the controller's ``~/joint_reference``. The controller calls
-``after_cycle`` once per control cycle; the goal's ``SplineTrajectory`` is the node's
-``trajectory``, sampled into the joint law's reference by the node's own cycle.
+sampling, velocity limits, tolerances) are ``control/trajectory_sampling.py``, the same checks
+and sampler as the controller's ``~/joint_reference``. The controller calls ``after_cycle`` once
+per control cycle; the goal's ``SplineTrajectory`` is the node's ``trajectory``, sampled into
+the joint law's reference by the node's own cycle on the node's clock (the simulated time under
+``use_sim_time``), which also times ``goal_time``.
 
 - A goal that breaks a rule is accepted and at once aborted with the result's ``error_code``
   (INVALID_JOINTS, INVALID_GOAL, OLD_HEADER_TIMESTAMP) and an ``error_string`` naming the joint
   or field: a ROS 2 goal rejection carries no result, so the client could not tell why (ROS 1's
   JTC rejected with a result). The running goal, if any, is not disturbed by such a goal.
-- A valid goal preempts the running one (aborted, INVALID_GOAL, "preempted", as JTC). A
-  trajectory on ``~/joint_reference``, a mode change and a new passive set abort it too.
-- Feedback at ``action_monitor_rate``; SUCCESSFUL when the goal tolerances hold after the last
-  point; PATH_TOLERANCE_VIOLATED / GOAL_TOLERANCE_VIOLATED (after ``goal_time``) abort and hold
-  the measured position; cancel holds the measured position (JTC without decelerate-on-cancel).
+- A valid goal preempts the running one: CANCELED, with INVALID_GOAL and "preempted by a new
+  goal" in its result (JTC up to Humble; JTC since Jazzy aborts it instead). A trajectory on
+  ``~/joint_reference``, a mode change and a new passive set abort it.
+- ``trajectory_velocity_limits``: a spline faster than a joint's URDF velocity limit is
+  time-scaled when it starts (logged, and said in the result's ``error_string``), or refused
+  (INVALID_GOAL naming the joint and the speed it needs), or run as given.
+- Feedback at ``action_monitor_rate`` (wall time: a rate, not an outcome); SUCCESSFUL when the
+  goal tolerances hold after the last point; PATH_TOLERANCE_VIOLATED / GOAL_TOLERANCE_VIOLATED
+  (after ``goal_time``) abort and hold the measured position; cancel holds the measured
+  position (JTC without decelerate-on-cancel).
+- ``~/query_state``: the running trajectory (action or topic) sampled at the requested time, as
+  JTC: ``success`` false before its start, at or after its last point, or with none running.
 - ``~/controller_state`` at ``state_publish_rate``: reference (the joint law's, in joint and
   hold modes), feedback (measured), error (reference - feedback) and output (the effort sent),
   over the active joints.
 
 Without the control_msgs Python package (see ``scripts/build_control_msgs.sh``) the controller
-runs without both interfaces and says so once.
+runs without these interfaces and says so once.
 """
 
 from __future__ import annotations
@@ -34,11 +43,13 @@ from typing import Any
 
 import numpy as np
 from rclpy.action import ActionServer, CancelResponse
+from rclpy.action.server import GoalEvent
 from rclpy.task import Future
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from ..control.joint_space import JointReference
 from ..control.trajectory_sampling import (
+    VELOCITY_LIMIT_POLICIES,
     SplineTrajectory,
     StateTolerance,
     Tolerances,
@@ -81,6 +92,11 @@ PARAMETERS = (
                   "naming only some active joints (the others hold their reference)"),
     ParameterSpec("allow_nonzero_velocity_at_trajectory_end", False, "accept trajectories "
                   "whose last point has a non-zero velocity"),
+    ParameterSpec("trajectory_velocity_limits", "scale", "a trajectory (follow_joint_trajectory "
+                  "goal or ~/joint_reference) whose spline needs more than a joint's URDF "
+                  "velocity limit: scale (stretched in time when it starts, logged and said in "
+                  "the goal's result), reject (refused, naming the joint) or ignore (run as given)",
+                  choices=VELOCITY_LIMIT_POLICIES),
     ParameterSpec("action_monitor_rate", 20.0, "rate of follow_joint_trajectory feedback",
                   unit="Hz", low=0.1, high=1000.0, read_only=True),
     ParameterSpec("state_publish_rate", 50.0, "rate of ~/controller_state (at most one per "
@@ -110,7 +126,7 @@ def _point(msg: JointTrajectoryPoint, p=None, v=None, a=None, effort=None
 class TrajectoryActionServer:
     """See the module docstring; ``attach`` builds it for a HybridDynamicsController."""
 
-    def __init__(self, node, action_type, state_type) -> None:
+    def __init__(self, node, action_type, state_type, query_type=None) -> None:
         self.node = node
         self.Action = action_type
         self.Result = action_type.Result
@@ -125,6 +141,9 @@ class TrajectoryActionServer:
                                    execute_callback=self._execute,
                                    cancel_callback=self._cancel)
         self.state_pub = node.create_publisher(state_type, "~/controller_state", 10)
+        self.query_srv = None if query_type is None else node.create_service(
+            query_type, "~/query_state", self._query_state)
+        self._noted: SplineTrajectory | None = None  # the last trajectory whose scaling was logged
 
     @classmethod
     def attach(cls, node) -> TrajectoryActionServer | None:
@@ -134,10 +153,17 @@ class TrajectoryActionServer:
             from control_msgs.msg import JointTrajectoryControllerState
         except ImportError as exc:
             node.get_logger().warning(
-                f"control_msgs does not import ({exc}): no ~/follow_joint_trajectory action "
-                "and no ~/controller_state (build the bindings: bash scripts/setup.sh)")
+                f"control_msgs does not import ({exc}): no ~/follow_joint_trajectory action, "
+                "~/query_state nor ~/controller_state (build the bindings: bash scripts/setup.sh)")
             return None
-        return cls(node, FollowJointTrajectory, JointTrajectoryControllerState)
+        try:
+            from control_msgs.srv import QueryTrajectoryState
+        except ImportError as exc:  # bindings built before the service was added
+            node.get_logger().warning(f"control_msgs.srv does not import ({exc}): no "
+                                      "~/query_state (rebuild the bindings: bash scripts/setup.sh)")
+            QueryTrajectoryState = None
+        return cls(node, FollowJointTrajectory, JointTrajectoryControllerState,
+                   QueryTrajectoryState)
 
     # ------------------------------------------------------------------------- goals
     def _defaults(self, joints: list[str]) -> Tolerances:
@@ -160,12 +186,16 @@ class TrajectoryActionServer:
         if plan.law.reference_kind != "joint":
             raise TrajectoryError("INVALID_GOAL", f"the controller is in mode '{plan.law.mode}': "
                                   "set mode:=joint to follow trajectories")
+        joints = list(plan.model.active_joints)
+        ref = node.reference  # where the trajectory will start from (for the reject policy)
+        start = None if not isinstance(ref, JointReference) else {
+            n: (ref.position[i], ref.velocity[i], ref.acceleration[i])
+            for i, n in enumerate(joints)}
         trajectory = trajectory_from_message(
             goal.trajectory, node.get_clock().now().nanoseconds,
             **trajectory_rules(plan.model, node.params, topic=False),
             multi_dof_joints=goal.multi_dof_trajectory.joint_names,
-            multi_dof_points=len(goal.multi_dof_trajectory.points))
-        joints = list(plan.model.active_joints)
+            multi_dof_points=len(goal.multi_dof_trajectory.points), start_state=start)
         tolerances = goal_tolerances(
             self._defaults(joints), joints,
             [(t.name, t.position, t.velocity, t.acceleration) for t in goal.path_tolerance],
@@ -183,7 +213,8 @@ class TrajectoryActionServer:
             handle.abort()
             return self.Result(error_code=getattr(self.Result, exc.code), error_string=str(exc))
         if self._active is not None:
-            self._finish(self._active, "INVALID_GOAL", "preempted by a new goal", hold=False)
+            self._finish(self._active, "INVALID_GOAL", "preempted by a new goal", hold=False,
+                         preempted=True)
         self._active = goal
         self.node.trajectory = goal.trajectory  # sampled by the controller's cycle
         traj = goal.trajectory
@@ -194,6 +225,16 @@ class TrajectoryActionServer:
             handle.succeed()
         elif kind == "canceled":
             handle.canceled()
+        elif kind == "preempted":
+            # rclcpp's ServerGoalHandle::canceled passes through CANCELING (what JTC's
+            # setCanceled does); rclpy has no public call for a cancel the server decides
+            try:
+                if not handle.is_cancel_requested:
+                    handle._update_state(GoalEvent.CANCEL_GOAL)
+                handle.canceled()
+            except Exception:  # noqa: BLE001 (already terminal: e.g. a cancel request won)
+                if handle.is_active:
+                    handle.abort()
         else:
             handle.abort()
         return result
@@ -217,13 +258,18 @@ class TrajectoryActionServer:
             if hold:
                 self.node.reference = None
 
-    def _finish(self, goal: _Goal, code: str, message: str, hold: bool = True) -> None:
+    def _finish(self, goal: _Goal, code: str, message: str, hold: bool = True,
+                preempted: bool = False) -> None:
         self._stop(goal, hold)
         if not goal.future.done():
-            kind = "succeed" if code == "SUCCESSFUL" else "abort"
+            kind = "succeed" if code == "SUCCESSFUL" else "preempted" if preempted else "abort"
+            if goal.trajectory.scale_note:
+                message = f"{message} ({goal.trajectory.scale_note})"
             log = self.node.get_logger()  # (rclpy: one severity per call site)
             if kind == "succeed":
                 log.info(f"follow_joint_trajectory goal succeeded: {message}")
+            elif kind == "preempted":
+                log.info(f"follow_joint_trajectory goal canceled: {message}")
             else:
                 log.warning(f"follow_joint_trajectory goal aborted ({code}): {message}")
             goal.future.set_result((kind, self.Result(error_code=getattr(self.Result, code),
@@ -250,7 +296,8 @@ class TrajectoryActionServer:
         measured_p, measured_v = q[self._q_idx], v[self._v_idx]
         ref = node.reference  # a JointReference in joint and hold modes
         joint_ref = ref if isinstance(ref, JointReference) else None
-        now = time.monotonic()
+        now = time.monotonic()  # feedback and state rates only: outcomes go by the node's clock
+        self._note_scaling(goal)
         if goal is not None:
             plan = node.plan
             if node.trajectory is not goal.trajectory:
@@ -273,6 +320,57 @@ class TrajectoryActionServer:
         if now - self._state_at >= self._state_period:
             self._state_at = now
             self._publish_state(joint_ref, measured_p, measured_v, command)
+
+    def _note_scaling(self, goal: _Goal | None) -> None:
+        """Log once per trajectory that it was time-scaled to its velocity limits."""
+        traj = self.node.trajectory
+        if traj is None or not traj.scale_note or traj is self._noted:
+            return
+        self._noted = traj
+        log = self.node.get_logger()
+        if goal is not None and goal.trajectory is traj:
+            log.warning(f"follow_joint_trajectory goal {traj.scale_note}")
+        else:  # ~/joint_reference, possibly streamed: throttled
+            log.warning(f"~/joint_reference trajectory {traj.scale_note}",
+                        throttle_duration_sec=2.0)
+
+    def _query_state(self, request, response):
+        """JTC's query_state: the running trajectory's state at ``request.time`` over the
+        active joints (a joint it does not name: the law's reference now)."""
+        node = self.node
+        joints = list(node.plan.model.active_joints)
+        response.name = joints
+        ref, traj = node.reference, node.trajectory
+        n = len(joints)
+        if isinstance(ref, JointReference):
+            p, v, a = ref.position.copy(), ref.velocity.copy(), ref.acceleration.copy()
+        else:
+            p, v, a = np.zeros(n), np.zeros(n), np.zeros(n)
+        t_ns = request.time.sec * 1_000_000_000 + request.time.nanosec
+        response.success = False
+        if node.plan.law.reference_kind != "joint":
+            response.message = f"mode '{node.plan.law.mode}' follows no trajectory"
+        elif traj is None or not traj.started:
+            response.message = "no trajectory is running"
+        elif t_ns < traj.begun_ns:
+            response.message = (f"the requested time {t_ns * 1e-9:.3f} s precedes the "
+                                 f"trajectory's start {traj.begun_ns * 1e-9:.3f} s")
+        else:
+            sample = traj.state_at(t_ns)
+            index = {name: i for i, name in enumerate(joints)}
+            mine = [j for j, name in enumerate(traj.names) if name in index]
+            slot = [index[traj.names[j]] for j in mine]
+            p[slot], v[slot], a[slot] = (sample.position[mine], sample.velocity[mine],
+                                         sample.acceleration[mine])
+            response.success = bool(sample.before_last_point)
+            response.message = "" if response.success else (
+                "the requested time is at or after the trajectory's last point")
+        if not response.success:
+            node.get_logger().warning(f"~/query_state: {response.message}",
+                                      throttle_duration_sec=1.0)
+        response.position, response.velocity, response.acceleration = (
+            p.tolist(), v.tolist(), a.tolist())
+        return response
 
     def _feedback(self, goal: _Goal, ref, measured_p: np.ndarray, measured_v: np.ndarray,
                   index: int) -> None:
