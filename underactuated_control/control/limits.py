@@ -273,6 +273,10 @@ class SafetyLayer:
         self._tau = np.zeros(model.nv)
         self._qdd_a = np.zeros(len(self._a))
         self._tau_out = np.zeros(len(self._a))
+        self._tau_b = np.zeros(len(self._a))
+        effort = np.asarray(model.effort_limit, float)[self._a] * float(
+            settings.get("effort_limit_scale", 1.0))
+        self._effort = np.where(effort > 0, effort, np.inf)  # the node's command clamp
         self._qdd_p_out = np.zeros(len(self._p))
         self._empty = np.zeros(0)
         self.overrides = 0
@@ -287,7 +291,9 @@ class SafetyLayer:
         if not self.enabled:
             return False
         tau, a = self._tau, self._a
-        tau[a] = out.tau_active
+        # the torques the motors will apply: clamped to the effort limits, as the node does
+        np.clip(out.tau_active, -self._effort, self._effort, out=self._tau_b)
+        tau[a] = self._tau_b
         tau_p = self.passive_forces(q, v)
         tau[self._p] = tau_p
         try:
@@ -300,6 +306,8 @@ class SafetyLayer:
         res = self._hybrid.compute(q, v, self._qdd_a, tau_p)  # (5.4) with the bounded qdd_a
         self._tau_out[:] = res.tau_active
         self._qdd_p_out[:] = res.qdd_passive
+        if np.any(np.abs(self._tau_out) > self._effort):
+            self._within_effort(q, v, tau_p)
         out.tau_active, out.qdd_passive = self._tau_out, self._qdd_p_out
         self.overrides += 1
         self.overrode = True
@@ -307,3 +315,22 @@ class SafetyLayer:
                                if b]
         out.status = f"{out.status} safety limits on {self.limited_joints}".strip()
         return True
+
+    def _within_effort(self, q: np.ndarray, v: np.ndarray, tau_p: np.ndarray) -> None:
+        """The bounded accelerations need more than the effort limits (which the motors would
+        clip, giving other accelerations): move them toward the least ones within the bounds,
+        qdd_s = clip(0, lo, hi), as far as the limits allow. T_a and qdd_p are affine in
+        qdd_a, so qdd_s + α (qdd_b − qdd_s), α ∈ [0, 1], stays within the bounds and gives
+        T_s + α (T_b − T_s)."""
+        lo, hi = self.guard.bounds(q, v)
+        safe = np.clip(0.0, lo, hi)
+        res = self._hybrid.compute(q, v, safe, tau_p)
+        tau_s, qdd_p_s = res.tau_active.copy(), res.qdd_passive.copy()
+        d = self._tau_out - tau_s
+        limit = self._effort
+        with np.errstate(divide="ignore", invalid="ignore"):
+            room = np.where(d > 0, (limit - tau_s) / d, np.where(d < 0, (-limit - tau_s) / d,
+                                                                   np.inf))
+        alpha = float(np.clip(np.min(room, initial=1.0), 0.0, 1.0))
+        self._tau_out[:] = tau_s + alpha * d
+        self._qdd_p_out[:] = qdd_p_s + alpha * (self._qdd_p_out - qdd_p_s)
