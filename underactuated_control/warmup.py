@@ -32,8 +32,8 @@ def warm_law(law_class: type, model: RobotModel, settings: dict[str, Any], frame
     fixed generic configuration inside the joint limits) with the Jacobians on, then the
     command's stages (``control/command``: its settings default where ``settings`` lacks
     them), so that every kernel the law's cycle, the shaper and the J_G/J_D publication use is
-    compiled or loaded; returns the seconds it took. The instance is discarded: the caller's own law keeps its state (filters,
-    clocks) untouched."""
+    compiled or loaded; returns the seconds it took. The instance is discarded: the caller's
+    own law keeps its state (filters, clocks) untouched."""
     from .control.command import CommandShaper, shaper_parameters
     from .parameters import coerce
 

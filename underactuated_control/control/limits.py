@@ -236,7 +236,9 @@ class SafetyLayer:
     Each cycle: qdd = forward dynamics of (T_a of the law, T_p of the passive-force model) (the
     hybrid recursion with every joint passive); qdd_a clipped to the guard's bounds; when a
     bound bites, T_a and qdd_p are recomputed by the hybrid recursion (section 5) with the
-    bounded qdd_a and the same T_p, and the law's status names the joints. ``overrides``
+    bounded qdd_a and the same T_p (scaled toward the least accelerations within the bounds
+    when they would need more than the effort limits, which the motors would clip into other
+    accelerations), and the law's status names the joints. ``overrides``
     counts the cycles it changed, ``limited_joints`` are the joints of the last one.
     """
 
@@ -273,7 +275,6 @@ class SafetyLayer:
         self._tau = np.zeros(model.nv)
         self._qdd_a = np.zeros(len(self._a))
         self._tau_out = np.zeros(len(self._a))
-        self._tau_b = np.zeros(len(self._a))
         effort = np.asarray(model.effort_limit, float)[self._a] * float(
             settings.get("effort_limit_scale", 1.0))
         self._effort = np.where(effort > 0, effort, np.inf)  # the node's command clamp
@@ -291,9 +292,7 @@ class SafetyLayer:
         if not self.enabled:
             return False
         tau, a = self._tau, self._a
-        # the torques the motors will apply: clamped to the effort limits, as the node does
-        np.clip(out.tau_active, -self._effort, self._effort, out=self._tau_b)
-        tau[a] = self._tau_b
+        tau[a] = out.tau_active  # the law's intent (before the effort clamp)
         tau_p = self.passive_forces(q, v)
         tau[self._p] = tau_p
         try:
@@ -318,19 +317,20 @@ class SafetyLayer:
 
     def _within_effort(self, q: np.ndarray, v: np.ndarray, tau_p: np.ndarray) -> None:
         """The bounded accelerations need more than the effort limits (which the motors would
-        clip, giving other accelerations): move them toward the least ones within the bounds,
-        qdd_s = clip(0, lo, hi), as far as the limits allow. T_a and qdd_p are affine in
-        qdd_a, so qdd_s + α (qdd_b − qdd_s), α ∈ [0, 1], stays within the bounds and gives
-        T_s + α (T_b − T_s)."""
+        clip, giving other accelerations, beyond the bounds): scale them toward the least
+        ones within the bounds, qdd_s = clip(0, lo, hi), as far as the limits of the joints
+        that qdd_s leaves within them allow. T_a and qdd_p are affine in qdd_a, so
+        qdd_s + α (qdd_b − qdd_s), α ∈ [0, 1], stays within the bounds, keeps the direction
+        of the law's, and gives T_s + α (T_b − T_s)."""
         lo, hi = self.guard.bounds(q, v)
-        safe = np.clip(0.0, lo, hi)
-        res = self._hybrid.compute(q, v, safe, tau_p)
+        res = self._hybrid.compute(q, v, np.clip(0.0, lo, hi), tau_p)
         tau_s, qdd_p_s = res.tau_active.copy(), res.qdd_passive.copy()
         d = self._tau_out - tau_s
         limit = self._effort
         with np.errstate(divide="ignore", invalid="ignore"):
             room = np.where(d > 0, (limit - tau_s) / d, np.where(d < 0, (-limit - tau_s) / d,
                                                                    np.inf))
+        room[np.abs(tau_s) > limit] = np.inf  # saturated whatever the others do
         alpha = float(np.clip(np.min(room, initial=1.0), 0.0, 1.0))
         self._tau_out[:] = tau_s + alpha * d
         self._qdd_p_out[:] = qdd_p_s + alpha * (self._qdd_p_out - qdd_p_s)

@@ -122,10 +122,11 @@ def simulate_offline(urdf: str, duration: float = 10.0, settings: dict | None = 
                      give_up: float | None = None) -> dict:
     """The swing-up law against MuJoCo physics stepped in this process (RK4; the model
     ``mujoco_sim`` builds, ``sim.closed_loop``): each step the law sees the state and its
-    torque, through the node's command stages (``control/command``), is applied ``latency_steps`` steps later. Returns t, q, v, tau (joint torques as
-    applied, N×2), phase and the law. ``stop_settled`` (for tuning): once balancing within
-    1e-4 rad and 1e-3 rad/s of upright with a torque below 1e-3 τ_max, the rest of the run is
-    that state held with zero torque; ``give_up``: stop (``gave_up``) when the law has not been
+    torque, through the node's command stages (``control/command``), is applied
+    ``latency_steps`` steps later. Returns t, q, v, tau (joint torques as applied, N×2),
+    phase and the law. ``stop_settled`` (for tuning): once balancing within 1e-4 rad and
+    1e-3 rad/s of upright with a torque below 1e-3 τ_max, the rest of the run is that state
+    held with zero torque; ``give_up``: stop (``gave_up``) when the law has not been
     balancing by then."""
     from ..control.command import CommandShaper, shaper_parameters
     from ..control.swing_up_law import SwingUpLaw
