@@ -240,3 +240,32 @@ def test_joint_states_naming_a_joint_twice_are_refused(ros, launch):
     cmds = [np.array(c) for _, c in driver.commands]
     odd = [c for c in cmds[n:] if not (np.allclose(c, 0.0) or np.allclose(c, expected))]
     assert not odd, (odd[:3], expected)
+
+
+def test_base_odometry_in_another_frame_is_refused(ros, launch):
+    """Free-flying base: odometry in 'world', then one in 'map' (another world frame), then
+    one in the base link's own frame: both refused (base_rejected), the log says why."""
+    from test_floating_base_node import SPACE_PATH, random_state
+    from test_floating_base_node import Driver as BaseDriver
+
+    node = launch("hybrid_dynamics_controller", {
+        "urdf_path": str(SPACE_PATH), "floating_base": True, "gravity": [0.0, 0.0, 0.0],
+        "mode": "hold", "state_timeout": 0.3, "diagnostics_period": 0.2})
+    driver = BaseDriver(ros)
+    assert ros.wait_for(lambda: driver.state_pub.get_subscription_count() > 0 and
+                        driver.odom_pub.get_subscription_count() > 0, 30), node.log()
+    q, v = random_state(2)
+    assert ros.wait_for(lambda: len(driver.commands) > 3, 10,
+                        step=lambda: driver.publish(q, v)), node.log()
+    for frame in ("map", "bus"):  # the warning is throttled to one per 2 s
+        ros.wait_for(lambda: False, 2.2, step=lambda f=frame: driver.publish(q, v, frame=f))
+
+    def rejected():
+        if not driver.diagnostics:
+            return 0
+        values = {kv.key: kv.value for kv in driver.diagnostics[-1].status[0].values}
+        return int(values.get("base_rejected", 0))
+
+    assert ros.wait_for(lambda: rejected() >= 2, 10), node.log()
+    assert "header.frame_id 'map' differs from the odometry's world frame 'world'" in node.log()
+    assert "header.frame_id 'bus' is the floating joint's child link itself" in node.log()
