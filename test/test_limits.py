@@ -3,6 +3,7 @@ speed and acceleration bounds and stops on it; the joint-limit guard stops joint
 URDF limits whatever acceleration is asked."""
 
 import numpy as np
+import pytest
 from helpers import ARM7_PATH
 
 from underactuated_control import RobotModel
@@ -50,3 +51,111 @@ def test_guard_stops_joints_before_their_limits():
     assert np.all(np.abs(v[a]) < 1e-2) and np.all(upper - q[a] < 2e-2)
     lo, hi = guard.bounds(np.array([0.0, -0.3, 0.0, -1.0, 0.0, 1.5, 0.0]), np.zeros(7))
     assert np.all(hi > 20) and np.all(lo < -20)  # far from the limits: no effect on a task
+
+
+# ------------------------------------------------------------------ the safety layer (every mode)
+def _layer_case(passive, settings=None):
+    from oracle import PinRef
+
+    from underactuated_control.control.law import LawOutput
+    from underactuated_control.control.limits import SafetyLayer
+    from underactuated_control.jacobians import JacobianWorkspace
+
+    model = RobotModel.from_urdf(ARM7_PATH, passive_joints=passive)
+    layer = SafetyLayer(model, settings or {}, JacobianWorkspace(model))
+    ref = PinRef(model, ARM7_PATH.read_text())
+    return model, layer, ref, LawOutput
+
+
+@pytest.mark.parametrize("passive", [[], ["joint2", "joint4"]])
+def test_layer_bounds_the_accelerations_of_any_torque_pinocchio_oracle(passive):
+    """Torques asking for huge accelerations (a 1e9 N wrench through Jᵀ, say): the shaped
+    torques, applied to Pinocchio's ABA with the passive joints' URDF forces, give active
+    accelerations within the guard's bounds, and they are the dense hybrid torques (4.4) of
+    the bounded accelerations."""
+    model, layer, ref, LawOutput = _layer_case(passive)
+    a, p = model.active_dofs, model.passive_dofs
+    rng = np.random.default_rng(3)
+    for _ in range(10):
+        q = model.random_configuration(rng, scale=1.0)
+        v = rng.uniform(-3.0, 3.0, model.nv)  # some beyond the 2.5 rad/s limits
+        tau_p = layer.passive_forces(q, v).copy()
+        tau_a = rng.uniform(-1e4, 1e4, len(a))
+        out = LawOutput(tau_a.copy(), np.zeros(len(p)))
+        assert layer.apply(q, v, out)
+        lo, hi = (x.copy() for x in layer.guard.bounds(q, v))
+        tau = np.zeros(model.nv)
+        tau[a], tau[p] = out.tau_active, tau_p
+        qdd = ref.aba(q, v, tau)  # the oracle's forward dynamics of the shaped command
+        scale = max(1.0, np.abs(qdd).max())
+        assert np.all(qdd[a] >= lo - 1e-8 * scale) and np.all(qdd[a] <= hi + 1e-8 * scale)
+        np.testing.assert_allclose(out.qdd_passive, qdd[p], atol=1e-8 * scale)
+        # the hybrid recursion's torque of those accelerations (Pinocchio's dense (4.4))
+        tau_dense, _ = ref.dense_hybrid(q, v, qdd[a], tau_p, a, p)
+        np.testing.assert_allclose(out.tau_active, tau_dense, atol=1e-7 * max(
+            1.0, np.abs(tau_dense).max()))
+        assert "safety limits on" in out.status and layer.limited_joints
+
+
+def test_layer_leaves_a_command_within_the_bounds_alone_and_can_be_switched_off():
+    model, layer, ref, LawOutput = _layer_case(["joint2"])
+    q = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])
+    v = np.zeros(7)
+    a = model.active_dofs
+    tau_p = layer.passive_forces(q, v).copy()
+    tau_gentle, _ = ref.dense_hybrid(q, v, np.full(len(a), 1.0), tau_p, a, model.passive_dofs)
+    out = LawOutput(tau_gentle.copy(), np.zeros(1), status="singular")
+    assert not layer.apply(q, v, out)
+    np.testing.assert_array_equal(out.tau_active, tau_gentle)
+    assert out.status == "singular" and not layer.overrode
+    _, off, _, _ = _layer_case(["joint2"], {"safety_limits": False})
+    wild = LawOutput(np.full(len(a), 1e6), np.zeros(1))
+    assert not off.apply(q, v, wild)
+    np.testing.assert_array_equal(wild.tau_active, 1e6)
+
+
+def test_layer_holds_velocity_and_position_limits_in_closed_loop():
+    """Pinocchio's ABA as the plant (1 kHz, semi-implicit Euler, the command one step late),
+    every active joint pushed by its full effort limit toward its upper limit: speeds stay
+    within the URDF limit (2.5 rad/s) and the joints stop inside their limits (margin 0.02)."""
+    model, layer, ref, LawOutput = _layer_case(["joint2"], {"position_limit_margin": 0.02})
+    a, p = model.active_dofs, model.passive_dofs
+    q = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])
+    v = np.zeros(7)
+    dt = 1e-3
+    push = model.effort_limit[a].copy()
+    applied = np.zeros(len(a))
+    peak = np.zeros(7)
+    for _ in range(3000):
+        tau_p = layer.passive_forces(q, v).copy()
+        tau = np.zeros(7)
+        tau[a], tau[p] = applied, tau_p
+        qdd = ref.aba(q, v, tau)
+        out = LawOutput(push.copy(), np.zeros(1))
+        layer.apply(q, v, out)
+        applied = out.tau_active.copy()
+        v = v + qdd * dt
+        q = q + v * dt
+        peak = np.maximum(peak, np.abs(v))
+    assert np.all(peak[a] <= 1.2 * 2.5), peak
+    assert np.all(q[a] <= model.position_upper[a] + 1e-3), q[a] - model.position_upper[a]
+    assert layer.overrides > 2000
+
+
+def test_reach_check_is_shared_by_every_pose_goal_mode():
+    from underactuated_control.control.operational_space_law import OperationalSpaceLaw
+    from underactuated_control.control.registry import law_parameters
+    from underactuated_control.control.task_law import TaskLaw
+    from underactuated_control.parameters import coerce
+
+    model = RobotModel.from_urdf(ARM7_PATH)
+    settings = {s.name: coerce(s, s.default) for s in law_parameters()}
+    far = TaskReference(position=np.array([3.0, 0.0, 0.4]))
+    near = TaskReference(position=np.array([0.4, 0.0, 0.5]))
+    for law_class in (TaskLaw, OperationalSpaceLaw):
+        law = law_class(model, settings, "tool")
+        with pytest.raises(ValueError, match="beyond the reach of 'tool'"):
+            law.check_reference(far)
+        law.check_reference(near)
+    orientation_only = OperationalSpaceLaw(model, {**settings, "os_task": "orientation"}, "tool")
+    orientation_only.check_reference(far)  # no position goal: nothing to reach

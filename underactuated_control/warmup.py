@@ -29,16 +29,23 @@ _ARM_POSE = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])
 def warm_law(law_class: type, model: RobotModel, settings: dict[str, Any], frame: str,
              q: np.ndarray | None = None) -> float:
     """Run one cycle of a throwaway ``law_class`` instance on ``model`` at ``q`` (default: a
-    fixed generic configuration inside the joint limits) with the Jacobians on, so that every
-    kernel the law's cycle and the J_G/J_D publication use is compiled or loaded; returns the
-    seconds it took. The instance is discarded: the caller's own law keeps its state (filters,
-    clocks) untouched."""
+    fixed generic configuration inside the joint limits) with the Jacobians on, then the
+    command's stages (``control/command``: its settings default where ``settings`` lacks
+    them), so that every kernel the law's cycle, the shaper and the J_G/J_D publication use is
+    compiled or loaded; returns the seconds it took. The instance is discarded: the caller's
+    own law keeps its state (filters, clocks) untouched."""
+    from .control.command import CommandShaper, shaper_parameters
+    from .parameters import coerce
+
     t0 = time.perf_counter()
     if q is None:
         q = model.random_configuration(np.random.default_rng(0), scale=1.0)
     v = np.zeros(model.nv)
+    settings = {**{s.name: coerce(s, s.default) for s in shaper_parameters()}, **settings}
     law = law_class(model, settings, frame)
-    law.compute(q, v, law.hold_reference(q), 0.0, True)
+    out = law.compute(q, v, law.hold_reference(q), 0.0, True)
+    # the command's stages (safety layer, friction compensation), as the node runs them
+    CommandShaper(model, settings, law.workspace).apply(q, v, out)
     return time.perf_counter() - t0
 
 

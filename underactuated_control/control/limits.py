@@ -10,7 +10,11 @@ bounded profile, never stepped to). Per axis group (position; orientation as a r
 ``JointLimitGuard``: bounds on the active joints' accelerations that brake each joint before
 its URDF position limit: a joint at distance d from a limit moving toward it at speed s may
 accelerate at most k (min(sqrt(2 a_brake d), k d / 4) − s) toward it (beyond: pushed back),
-and at most 5 k (v_max − s) toward its URDF velocity limit v_max.
+and at most 5 k (v_max − s) toward its URDF velocity limit v_max (one compiled kernel).
+
+``SafetyLayer``: those bounds for every mode, on the accelerations the law's torques imply
+(forward dynamics), the torques recomputed by the hybrid recursion when a bound bites.
+``ReachCheck``: the reach test of every pose-goal mode.
 """
 
 from __future__ import annotations
@@ -20,14 +24,20 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
+from numba import njit, types
 
+from ..dynamics import Workspace
 from ..jacobians import JacobianWorkspace
-from ..model import RobotModel
+from ..kinematics import reach
+from ..model import FLOATING, RobotModel
 from ..parameters import ParameterSpec
+from ..passive_forces import PassiveForceModel
 from ..so3 import exp, rotation_error
+from .law import LawOutput
 from .task_space import TaskReference
 
-__all__ = ["PoseSetpointFollower", "JointLimitGuard", "SafetyLayer"]
+__all__ = ["PoseSetpointFollower", "JointLimitGuard", "ReachCheck", "SafetyLayer",
+           "acceleration_bounds", "clamp_to_bounds"]
 
 
 def _bounded_step(error: np.ndarray, velocity: np.ndarray, v_max: float, a_max: float,
@@ -83,68 +93,244 @@ class PoseSetpointFollower:
         return sp
 
 
+# One fixed signature, compiled at import (loaded from the cache): see dynamics.run_steps.
+_VECTOR = types.float64[::1]
+_INDEX = types.int64[::1]
+_BOUNDS_SIGNATURE = types.void(_VECTOR, _VECTOR, _INDEX, _INDEX, _VECTOR, _VECTOR, _VECTOR,
+                               types.float64, types.float64, types.float64, _VECTOR, _VECTOR)
+
+
+@njit(_BOUNDS_SIGNATURE, cache=True, error_model="numpy")
+def acceleration_bounds(q, v, q_index, v_index, lower, upper, speed, braking, gain,
+                        velocity_gain, lo, hi):
+    """(lo, hi) [rad/s²] of each guarded DOF (see the module docstring); an infinite limit
+    gives no bound. Beyond a position limit the bound pushes the joint back (the same curve,
+    negative distance)."""
+    for i in range(q_index.shape[0]):
+        qa, va = q[q_index[i]], v[v_index[i]]
+        up, dn = np.inf, -np.inf
+        if upper[i] < np.inf:
+            d = upper[i] - qa
+            dp = max(d, 0.0)
+            allowed = min(math.sqrt(2.0 * braking * dp), 0.25 * gain * dp)
+            up = gain * (allowed + 0.25 * gain * min(d, 0.0) - va)
+        if lower[i] > -np.inf:
+            d = qa - lower[i]
+            dp = max(d, 0.0)
+            allowed = min(math.sqrt(2.0 * braking * dp), 0.25 * gain * dp)
+            dn = -gain * (allowed + 0.25 * gain * min(d, 0.0) + va)
+        if speed[i] < np.inf:  # the URDF velocity limit, the same way
+            up = min(up, velocity_gain * (speed[i] - va))
+            dn = max(dn, velocity_gain * (-speed[i] - va))
+        lo[i] = dn
+        hi[i] = max(up, dn)
+
+
+_CLAMP_SIGNATURE = types.int64(_VECTOR, _VECTOR, _VECTOR, types.boolean[::1])
+
+
+@njit(_CLAMP_SIGNATURE, cache=True, error_model="numpy")
+def clamp_to_bounds(qdd, lo, hi, limited):
+    """qdd clipped to [lo, hi] in place; ``limited`` flags the entries changed. Returns how
+    many changed."""
+    n = 0
+    for i in range(qdd.shape[0]):
+        x = qdd[i]
+        y = min(max(x, lo[i]), hi[i])
+        limited[i] = y != x
+        if y != x:
+            qdd[i] = y
+            n += 1
+    return n
+
+
 class JointLimitGuard:
-    """Acceleration bounds of the active joints that stop them at their position limits.
+    """Acceleration bounds of the active joints that stop them at their position limits and
+    keep them within their velocity limits.
 
     ``braking`` [rad/s²] is the deceleration a joint may need near a limit, ``gain`` [1/s] how
-    fast the bound pulls the speed onto the braking curve. Joints without limits are free.
+    fast the bound pulls the speed onto the braking curve; ``margin`` [rad or m]: the joints
+    stop this far inside their URDF position limits (at most half their range);
+    ``speed_scale``: the URDF velocity limits times this. Joints without limits (and the DOF of
+    an active floating joint) are free.
     """
 
-    def __init__(self, model: RobotModel, braking: float = 10.0, gain: float = 20.0) -> None:
+    def __init__(self, model: RobotModel, braking: float = 10.0, gain: float = 20.0,
+                 margin: float = 0.0, speed_scale: float = 1.0) -> None:
         if not (braking > 0 and gain > 0):
             raise ValueError("braking and gain must be > 0")
-        dofs = model.active_dofs
-        q_index = [model.q_start[model.joint_index(n)] for n in model.active_joints]
-        self._q_index = np.asarray(q_index, dtype=np.int64)
-        self._v_index = np.asarray(dofs, dtype=np.int64)
-        self.lower = np.asarray(model.position_lower, float)[dofs]
-        self.upper = np.asarray(model.position_upper, float)[dofs]
-        self.speed = np.asarray(model.velocity_limit, float)[dofs]  # inf where none
-        self.braking, self.gain = braking, gain
-        self.velocity_gain = 5.0 * gain  # 1/s: at rest, up to 100 v_max of acceleration
-        self.active = np.zeros(len(dofs), dtype=bool)  # bound applied in the last clamp
-
-    def _allowed_speed(self, distance: np.ndarray) -> np.ndarray:
-        """Speed toward a limit from which the joint still stops on it: the braking curve
-        sqrt(2 a d), linear (d gain/4) close to the limit so that the bound's lag cannot
-        overshoot it."""
-        d = np.maximum(distance, 0.0)
-        return np.minimum(np.sqrt(2 * self.braking * d), 0.25 * self.gain * d)
+        if not (margin >= 0 and speed_scale > 0):
+            raise ValueError("margin must be >= 0 and speed_scale > 0")
+        dofs = np.asarray(model.active_dofs, dtype=np.int64)
+        joint_of_dof = np.repeat(np.arange(model.nb), model.nv_joint)[dofs]
+        one_dof = model.hinge_type[joint_of_dof] != FLOATING
+        self._q_index = np.where(one_dof, np.asarray(model.q_start)[joint_of_dof], 0)
+        self._q_index = np.array(self._q_index, dtype=np.int64)
+        self._v_index = np.array(dofs, dtype=np.int64)  # a writeable copy (kernel signature)
+        lower = np.where(one_dof, np.asarray(model.position_lower, float)[dofs], -np.inf)
+        upper = np.where(one_dof, np.asarray(model.position_upper, float)[dofs], np.inf)
+        with np.errstate(invalid="ignore"):
+            mid = 0.5 * (lower + upper)
+        bounded = np.isfinite(lower) & np.isfinite(upper)
+        self.lower = np.where(bounded, np.minimum(lower + margin, mid), lower)
+        self.upper = np.where(bounded, np.maximum(upper - margin, mid), upper)
+        speed = np.where(one_dof, np.asarray(model.velocity_limit, float)[dofs], np.inf)
+        self.speed = np.where(speed > 0, speed * speed_scale, np.inf)  # inf where none
+        self.braking, self.gain = float(braking), float(gain)
+        self.velocity_gain = 5.0 * self.gain  # 1/s: at rest, up to 100 v_max of acceleration
+        n = len(dofs)
+        self.active = np.zeros(n, dtype=bool)  # bound applied in the last clamp
+        self._lo, self._hi = np.zeros(n), np.zeros(n)
 
     def bounds(self, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(lower, upper) acceleration bounds [rad/s²] of the active joints; beyond a limit
-        the bound pushes the joint back (the same curve, negative distance)."""
-        qa, va = q[self._q_index], v[self._v_index]
-        with np.errstate(invalid="ignore"):
-            to_upper, to_lower = self.upper - qa, qa - self.lower
-            up = self.gain * (self._allowed_speed(to_upper) + 0.25 * self.gain
-                              * np.minimum(to_upper, 0.0) - va)
-            lo = -self.gain * (self._allowed_speed(to_lower) + 0.25 * self.gain
-                               * np.minimum(to_lower, 0.0) + va)
-        up = np.where(np.isfinite(self.upper), up, np.inf)
-        lo = np.where(np.isfinite(self.lower), lo, -np.inf)
-        with np.errstate(invalid="ignore"):  # the URDF velocity limits, the same way
-            up = np.minimum(up, np.where(np.isfinite(self.speed),
-                                         self.velocity_gain * (self.speed - va), np.inf))
-            lo = np.maximum(lo, np.where(np.isfinite(self.speed),
-                                         self.velocity_gain * (-self.speed - va), -np.inf))
-        return lo, np.maximum(up, lo)
+        """(lower, upper) acceleration bounds [rad/s²] of the active joints (preallocated
+        arrays, overwritten by the next call)."""
+        acceleration_bounds(_vector(q), _vector(v), self._q_index, self._v_index, self.lower,
+                            self.upper, self.speed, self.braking, self.gain,
+                            self.velocity_gain, self._lo, self._hi)
+        return self._lo, self._hi
+
+    def clamp_in_place(self, q: np.ndarray, v: np.ndarray, qdd_active: np.ndarray) -> int:
+        """Clip ``qdd_active`` (a float64 C-contiguous array) to the bounds in place; returns
+        how many joints were limited (``active`` flags them)."""
+        self.bounds(q, v)
+        return int(clamp_to_bounds(qdd_active, self._lo, self._hi, self.active))
 
     def clamp(self, q: np.ndarray, v: np.ndarray, qdd_active: np.ndarray) -> np.ndarray:
-        lo, hi = self.bounds(q, v)
-        out = np.clip(qdd_active, lo, hi)
-        np.not_equal(out, qdd_active, out=self.active)
+        """A clipped copy of ``qdd_active``."""
+        out = np.array(qdd_active, dtype=float)
+        self.clamp_in_place(q, v, out)
         return out
 
 
-class SafetyLayer:
-    """Placeholder: passes every command through (see ``command.py``)."""
+def _vector(x: np.ndarray) -> np.ndarray:
+    """``x`` as the kernels take it (a float64 C-contiguous vector; no copy when it is one)."""
+    if type(x) is np.ndarray and x.dtype == np.float64 and x.flags.c_contiguous:
+        return x
+    return np.ascontiguousarray(x, dtype=np.float64)
 
-    parameters: ClassVar[tuple[ParameterSpec, ...]] = ()
+
+class ReachCheck:
+    """Refuses a goal position no configuration reaches: farther from the chain's first joint
+    than the sum of its link lengths (``kinematics.reach``); every pose-goal mode uses it."""
+
+    def __init__(self, model: RobotModel, frame: str) -> None:
+        self.frame = frame
+        self.reach = reach(model, frame)
+
+    def check(self, position: np.ndarray) -> None:
+        """``ValueError`` with the distance and the reach for a goal beyond it."""
+        if self.reach is None:
+            return
+        center, radius = self.reach
+        distance = float(np.linalg.norm(np.asarray(position, float) - center))
+        if not distance <= radius:
+            raise ValueError(f"target {distance:.3f} m from the first joint is beyond the reach "
+                             f"of '{self.frame}' ({radius:.3f} m)")
+
+
+class SafetyLayer:
+    """The active joints' accelerations that a law's torques imply, kept within the
+    ``JointLimitGuard`` bounds, for every mode (see ``command.py``).
+
+    Each cycle: qdd = forward dynamics of (T_a of the law, T_p of the passive-force model) (the
+    hybrid recursion with every joint passive); qdd_a clipped to the guard's bounds; when a
+    bound bites, T_a and qdd_p are recomputed by the hybrid recursion (section 5) with the
+    bounded qdd_a and the same T_p (scaled toward the least accelerations within the bounds
+    when they would need more than the effort limits, which the motors would clip into other
+    accelerations), and the law's status names the joints. ``overrides``
+    counts the cycles it changed, ``limited_joints`` are the joints of the last one.
+    """
+
+    parameters: ClassVar[tuple[ParameterSpec, ...]] = (
+        ParameterSpec("safety_limits", True, "keep the active joints' commanded accelerations "
+                      "within bounds that stop them at their URDF position limits and keep them "
+                      "within their URDF velocity limits, in every mode"),
+        ParameterSpec("joint_limit_braking", 10.0, "deceleration with which the active joints "
+                      "are stopped at their URDF position limits (every mode)", unit="rad/s^2",
+                      low=0.1, high=1e3),
+        ParameterSpec("position_limit_margin", 0.0, "the active joints stop this far inside "
+                      "their URDF position limits (at most half the range)", unit="rad|m",
+                      low=0.0, high=1.0),
+        ParameterSpec("velocity_limit_scale", 1.0, "the active joints' speed bound: the URDF "
+                      "<limit velocity> times this", unit="1", low=0.01, high=10.0),
+    )
 
     def __init__(self, model: RobotModel, settings: Mapping[str, Any],
                  workspace: JacobianWorkspace | None = None) -> None:
-        self.model = model
+        def get(name: str) -> Any:
+            return settings[name] if name in settings else self._defaults[name]
 
-    def apply(self, q: np.ndarray, v: np.ndarray, out) -> None:
-        return None
+        self.model = model
+        self.enabled = bool(get("safety_limits"))
+        self.guard = JointLimitGuard(model, float(get("joint_limit_braking")),
+                                     margin=float(get("position_limit_margin")),
+                                     speed_scale=float(get("velocity_limit_scale")))
+        shared = workspace.shared if workspace is not None else Workspace(model)
+        self._forward = shared.hybrid("passive")  # forward dynamics (ABA)
+        self._hybrid = shared.hybrid("model")  # section 5 with the model's passive set
+        self.passive_forces = PassiveForceModel(model)
+        self._a = np.asarray(model.active_dofs, dtype=np.int64)
+        self._p = np.asarray(model.passive_dofs, dtype=np.int64)
+        self._tau = np.zeros(model.nv)
+        self._qdd_a = np.zeros(len(self._a))
+        self._tau_out = np.zeros(len(self._a))
+        effort = np.asarray(model.effort_limit, float)[self._a] * float(
+            settings.get("effort_limit_scale", 1.0))
+        self._effort = np.where(effort > 0, effort, np.inf)  # the node's command clamp
+        self._qdd_p_out = np.zeros(len(self._p))
+        self._empty = np.zeros(0)
+        self.overrides = 0
+        self.overrode = False  # in the last apply
+        self.limited_joints: list[str] = []
+
+    _defaults: ClassVar[dict[str, Any]] = {s.name: s.default for s in parameters}
+
+    def apply(self, q: np.ndarray, v: np.ndarray, out: LawOutput) -> bool:
+        """Bound ``out`` in place; True when it was changed (``overrode``)."""
+        self.overrode = False
+        if not self.enabled:
+            return False
+        tau, a = self._tau, self._a
+        tau[a] = out.tau_active  # the law's intent (before the effort clamp)
+        tau_p = self.passive_forces(q, v)
+        tau[self._p] = tau_p
+        try:
+            qdd = self._forward.compute(q, v, self._empty, tau).qdd
+        except ValueError:  # a non-finite command: the caller refuses it
+            return False
+        np.take(qdd, a, out=self._qdd_a)
+        if self.guard.clamp_in_place(q, v, self._qdd_a) == 0:
+            return False
+        res = self._hybrid.compute(q, v, self._qdd_a, tau_p)  # (5.4) with the bounded qdd_a
+        self._tau_out[:] = res.tau_active
+        self._qdd_p_out[:] = res.qdd_passive
+        if np.any(np.abs(self._tau_out) > self._effort):
+            self._within_effort(q, v, tau_p)
+        out.tau_active, out.qdd_passive = self._tau_out, self._qdd_p_out
+        self.overrides += 1
+        self.overrode = True
+        self.limited_joints = [self.model.dof_names[d] for d, b in zip(a, self.guard.active)
+                               if b]
+        out.status = f"{out.status} safety limits on {self.limited_joints}".strip()
+        return True
+
+    def _within_effort(self, q: np.ndarray, v: np.ndarray, tau_p: np.ndarray) -> None:
+        """The bounded accelerations need more than the effort limits (which the motors would
+        clip, giving other accelerations, beyond the bounds): scale them toward the least
+        ones within the bounds, qdd_s = clip(0, lo, hi), as far as the limits of the joints
+        that qdd_s leaves within them allow. T_a and qdd_p are affine in qdd_a, so
+        qdd_s + α (qdd_b − qdd_s), α ∈ [0, 1], stays within the bounds, keeps the direction
+        of the law's, and gives T_s + α (T_b − T_s)."""
+        lo, hi = self.guard.bounds(q, v)
+        res = self._hybrid.compute(q, v, np.clip(0.0, lo, hi), tau_p)
+        tau_s, qdd_p_s = res.tau_active.copy(), res.qdd_passive.copy()
+        d = self._tau_out - tau_s
+        limit = self._effort
+        with np.errstate(divide="ignore", invalid="ignore"):
+            room = np.where(d > 0, (limit - tau_s) / d, np.where(d < 0, (-limit - tau_s) / d,
+                                                                   np.inf))
+        room[np.abs(tau_s) > limit] = np.inf  # saturated whatever the others do
+        alpha = float(np.clip(np.min(room, initial=1.0), 0.0, 1.0))
+        self._tau_out[:] = tau_s + alpha * d
+        self._qdd_p_out[:] = qdd_p_s + alpha * (self._qdd_p_out - qdd_p_s)

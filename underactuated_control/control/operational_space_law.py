@@ -33,7 +33,7 @@ from ..parameters import ParameterSpec
 from ..passive_forces import PassiveForceModel
 from ..so3 import rotation_error
 from .law import ControlLaw, LawOutput
-from .limits import PoseSetpointFollower
+from .limits import PoseSetpointFollower, ReachCheck
 from .task_law import TaskLaw
 from .task_space import TaskReference
 
@@ -118,6 +118,13 @@ class OperationalSpaceLaw(ControlLaw):
         self._q_joints = np.array([model.q_start[model.joint_index(n)]
                                    for n in model.joint_names], dtype=np.int64)
         self._zero = np.zeros(0)
+        self.reach = ReachCheck(model, frame)
+
+    def check_reference(self, reference: TaskReference) -> None:
+        """``ValueError`` for a goal position no configuration reaches (``ReachCheck``; the
+        orientation task has none)."""
+        if 0 in self.rows:
+            self.reach.check(reference.position)
 
     def hold_reference(self, q: np.ndarray) -> TaskReference:
         ws = self.workspace

@@ -3,7 +3,8 @@
 The goal is a pose of the task frame (``~/pose_reference``; the measured pose until one
 arrives). The tracked setpoint moves toward it within ``task_max_speed``/``_acceleration``
 (and their angular counterparts), so a far or jumping goal is approached along a bounded
-profile; the active joints brake before their URDF position limits (``JointLimitGuard``).
+profile. Joint position and velocity limits are the command's safety layer's
+(``limits.SafetyLayer``, every mode); goals beyond the reach are refused (``ReachCheck``).
 """
 
 from __future__ import annotations
@@ -14,12 +15,11 @@ from typing import Any
 import numpy as np
 
 from ..jacobians import JacobianWorkspace
-from ..kinematics import reach
 from ..model import RobotModel
 from ..parameters import ParameterSpec
 from ..so3 import exp
 from .law import ControlLaw, LawOutput
-from .limits import JointLimitGuard, PoseSetpointFollower
+from .limits import PoseSetpointFollower, ReachCheck
 from .task_space import TASKS, EndEffectorTracker, TaskReference
 
 __all__ = ["TaskLaw"]
@@ -80,9 +80,6 @@ class TaskLaw(ControlLaw):
                       unit="m", low=1e-3, high=10.0),
         ParameterSpec("task_max_orientation_error", 0.5, "likewise for the orientation",
                       unit="rad", low=1e-3, high=3.14),
-        ParameterSpec("joint_limit_braking", 10.0, "deceleration with which task mode stops "
-                      "active joints at their URDF position limits", unit="rad/s^2", low=0.1,
-                      high=1e3),
     )
 
     def __init__(self, model: RobotModel, settings: Mapping[str, Any], frame: str,
@@ -91,7 +88,6 @@ class TaskLaw(ControlLaw):
         gains = {arg: float(settings[name]) for name, arg in _GAINS.items()}
         self.tracker = EndEffectorTracker(
             model, frame, task=settings["task"], workspace=self.workspace,
-            joint_limit_guard=JointLimitGuard(model, settings["joint_limit_braking"]),
             redundancy=settings["redundancy"],
             held_passive_dofs=[n for n in settings["hold_passive_dofs"] if n], **gains)
         self.follower = PoseSetpointFollower(
@@ -100,18 +96,12 @@ class TaskLaw(ControlLaw):
         self._last_t: float | None = None
         self.max_error = (settings["task_max_position_error"],
                           settings["task_max_orientation_error"])
-        self.reach = reach(model, frame)
+        self.reach = ReachCheck(model, frame)
 
     def check_reference(self, reference: TaskReference) -> None:
-        """``ValueError`` for a goal no configuration can reach (farther from the first joint
-        than the sum of the chain's link lengths)."""
-        if self.reach is None:
-            return
-        center, radius = self.reach
-        distance = float(np.linalg.norm(np.asarray(reference.position) - center))
-        if self.tracker.task in ("pose", "position", "planar") and distance > radius:
-            raise ValueError(f"target {distance:.3f} m from the first joint is beyond the reach "
-                             f"of '{self.frame}' ({radius:.3f} m)")
+        """``ValueError`` for a goal no configuration can reach (``ReachCheck``)."""
+        if self.tracker.task in ("pose", "position", "planar"):
+            self.reach.check(reference.position)
 
     def hold_reference(self, q: np.ndarray) -> TaskReference:
         ws = self.workspace
@@ -133,10 +123,6 @@ class TaskLaw(ControlLaw):
         self._leash(setpoint, res.position_error, res.orientation_error)
         ws = self.workspace
         status = "singular" if res.singular else ""
-        if self.tracker.joint_limit_guard.active.any():
-            limited = [n for n, b in zip(self.model.active_joints,
-                                         self.tracker.joint_limit_guard.active) if b]
-            status = f"{status} braking at joint limits {limited}".strip()
         return LawOutput(res.tau_active, res.qdd_passive, ws.J_G, ws.J_D, status)
 
     def _leash(self, setpoint: TaskReference, e_position: np.ndarray,

@@ -126,6 +126,14 @@ PARAMETERS = table(
     ParameterSpec("wrench_topic", "~/wrench", "geometry_msgs/WrenchStamped measured at the "
                   "task frame (root axes: frame_id empty or the root link), for force-"
                   "controlled directions", read_only=True),
+    ParameterSpec("wrench_limit_scale", 5.0, "a measured wrench is refused as implausible when "
+                  "the torque it gives some active joint through the task frame's Jacobian "
+                  "(|J^T w|) exceeds that joint's URDF effort limit times this", unit="1",
+                  low=0.1, high=1e3),
+    ParameterSpec("wrench_force_limit", 0.0, "a measured wrench with a larger force is refused "
+                  "(0: no absolute limit)", unit="N", low=0.0, high=1e9),
+    ParameterSpec("wrench_torque_limit", 0.0, "a measured wrench with a larger moment is "
+                  "refused (0: no absolute limit)", unit="N·m", low=0.0, high=1e9),
     ParameterSpec("diagnostics_period", 1.0, "period of /diagnostics", unit="s", low=0.05,
                   high=60.0, read_only=True),
 )
@@ -197,6 +205,8 @@ class HybridDynamicsController(Node):
                                  10)
         self.create_subscription(PoseStamped, "~/pose_reference", self._on_pose_reference, 10)
         self.measured_wrench: np.ndarray | None = None
+        self._wrench_ws = JacobianWorkspace(self.base_model)  # the plausibility check's J
+        self._last_q = self.base_model.neutral_configuration()  # of the last good state
         self.create_subscription(WrenchStamped, p["wrench_topic"], self._on_wrench, sensor_qos)
         if self.base_state == "odometry":
             self.create_subscription(Odometry, p["base_odometry_topic"], self._on_odometry,
@@ -219,11 +229,12 @@ class HybridDynamicsController(Node):
                       "missing_velocities": 0, "length_mismatch": 0, "duplicate_names": 0,
                       "future_stamps": 0, "out_of_order": 0, "saturated": 0,
                       "rejected_references": 0, "base_missing": 0, "base_stale": 0,
-                      "base_rejected": 0}
+                      "base_rejected": 0, "wrench_rejected": 0, "safety_overrides": 0}
         self._command_publishers = 1
         self._compute_times: list[float] = []
         self._cycle_stamps: list[float] = []
         self._saturated_names: list[str] = []
+        self._safety_names: list[str] = []
         self._zero = np.zeros(len(self.command_joints))
         # ~/follow_joint_trajectory and ~/controller_state (None without control_msgs)
         self.trajectory_action = TrajectoryActionServer.attach(self)
@@ -310,6 +321,13 @@ class HybridDynamicsController(Node):
             if msg.child_frame_id not in ("", child):
                 raise ValueError(f"child_frame_id '{msg.child_frame_id}' is not the floating "
                                  f"joint's child link '{child}'")
+            frame = msg.header.frame_id
+            if frame and frame == child:
+                raise ValueError(f"header.frame_id '{frame}' is the floating joint's child "
+                                 "link itself (give the pose in the world frame)")
+            if self.base_odometry is not None and frame != self.base_odometry[3]:
+                raise ValueError(f"header.frame_id '{frame}' differs from the odometry's world "
+                                 f"frame '{self.base_odometry[3]}'")
             p, o = msg.pose.pose.position, msg.pose.pose.orientation
             lin, ang = msg.twist.twist.linear, msg.twist.twist.angular
             q, v = base_from_odometry((p.x, p.y, p.z), (o.x, o.y, o.z, o.w),
@@ -361,15 +379,45 @@ class HybridDynamicsController(Node):
     def _on_wrench(self, msg: WrenchStamped) -> None:
         f, m = msg.wrench.force, msg.wrench.torque
         wrench = np.array([f.x, f.y, f.z, m.x, m.y, m.z])
-        if msg.header.frame_id not in ("", self.plan.model.root_link) or \
-                not np.all(np.isfinite(wrench)):
-            self.get_logger().warning(f"{self.params['wrench_topic']} ignored: give a finite "
-                                      f"wrench in '{self.plan.model.root_link}' axes",
+        try:
+            if msg.header.frame_id not in ("", self.plan.model.root_link) or \
+                    not np.all(np.isfinite(wrench)):
+                raise ValueError(f"give a finite wrench in '{self.plan.model.root_link}' axes")
+            self._check_wrench(wrench)
+        except ValueError as exc:  # the law keeps the last good wrench
+            self.stats["wrench_rejected"] += 1
+            self.get_logger().warning(f"{self.params['wrench_topic']} ignored: {exc}",
                                       throttle_duration_sec=2.0)
             return
         self.measured_wrench = wrench
         if hasattr(self.plan.law, "measured_wrench"):
             self.plan.law.measured_wrench = wrench
+
+    def _check_wrench(self, wrench: np.ndarray) -> None:
+        """``ValueError`` for an implausible wrench: beyond the absolute limits, or giving some
+        active joint more than ``wrench_limit_scale`` times its URDF effort limit through the
+        task frame's Jacobian at the last measured configuration (|J_aᵀ w|)."""
+        p = self.params
+        for name, what, part, unit in (("wrench_force_limit", "force", wrench[:3], "N"),
+                                       ("wrench_torque_limit", "moment", wrench[3:], "N·m")):
+            size, limit = float(np.linalg.norm(part)), p[name]
+            if limit > 0.0 and size > limit:
+                raise ValueError(f"{what} {size:.3g} {unit} > {name} {limit:g} {unit}")
+        model = self.plan.model
+        ws = self._wrench_ws
+        ws.set_configuration(self._last_q)
+        J = ws.frame_jacobian(p["task_frame"] or self.default_frame)[:, model.active_dofs]
+        torque = np.abs(J.T @ wrench)
+        effort = model.effort_limit[model.active_dofs]
+        limit = np.where(effort > 0.0, p["wrench_limit_scale"] * effort, np.inf)
+        over = np.flatnonzero(torque > limit)
+        if over.size:
+            k = over[np.argmax(torque[over] / limit[over])]
+            name = model.dof_names[model.active_dofs[k]]
+            raise ValueError(f"implausible: it gives joint '{name}' {torque[k]:.3g} N·m through "
+                             f"the task frame's Jacobian, more than wrench_limit_scale "
+                             f"{p['wrench_limit_scale']:g} x its effort limit "
+                             f"{model.effort_limit[model.active_dofs[k]]:g}")
 
     def _publish_ellipsoids(self, out) -> None:
         """Belted (red) and ordinary (blue) ellipsoids of the linear block of Λ⁻¹ at the task
@@ -477,6 +525,7 @@ class HybridDynamicsController(Node):
             return
         q, v = state
         self._last_receipt = time.monotonic()
+        self._last_q[:] = q
         self._silenced = False
         plan, law = self.plan, self.plan.law
         if self.reference is None:
@@ -491,6 +540,9 @@ class HybridDynamicsController(Node):
             self._send_zero_once(f"control law failed: {exc}")
             return
         plan.shaper.apply(q, v, out)  # safety layer, friction compensation (control/command)
+        if plan.shaper.safety.overrode:
+            self.stats["safety_overrides"] += 1
+            self._safety_names = plan.shaper.safety.limited_joints
         command = plan.mapper.map(out.tau_active)
         if not np.all(np.isfinite(command)):
             self._send_zero_once("non-finite effort computed")
@@ -552,6 +604,7 @@ class HybridDynamicsController(Node):
             "compute_time_mean_us": f"{1e6 * np.mean(times):.1f}" if times else "nan",
             "compute_time_max_us": f"{1e6 * np.max(times):.1f}" if times else "nan",
             "saturated_joints": ",".join(self._saturated_names),
+            "safety_joints": ",".join(self._safety_names),
             "missing_joints": ",".join(self._missing),
             "law_status": self._status,
             "command_publishers": str(self._command_publishers),
@@ -560,6 +613,7 @@ class HybridDynamicsController(Node):
         values.update({k: str(v) for k, v in self.stats.items()})
         status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
         self._saturated_names = []
+        self._safety_names = []
         msg = DiagnosticArray(status=[status])
         msg.header.stamp = self.get_clock().now().to_msg()
         self.diag_pub.publish(msg)

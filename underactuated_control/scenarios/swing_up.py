@@ -122,19 +122,22 @@ def simulate_offline(urdf: str, duration: float = 10.0, settings: dict | None = 
                      give_up: float | None = None) -> dict:
     """The swing-up law against MuJoCo physics stepped in this process (RK4; the model
     ``mujoco_sim`` builds, ``sim.closed_loop``): each step the law sees the state and its
-    torque is applied ``latency_steps`` steps later. Returns t, q, v, tau (joint torques as
-    applied, N×2), phase and the law. ``stop_settled`` (for tuning): once balancing within
-    1e-4 rad and 1e-3 rad/s of upright with a torque below 1e-3 τ_max, the rest of the run is
-    that state held with zero torque; ``give_up``: stop (``gave_up``) when the law has not been
+    torque, through the node's command stages (``control/command``), is applied
+    ``latency_steps`` steps later. Returns t, q, v, tau (joint torques as applied, N×2),
+    phase and the law. ``stop_settled`` (for tuning): once balancing within 1e-4 rad and
+    1e-3 rad/s of upright with a torque below 1e-3 τ_max, the rest of the run is that state
+    held with zero torque; ``give_up``: stop (``gave_up``) when the law has not been
     balancing by then."""
+    from ..control.command import CommandShaper, shaper_parameters
     from ..control.swing_up_law import SwingUpLaw
     from ..model import RobotModel
     from ..sim import build_plant, closed_loop
 
     model = RobotModel.from_urdf(urdf)
-    names = {s.name: s.default for s in SwingUpLaw.parameters}
+    names = {s.name: s.default for s in (*SwingUpLaw.parameters, *shaper_parameters())}
     names.update(settings or {})
     law = SwingUpLaw(model, names, model.body_names[-1])
+    shaper = CommandShaper(model, names, law.workspace)  # the node's command stages
     plant = build_plant(urdf, model, timestep=timestep, integrator="rk4")
     plant.set_state(np.asarray(q0, float))
     steps = int(round(duration / timestep))
@@ -148,7 +151,8 @@ def simulate_offline(urdf: str, duration: float = 10.0, settings: dict | None = 
 
     def control(k: int, qk: np.ndarray, vk: np.ndarray) -> list[float]:
         t[k], q[k], v[k] = plant.d.time, qk, vk
-        return [float(law.compute(q[k], v[k], None, float(plant.d.time), False).tau_active[0])]
+        out = law.compute(q[k], v[k], None, float(plant.d.time), False)
+        return [float(shaper.apply(q[k], v[k], out).tau_active[0])]
 
     def applied(k: int, torque: np.ndarray) -> bool:
         tau[k, a] = plant.clip(torque)[0]
