@@ -63,7 +63,7 @@ class JointLaw(ControlLaw):
                       "for ki < kp kd), one value (all joints) or one per joint of the model; 0: "
                       "no integral action", unit="1/s^3", low=0.0, high=1e8, per_joint=True,
                       validator=_one_per_joint("ki")),
-        ParameterSpec("i_clamp", [50.0], "bound on the integral term |ki ∫e dt| of each joint, "
+        ParameterSpec("i_clamp", [1e4], "bound on the integral term |ki ∫e dt| of each joint, "
                       "one value (all joints) or one per joint of the model", unit="rad/s^2",
                       low=0.0, high=1e6, per_joint=True, validator=_one_per_joint("i_clamp")),
         ParameterSpec("integrate_while_moving", False, "integrate a joint's error also while "
