@@ -14,7 +14,7 @@ it back at its next cycle): a joint whose final torque reached its effort limit 
 times ``effort_limit_scale``) does not integrate further into the saturation (unwinding is
 allowed); while a stage overrode the law (``status`` set, e.g. the safety layer), no joint
 integrates; unless ``integrate_while_moving``, a joint integrates only while its reference is at
-rest (v_ref = 0: holding, hold mode, after a goal's last point). The feed-forward model makes
+rest (|v_ref| ≤ 1e-6: holding, hold mode, after a goal's last point). The feed-forward model makes
 a moving joint's error a transient, not a steady disturbance; integrated, it leaves a slowly
 decaying tail after the motion (see doc/benchmarks.md, trajectory goals). A new latch of the
 reference (``hold_reference``: the mode's start, after a safety stop or a cancelled goal) and a
@@ -39,6 +39,7 @@ from .law import ControlLaw, LawOutput
 __all__ = ["JointLaw", "HoldLaw"]
 
 _MAX_DT = 0.05  # s: the longest step the integral takes (a gap in the states counts as this)
+_AT_REST = 1e-6  # rad/s or m/s: a reference this slow is at rest (integral on)
 
 
 def _one_per_joint(name: str):
@@ -130,7 +131,7 @@ class JointLaw(ControlLaw):
 
     def _integrating(self, reference: JointReference, q: np.ndarray) -> np.ndarray | None:
         """Anti-windup: the joints whose integral may advance this cycle (None: all)."""
-        allowed = None if self._while_moving else reference.velocity == 0.0
+        allowed = None if self._while_moving else np.abs(reference.velocity) <= _AT_REST
         last = self._last
         if last is None:
             return allowed
