@@ -82,12 +82,16 @@ class PassiveForceModel:
         """The same parameters for another passive set of the same robot."""
         return PassiveForceModel(model, self.overrides)
 
-    def all_joints(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """The passive-element force of every DOF (what each joint's damper/spring would apply)."""
+    def all_joints(self, q: np.ndarray, v: np.ndarray,
+                   coulomb_velocity: np.ndarray | None = None) -> np.ndarray:
+        """The passive-element force of every DOF (what each joint's damper/spring would apply).
+        ``coulomb_velocity`` (default ``v``): the velocity whose smooth sign the Coulomb term
+        takes (a controller compensating friction gives the motion it intends)."""
         qq = np.where(self._stiffness > 0.0, np.asarray(q)[self._q_index], 0.0)
         v = np.asarray(v, dtype=float)
+        vc = v if coulomb_velocity is None else np.asarray(coulomb_velocity, dtype=float)
         np.multiply(self._damping, v, out=self._out)
-        self._out += self._coulomb * np.tanh(v / self._scale)
+        self._out += self._coulomb * np.tanh(vc / self._scale)
         self._out += self._stiffness * (qq - self._rest)
         return -self._out
 

@@ -52,8 +52,10 @@ Q0 = [0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8]
 STEP = [0.3, 0.25, -0.3, 0.35, 0.3, -0.3, 0.4]  # the joint step commanded after 0.2 s of hold
 STATES, COMMANDS = "/joint_states", "/effort_controller/commands"
 REFERENCE = "/hybrid_dynamics_controller/joint_reference"
-CONTROLLER = {"mode": "joint", "kp": [100.0], "kd": [20.0], "publish_jacobians": False,
-              "state_timeout": 0.5}
+# ki 0: the integral depends on which states arrived (best effort), so a replay reproduces
+# the commands only without it; the friction compensation is a function of the state
+CONTROLLER = {"mode": "joint", "kp": [100.0], "kd": [20.0], "ki": [0.0],
+              "publish_jacobians": False, "state_timeout": 0.5}
 PARAMS_FILE = "controller.yaml"  # next to the bag: the recorded controller's parameters
 TOL = 1e-6  # N·m, see the module docstring
 SIM_SPEED = 0.5  # the recorded run at half speed: states 4 ms apart, few dropped

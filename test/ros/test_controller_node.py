@@ -111,9 +111,11 @@ class Driver:
 
 
 def start_controller(launch, **params):
+    # the law alone (the oracle is its dense hybrid torque): arm7's URDF friction compensation
+    # and the integral (a function of the history) off; both are tested in test_friction*.py
     base = {"urdf_path": str(ARM7_PATH), "passive_joints": ["joint2", "joint4"],
             "mode": "joint", "command_joints": COMMAND_JOINTS, "diagnostics_period": 0.2,
-            "state_timeout": 0.5}
+            "state_timeout": 0.5, "friction_compensation": False, "ki": [0.0]}
     base.update(params)
     return launch("hybrid_dynamics_controller", base)
 

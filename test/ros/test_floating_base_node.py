@@ -116,7 +116,8 @@ def test_floating_base_command_equals_dense_hybrid_torque(ros, launch, gravity):
     Pinocchio's dense hybrid solution with a free-flyer (base passive, T_p = 0)."""
     node = launch("hybrid_dynamics_controller", {
         "urdf_path": str(SPACE_PATH), "floating_base": True, "gravity": gravity,
-        "mode": "joint", "state_timeout": 1.0, "publish_jacobians": False})
+        "mode": "joint", "state_timeout": 1.0, "publish_jacobians": False,
+        "friction_compensation": False, "ki": [0.0]})  # the law alone (see test_friction*.py)
     driver = Driver(ros)
     assert ros.wait_for(lambda: driver.state_pub.get_subscription_count() > 0 and
                         driver.odom_pub.get_subscription_count() > 0, 30), node.log()
@@ -147,7 +148,7 @@ def test_momentum_base_state_matches_conservation_of_momentum(ros, launch):
     node = launch("hybrid_dynamics_controller", {
         "urdf_path": str(SPACE_PATH), "floating_base": True, "gravity": [0.0, 0.0, 0.0],
         "mode": "joint", "base_state": "momentum", "state_timeout": 60.0,
-        "publish_jacobians": False})
+        "publish_jacobians": False, "friction_compensation": False, "ki": [0.0]})
     driver = Driver(ros)
     estimates = []
     ros.node.create_subscription(Odometry, f"{NODE}/base_estimate", estimates.append, 10)

@@ -1,4 +1,31 @@
-"""Friction and damping compensation of the active joints (ROS-free; see ``command.py``)."""
+"""Friction and damping compensation of the active joints (ROS-free; see ``command.py``).
+
+The laws plan in a frictionless model of the active joints (the hybrid recursion of section 5
+carries the passive-force model T_p on the passive joints only). A real gearbox, and
+``mujoco_sim`` (URDF damping -> MuJoCo damping, friction -> frictionloss), resist every joint
+with its URDF ``<dynamics>``; on the active joints this stage adds the opposite of the
+passive-force model (``passive_forces.PassiveForceModel``, T = -d v - f_c tanh(v/v_s) - k(q -
+q_rest)) as feed-forward:
+
+    T_a += s_d d v + s_f f_c tanh(w / v_s)
+
+- viscous part on the measured velocity v: it cancels the damping the joint really feels, so
+  the law's designed error dynamics (kp, kd, ki per joint) hold;
+- Coulomb part with a smooth sign of w, the motion the law intends (``LawOutput
+  .intended_velocity``): the joint law gives w = v_ref + (kp e + ki ∫e)/kd, the velocity its
+  damping term drives the joint toward. Before a joint moves (v = 0, stuck in its dry friction)
+  w already says which way it must break away, and at rest on the reference (w = 0) the
+  compensation fades out instead of chattering on the sign of a noisy velocity. Laws without a
+  joint-space intent (task, operational_space, swing_up: their accelerations come from a task
+  error, not a joint error) give none: w = v, the measured velocity — the friction that acts
+  is the one opposing the actual motion, and a joint at rest (|v| << v_s) gets no push in an
+  arbitrary direction;
+- a spring (stiffness overrides) is not part of the URDF and is not compensated here.
+
+Scale factors s_d, s_f (1: the URDF values) let a user trust the URDF less (0: off per kind);
+``friction_compensation`` false switches the stage off. Zero where the URDF has no
+``<dynamics>``.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +34,73 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..model import RobotModel
+from ..model import FLOATING, RobotModel
 from ..parameters import ParameterSpec
+from ..passive_forces import JointForceParameters, PassiveForceModel
 from .law import LawOutput
 
 __all__ = ["FrictionCompensation"]
 
 
 class FrictionCompensation:
-    """Placeholder: no compensation yet."""
+    """Feed-forward of the active joints' URDF damping and dry friction (module docstring)."""
 
-    parameters: ClassVar[tuple[ParameterSpec, ...]] = ()
+    parameters: ClassVar[tuple[ParameterSpec, ...]] = (
+        ParameterSpec("friction_compensation", True, "add the active joints' URDF <dynamics> "
+                      "damping and dry friction to every mode's command as feed-forward "
+                      "(viscous on the measured velocity, Coulomb with a smooth sign of the "
+                      "motion the law intends)"),
+        ParameterSpec("damping_compensation_scale", 1.0, "fraction of the URDF damping "
+                      "compensated (0: none)", unit="1", low=0.0, high=2.0),
+        ParameterSpec("friction_compensation_scale", 1.0, "fraction of the URDF dry friction "
+                      "compensated (0: none)", unit="1", low=0.0, high=2.0),
+        ParameterSpec("friction_smoothing_velocity", 0.01, "velocity v_s of the compensation's "
+                      "smooth sign tanh(w / v_s) of the Coulomb friction", unit="rad/s or m/s",
+                      low=1e-5, high=1.0),
+    )
 
     def __init__(self, model: RobotModel, settings: Mapping[str, Any]) -> None:
         self.model = model
+        self.enabled = bool(settings.get("friction_compensation", True))
+        s_d = float(settings.get("damping_compensation_scale", 1.0))
+        s_f = float(settings.get("friction_compensation_scale", 1.0))
+        v_s = float(settings.get("friction_smoothing_velocity", 0.01))
+        for name, value, low in (("damping_compensation_scale", s_d, 0.0),
+                                 ("friction_compensation_scale", s_f, 0.0),
+                                 ("friction_smoothing_velocity", v_s, 1e-12)):
+            if not (np.isfinite(value) and value >= low):
+                raise ValueError(f"{name} must be finite and >= {low:g}, got {value}")
+        self._active = np.asarray(model.active_dofs, dtype=np.int64)
+        overrides = {}
+        for k, name in enumerate(model.joint_names):
+            if model.hinge_type[k] == FLOATING:
+                continue
+            dof = model.joint_dofs(name)[0]
+            overrides[name] = JointForceParameters(
+                damping=s_d * float(model.damping[dof]), coulomb=s_f * float(model.friction[dof]),
+                coulomb_velocity_scale=v_s)
+        self.forces = PassiveForceModel(model, overrides)
+        # nothing to add where the URDF gives no <dynamics> on an active joint
+        self.enabled &= bool(np.any(model.damping[self._active] * s_d > 0.0)
+                             or np.any(model.friction[self._active] * s_f > 0.0))
+        self._w = np.zeros(model.nv)
+        self._tau = np.zeros(len(self._active))
+        self.torque = np.zeros(len(self._active))  # the last compensation added [N·m or N]
+
+    def compensation(self, q: np.ndarray, v: np.ndarray,
+                     intended_velocity: np.ndarray | None = None) -> np.ndarray:
+        """s_d d v + s_f f_c tanh(w / v_s) of the active joints (active order), w the intended
+        velocity of the active joints (None: the measured one)."""
+        self._w[:] = v
+        if intended_velocity is not None:
+            self._w[self._active] = intended_velocity
+        np.negative(self.forces.all_joints(q, v, self._w)[self._active], out=self.torque)
+        return self.torque
 
     def apply(self, q: np.ndarray, v: np.ndarray, out: LawOutput) -> None:
+        """``out.tau_active`` plus the compensation (a buffer of this stage)."""
+        if not self.enabled:
+            return None
+        np.add(out.tau_active, self.compensation(q, v, out.intended_velocity), out=self._tau)
+        out.tau_active = self._tau
         return None

@@ -1,10 +1,26 @@
 """Modes ``joint`` and ``hold``: joint-space control through the hybrid recursion.
 
-joint: qdd_a = qdd_ref + kd (v_ref - v) + kp (q_ref - q) on the active joints, then T_a and
-qdd_p from the hybrid recursion (section 5) with T_p from the passive-force model; the
-reference follows ``~/joint_reference`` or a ``~/follow_joint_trajectory`` goal (one sampler,
-``trajectory_sampling.py``). hold: the same law, reference latched at the measured
+joint: qdd_a = qdd_ref + kd (v_ref - v) + kp e + ki ∫e dt (e = q_ref - q) on the active joints,
+then T_a and qdd_p from the hybrid recursion (section 5) with T_p from the passive-force model;
+the reference follows ``~/joint_reference`` or a ``~/follow_joint_trajectory`` goal (one
+sampler, ``trajectory_sampling.py``). hold: the same law, reference latched at the measured
 configuration (incoming joint references are kept for a later ``mode:=joint``).
+
+Integral action (``joint_space.py``), as JTC's effort PID: the integral advances over the time
+between two states (the states' own stamps: simulated time under ``use_sim_time``; a gap longer
+than ``_MAX_DT`` counts as ``_MAX_DT``). Anti-windup, from this law's previous output as the
+command stages and the node left it (``command.py`` shapes the output in place; the law reads
+it back at its next cycle): a joint whose final torque reached its effort limit (URDF limit
+times ``effort_limit_scale``) does not integrate further into the saturation (unwinding is
+allowed); while a stage overrode the law (``status`` set, e.g. the safety layer), no joint
+integrates; unless ``integrate_while_moving``, a joint integrates only while its reference is at
+rest (|v_ref| ≤ 1e-6: holding, hold mode, after a goal's last point). The feed-forward model makes
+a moving joint's error a transient, not a steady disturbance; integrated, it leaves a slowly
+decaying tail after the motion (see doc/benchmarks.md, trajectory goals). A new latch of the
+reference (``hold_reference``: the mode's start, after a safety stop or a cancelled goal) and a
+new law (mode change, new gains or passive set) start from a zero integral; ki 0 switches it
+off. The output carries the velocity the law drives each joint
+toward (``intended_velocity``), the sign of the friction compensation (``friction.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +37,9 @@ from .joint_space import JointReference, JointSpaceController
 from .law import ControlLaw, LawOutput
 
 __all__ = ["JointLaw", "HoldLaw"]
+
+_MAX_DT = 0.05  # s: the longest step the integral takes (a gap in the states counts as this)
+_AT_REST = 1e-6  # rad/s or m/s: a reference this slow is at rest (integral on)
 
 
 def _one_per_joint(name: str):
@@ -40,6 +59,18 @@ class JointLaw(ControlLaw):
         ParameterSpec("kd", [20.0], "joint damping, one value (all joints) or one per joint "
                       "of the model", unit="1/s", low=0.0, high=1e4, per_joint=True,
                       validator=_one_per_joint("kd")),
+        ParameterSpec("ki", [200.0], "joint integral gain (acceleration units, like kp and kd: "
+                      "the error obeys d³e/dt³ + kd ë + kp ė + ki e = 0 on an exact model, stable "
+                      "for ki < kp kd), one value (all joints) or one per joint of the model; 0: "
+                      "no integral action", unit="1/s^3", low=0.0, high=1e8, per_joint=True,
+                      validator=_one_per_joint("ki")),
+        ParameterSpec("i_clamp", [1e4], "bound on the integral term |ki ∫e dt| of each joint, "
+                      "one value (all joints) or one per joint of the model", unit="rad/s^2",
+                      low=0.0, high=1e6, per_joint=True, validator=_one_per_joint("i_clamp")),
+        ParameterSpec("integrate_while_moving", False, "integrate a joint's error also while "
+                      "its reference moves (false: only while it is at rest — holding, hold "
+                      "mode, after a goal's last point — so that tracking transients leave no "
+                      "tail)"),
     )
 
     def __init__(self, model: RobotModel, settings: Mapping[str, Any], frame: str,
@@ -48,9 +79,19 @@ class JointLaw(ControlLaw):
         active = [model.joint_index(n) for n in model.active_joints]
         kp = per_joint("kp", settings["kp"], model.joint_names)[active]
         kd = per_joint("kd", settings["kd"], model.joint_names)[active]
-        self.controller = JointSpaceController(model, kp, kd, dynamics=self.workspace.dynamics)
+        ki = per_joint("ki", settings.get("ki", 0.0), model.joint_names)[active]
+        i_clamp = per_joint("i_clamp", settings.get("i_clamp", np.inf), model.joint_names)[active]
+        self.controller = JointSpaceController(model, kp, kd, dynamics=self.workspace.dynamics,
+                                               ki=ki, i_clamp=i_clamp)
+        scale = float(settings.get("effort_limit_scale", 1.0))
+        self._effort_limit = np.asarray(model.effort_limit, float)[model.active_dofs] * scale
+        self._while_moving = bool(settings.get("integrate_while_moving", False))
+        self._last: LawOutput | None = None  # the previous output, as the stages shaped it
+        self._last_t: float | None = None
 
     def hold_reference(self, q: np.ndarray) -> JointReference:
+        self.controller.reset_integral()  # a new latch starts from a zero integral
+        self._last_t = None
         na = self.model.n_active
         return JointReference(self.controller.active_positions(q).copy(), np.zeros(na),
                               np.zeros(na))
@@ -75,13 +116,35 @@ class JointLaw(ControlLaw):
         gaps = np.isnan(reference.position)
         if gaps.any():  # joints that became active hold their measured position
             reference.position[gaps] = self.controller.active_positions(q)[gaps]
+        dt = 0.0 if self._last_t is None else min(max(t - self._last_t, 0.0), _MAX_DT)
+        self._last_t = t
+        integrate = self._integrating(reference, q)
         J_G = J_D = None
         if with_jacobians:  # one (4.6) pass for J_G, J_D and the command
             J_G, J_D = self.workspace.generalized(self.frame, q)
-            res = self.controller.compute(q, v, reference, configured=True)
+            res = self.controller.compute(q, v, reference, True, dt, integrate)
         else:
-            res = self.controller.compute(q, v, reference)
-        return LawOutput(res.tau_active, res.qdd_passive, J_G, J_D)
+            res = self.controller.compute(q, v, reference, False, dt, integrate)
+        self._last = LawOutput(res.tau_active, res.qdd_passive, J_G, J_D,
+                               intended_velocity=self.controller.intended_velocity)
+        return self._last
+
+    def _integrating(self, reference: JointReference, q: np.ndarray) -> np.ndarray | None:
+        """Anti-windup: the joints whose integral may advance this cycle (None: all)."""
+        allowed = None if self._while_moving else np.abs(reference.velocity) <= _AT_REST
+        last = self._last
+        if last is None:
+            return allowed
+        if last.status:  # a stage overrode the law: its error is not the law's to integrate
+            return np.zeros(self.model.n_active, dtype=bool)
+        tau = last.tau_active
+        saturated = np.abs(tau) >= self._effort_limit
+        if not saturated.any():
+            return allowed
+        # integrating the error's sign pushes the torque the same way: allowed if it unwinds
+        error = reference.position - self.controller.active_positions(q)
+        free = ~saturated | (np.sign(error) != np.sign(tau))
+        return free if allowed is None else free & allowed
 
 
 class HoldLaw(JointLaw):

@@ -2,10 +2,19 @@
 (name matching of measured states, command ordering and clamping); trajectories are sampled
 into a ``JointReference`` by ``trajectory_sampling.py``.
 
-Joint mode:  qdd_a = qdd_ref + kd (v_ref - v) + kp (q_ref - q)  on the active joints, then
-T_a and qdd_p from the hybrid recursion (section 5) with T_p from the passive-force model.
-A reference equal to the measured state gives exactly the feed-forward hybrid torque.
-Hold mode is joint mode with the reference latched at the configuration where it started.
+Joint mode:  qdd_a = qdd_ref + kd (v_ref - v) + kp e + ki ∫e dt,  e = q_ref - q,  on the active
+joints, then T_a and qdd_p from the hybrid recursion (section 5) with T_p from the passive-force
+model. A reference equal to the measured state (and no integral) gives exactly the
+feed-forward hybrid torque. Hold mode is joint mode with the reference latched at the
+configuration where it started.
+
+Integral action (JTC's effort PID has one): ki [1/s³] in the same acceleration units as kp
+and kd, so that with an exact model every joint's error obeys d³e/dt³ + kd ë + kp ė + ki e = 0
+whatever its inertia (stable for ki < kp kd; one default fits a heavy shoulder and a light
+wrist, which a gain in N·m/(rad·s) could not); the hybrid recursion turns the integral's
+acceleration into the torque that rejects a constant disturbance (unmodelled friction, load).
+The integral term ki ∫e is kept within ±i_clamp [rad/s²] and integrated only where the caller
+allows (anti-windup: not while the command is saturated or overridden, see ``joint_law.py``).
 """
 
 from __future__ import annotations
@@ -149,15 +158,17 @@ class JointReference:
 
 
 class JointSpaceController:
-    """qdd_a = qdd_ref + kd (v_ref - v) + kp (q_ref - q), then the hybrid recursion.
+    """qdd_a = qdd_ref + kd (v_ref - v) + kp e + ki ∫e dt, then the hybrid recursion.
 
-    ``kp`` [1/s²] and ``kd`` [1/s] are per active DOF (arrays of n_active) or scalars.
+    ``kp`` [1/s²], ``kd`` [1/s], ``ki`` [1/s³] and ``i_clamp`` [rad/s² or m/s²] are per active
+    DOF (arrays of n_active) or scalars; ki 0 (the default): no integral action.
     """
 
     def __init__(self, model: RobotModel, kp: float | np.ndarray = 100.0,
                  kd: float | np.ndarray = 20.0,
                  passive_forces: PassiveForceModel | None = None,
-                 dynamics: HybridDynamics | None = None) -> None:
+                 dynamics: HybridDynamics | None = None, ki: float | np.ndarray = 0.0,
+                 i_clamp: float | np.ndarray = np.inf) -> None:
         floating = [model.joint_names[k] for k in range(model.nb)
                     if model.hinge_type[k] == FLOATING and not model.passive_joint_mask[k]]
         if floating:
@@ -168,10 +179,28 @@ class JointSpaceController:
         self.passive_forces = passive_forces if passive_forces is not None else \
             PassiveForceModel(model)
         self.set_gains(kp, kd)
+        self.set_integral(ki, i_clamp)
         self._active_q = np.array([model.q_start[model.joint_index(n)]
                                    for n in model.active_joints], dtype=np.int64)
         na = model.n_active
         self._qdd = np.zeros(na)
+        self._error = np.zeros(na)
+        self.integral = np.zeros(na)  # the integral term ki ∫e dt [rad/s²], within ±i_clamp
+        self.intended_velocity = np.zeros(na)  # v_ref + (kp e + ki ∫e) / kd
+
+    def set_integral(self, ki: float | np.ndarray, i_clamp: float | np.ndarray) -> None:
+        """ki [1/s³] and the clamp of the integral term [rad/s²]: one value or one per active
+        joint; finite ki >= 0, i_clamp >= 0 (inf: no clamp)."""
+        ki_arr = per_joint("ki", ki, self.model.active_joints)
+        clamp = per_joint("i_clamp", i_clamp, self.model.active_joints)
+        if not np.all(np.isfinite(ki_arr)) or np.any(ki_arr < 0):
+            raise ValueError(f"ki must be finite and >= 0, got {ki_arr.tolist()}")
+        if np.any(np.isnan(clamp)) or np.any(clamp < 0):
+            raise ValueError(f"i_clamp must be >= 0, got {clamp.tolist()}")
+        self.ki, self.i_clamp = ki_arr, clamp
+
+    def reset_integral(self) -> None:
+        self.integral[:] = 0.0
 
     def set_gains(self, kp: float | np.ndarray, kd: float | np.ndarray) -> None:
         """One value (every active joint) or one per active joint; finite and >= 0."""
@@ -187,12 +216,28 @@ class JointSpaceController:
         return q[self._active_q]
 
     def compute(self, q: np.ndarray, v: np.ndarray, ref: JointReference,
-                configured: bool = False) -> HybridResult:
+                configured: bool = False, dt: float = 0.0,
+                integrate: np.ndarray | None = None) -> HybridResult:
         """T_a, qdd_p for the state and reference (results in the preallocated workspace).
-        ``configured``: the workspace already holds (4.6) for ``q`` (e.g. from J_G)."""
+        ``configured``: the workspace already holds (4.6) for ``q`` (e.g. from J_G). ``dt`` [s]:
+        the time since the last call, over which the integral advances by ki e dt on the
+        joints ``integrate`` allows (bool per active joint; None: all)."""
         a = self.model.active_dofs
-        np.subtract(ref.position, q[self._active_q], out=self._qdd)
-        self._qdd *= self.kp
+        np.subtract(ref.position, q[self._active_q], out=self._error)
+        if dt > 0.0 and np.any(self.ki > 0.0):
+            step = self.ki * self._error * dt
+            if integrate is not None:
+                step[~integrate] = 0.0
+            self.integral += step
+            np.clip(self.integral, -self.i_clamp, self.i_clamp, out=self.integral)
+        np.multiply(self.kp, self._error, out=self._qdd)
+        self._qdd += self.integral
+        # the velocity the damping term drives toward (qdd = qdd_ref + kd (w - v)); kd 0: the
+        # sign of the pull, as a velocity far beyond any smoothing scale
+        pull = self._qdd
+        self.intended_velocity[:] = np.where(self.kd > 0.0, pull / np.where(
+            self.kd > 0.0, self.kd, 1.0), np.sign(pull) * 1e6)
+        self.intended_velocity += ref.velocity
         self._qdd += self.kd * (ref.velocity - v[a])
         self._qdd += ref.acceleration
         tau_passive = self.passive_forces(q, v)

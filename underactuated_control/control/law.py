@@ -44,6 +44,9 @@ class LawOutput:
     status: str = ""  # e.g. "singular" when the task lost rank (shown in diagnostics)
     task_inertia_inverse: np.ndarray | None = None  # (6, 6) Λ⁻¹ of the task frame, if known
     task_point: np.ndarray | None = None  # (3,) where the task frame is (root axes)
+    # (n_active,) the velocity the law drives the active joints toward (its smooth sign is the
+    # direction of the friction compensation, control/friction.py); None: the measured one
+    intended_velocity: np.ndarray | None = None
 
 
 class ControlLaw(ABC):
