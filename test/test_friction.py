@@ -95,17 +95,21 @@ def test_apply_adds_it_to_every_modes_output_and_switches_off():
     rng = np.random.default_rng(1)
     q, v = model.random_configuration(rng, scale=1.0), rng.uniform(-1, 1, model.nv)
     tau = rng.uniform(-5, 5, model.n_active)
-    on = CommandShaper(model, settings())
+    # the friction stage alone (the safety layer may override random torques at random speeds)
+    on = CommandShaper(model, settings(safety_limits=False))
     out = on.apply(q, v, LawOutput(tau.copy(), np.zeros(0)))
     np.testing.assert_allclose(out.tau_active - tau, on.friction.compensation(q, v),
                                rtol=1e-12)
-    off = CommandShaper(model, settings(friction_compensation=False))
+    # a law that compensates its own joints' friction (swing_up) gets nothing added
+    np.testing.assert_array_equal(on.apply(q, v, LawOutput(
+        tau.copy(), np.zeros(0), friction_compensated=True)).tau_active, tau)
+    off = CommandShaper(model, settings(friction_compensation=False, safety_limits=False))
     np.testing.assert_array_equal(off.apply(q, v, LawOutput(tau.copy(), np.zeros(0))).tau_active,
                                   tau)
     # zero where the URDF gives no <dynamics> (the bundled arm7 without them)
     bare = RobotModel.from_urdf(ARM7.replace('damping="0.05" friction="0.1"',
                                              'damping="0" friction="0"'))
-    shaper = CommandShaper(bare, settings())
+    shaper = CommandShaper(bare, settings(safety_limits=False))
     assert not shaper.friction.enabled
     t7 = rng.uniform(-5, 5, 7)
     np.testing.assert_array_equal(shaper.apply(np.zeros(7), np.ones(7),

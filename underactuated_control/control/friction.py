@@ -99,7 +99,7 @@ class FrictionCompensation:
 
     def apply(self, q: np.ndarray, v: np.ndarray, out: LawOutput) -> None:
         """``out.tau_active`` plus the compensation (a buffer of this stage)."""
-        if not self.enabled:
+        if not self.enabled or out.friction_compensated:
             return None
         np.add(out.tau_active, self.compensation(q, v, out.intended_velocity), out=self._tau)
         out.tau_active = self._tau

@@ -47,6 +47,9 @@ class LawOutput:
     # (n_active,) the velocity the law drives the active joints toward (its smooth sign is the
     # direction of the friction compensation, control/friction.py); None: the measured one
     intended_velocity: np.ndarray | None = None
+    # the law already includes the active joints' URDF friction and damping (swing_up):
+    # the friction stage adds nothing
+    friction_compensated: bool = False
 
 
 class ControlLaw(ABC):

@@ -596,7 +596,8 @@ class SwingUpLaw(ControlLaw):
         u = (tau_motor - compensation - tau0) / D
         self._tau[0] = tau_motor
         self._qdd_p[0] = p0 + Jd * u
-        return LawOutput(self._tau, self._qdd_p, J_G, J_D, self.phase)
+        return LawOutput(self._tau, self._qdd_p, J_G, J_D, self.phase,
+                         friction_compensated=True)  # its motor joint's friction: above
 
     def _orbit_loss_table(self, samples: int = 91) -> tuple[np.ndarray, np.ndarray]:
         """(x, W(x)): the energy the passive joint's URDF damping d and friction f take on
