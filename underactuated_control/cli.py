@@ -389,7 +389,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             print(f"  iteration {iteration:3d}: cost {cost:.6g}, step {alpha:g}", flush=True)
 
     print(f"optimising '{model.name}': active {list(model.active_joints)}, passive "
-          f"{list(model.passive_joints)}, {len(problem.us_init)} knots of {args.dt} s")
+          f"{list(model.passive_joints)}, {len(problem.us_init)} knots of {args.dt} s (the "
+          "first run after an install or update compiles the kernels: a minute or two)",
+          flush=True)
     t0 = time.perf_counter()
     sol = solve_box_ddp(problem.step, problem.x0, problem.us_init, problem.running,
                         problem.terminal, max_iterations=args.max_iterations, progress=progress)

@@ -340,6 +340,7 @@ def simulate_offline(urdf: str | None = None, overrides: Mapping[str, Any] | Non
     rest). The recorded torque ``tau`` is the one computed from each state."""
     import mujoco
 
+    from ..control.command import CommandShaper, shaper_parameters
     from ..control.task_law import TaskLaw
     from ..control.task_space import TaskReference
     from ..model import RobotModel
@@ -349,6 +350,8 @@ def simulate_offline(urdf: str | None = None, overrides: Mapping[str, Any] | Non
     model = RobotModel.from_urdf(text)
     settings = law_settings(overrides)
     law = TaskLaw(model, settings, HEAD)
+    shaper = CommandShaper(model, {**{s.name: s.default for s in shaper_parameters()},
+                                   **settings}, law.workspace)  # the node's command stages
     plant = snake_plant(text, model, timestep, integrator)
     m, d = plant.m, plant.d
     site = m.site("head").id
@@ -370,7 +373,7 @@ def simulate_offline(urdf: str | None = None, overrides: Mapping[str, Any] | Non
         if k % every == 0:
             goal, _, _ = path(t)
             reference[0] = TaskReference(position=goal, rotation=reference[0].rotation)
-        out = law.compute(q, v, reference[0], t, with_jacobians=False)
+        out = shaper.apply(q, v, law.compute(q, v, reference[0], t, with_jacobians=False))
         if not np.all(np.isfinite(out.tau_active)):
             raise FloatingPointError(f"non-finite command at t = {t:.3f} s")
         tau = np.array(out.tau_active, float)
