@@ -76,9 +76,13 @@ def test_coulomb_part_is_the_smooth_sign_of_the_intended_motion():
     v_against[np.abs(w) < 1e-12] = 0.0
     assert np.all(np.sign(comp.compensation(q, v_against, w)) == np.sign(w))
     assert np.all(comp.compensation(q, np.zeros(model.nv), np.zeros(na)) == 0.0)
-    # without an intent (task-space laws): the measured velocity
+    # without an intent (task-space laws): α v, zero slope at rest, the measured velocity beyond
     v = np.linspace(-0.05, 0.05, model.nv)
-    np.testing.assert_allclose(comp.compensation(q, v), f_c * np.tanh(v / v_s), rtol=1e-12)
+    alpha = np.minimum(1.0, np.abs(v) / v_s)
+    np.testing.assert_allclose(comp.compensation(q, v), f_c * np.tanh(alpha * v / v_s),
+                               rtol=1e-12)
+    tiny = comp.compensation(q, np.full(model.nv, 1e-6 * v_s))
+    assert np.all(np.abs(tiny) < 1e-11)  # ~ f_c (v/v_s)²: no negative damping at rest
     # smooth and odd, bounded by f_c, tanh(1) at v_s
     ws = np.linspace(-5 * v_s, 5 * v_s, 2001)
     values = np.array([comp.compensation(q, np.zeros(model.nv), np.full(na, x))[0]

@@ -13,13 +13,18 @@ q_rest)) as feed-forward:
   the law's designed error dynamics (kp, kd, ki per joint) hold;
 - Coulomb part with a smooth sign of w, the motion the law intends (``LawOutput
   .intended_velocity``): the joint law gives w = v_ref + (kp e + ki ∫e)/kd, the velocity its
-  damping term drives the joint toward. Before a joint moves (v = 0, stuck in its dry friction)
-  w already says which way it must break away, and at rest on the reference (w = 0) the
-  compensation fades out instead of chattering on the sign of a noisy velocity. Laws without a
-  joint-space intent (task, operational_space, swing_up: their accelerations come from a task
-  error, not a joint error) give none: w = v, the measured velocity — the friction that acts
-  is the one opposing the actual motion, and a joint at rest (|v| << v_s) gets no push in an
-  arbitrary direction;
+  damping term drives the joint toward. Before a joint moves (v = 0, stuck in its dry
+  friction) w already says which way it must break away, and at rest on the reference (w = 0)
+  the compensation fades out instead of chattering on the sign of a noisy velocity; no
+  feedback of the measured velocity through the steep smooth sign (on a light joint, f_c/v_s
+  on a sampled velocity is a negative damping the loop cannot carry). Laws without a
+  joint-space intent (task, operational_space) give none: w = α v, α = min(1, |v|/v_s) — the
+  friction that opposes the actual motion beyond v_s, and a zero slope at v = 0, so the dry
+  friction that holds a resting joint is not turned into a negative damping;
+- known limit: a joint moving against the law's intent (a reversing step reference) feels
+  its friction in the intended direction and gets the compensation on top; on a very light
+  joint (xarm7's wrist: 1 N·m is 7000 rad/s²) that pushes it past the velocity bounds of the
+  safety layer, which judges the law's torques in a frictionless model;
 - a spring (stiffness overrides) is not part of the URDF and is not compensated here.
 
 Scale factors s_d, s_f (1: the URDF values) let a user trust the URDF less (0: off per kind);
@@ -84,16 +89,22 @@ class FrictionCompensation:
         self.enabled &= bool(np.any(model.damping[self._active] * s_d > 0.0)
                              or np.any(model.friction[self._active] * s_f > 0.0))
         self._w = np.zeros(model.nv)
+        self._alpha = np.zeros(model.nv)
+        self._v_s = v_s
         self._tau = np.zeros(len(self._active))
         self.torque = np.zeros(len(self._active))  # the last compensation added [N·m or N]
 
     def compensation(self, q: np.ndarray, v: np.ndarray,
                      intended_velocity: np.ndarray | None = None) -> np.ndarray:
         """s_d d v + s_f f_c tanh(w / v_s) of the active joints (active order), w the intended
-        velocity of the active joints (None: the measured one)."""
-        self._w[:] = v
+        velocity of the active joints (None: α v, α = min(1, |v|/v_s); module docstring)."""
+        w, alpha = self._w, self._alpha
+        np.abs(v, out=alpha)
+        alpha /= self._v_s
+        np.minimum(alpha, 1.0, out=alpha)
+        np.multiply(alpha, v, out=w)
         if intended_velocity is not None:
-            self._w[self._active] = intended_velocity
+            w[self._active] = intended_velocity
         np.negative(self.forces.all_joints(q, v, self._w)[self._active], out=self.torque)
         return self.torque
 
