@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..derivatives import DerivativesWorkspace, dwork_size
+from ..derivatives import dwork_size
 from ..dynamics import OK, HybridDynamics
 from ..model import RobotModel
 from ..passive_forces import PassiveForceModel
@@ -86,8 +86,6 @@ class HybridStep(DiscreteDynamics):
         self.passive_forces = passive_forces if passive_forces is not None else \
             PassiveForceModel(model)
         self._forward = HybridDynamics(model, np.ones(model.nb, dtype=bool))
-        every_joint_passive = model.with_passive(model.joint_names)
-        self._partials = DerivativesWorkspace(every_joint_passive)
         self._empty = np.zeros(0)
         self._tau = np.zeros(model.nv)
         # compiled whole-horizon loops: the buffers of the all-passive recursion and of its
@@ -133,30 +131,9 @@ class HybridStep(DiscreteDynamics):
             raise ValueError(f"the dynamics cannot be linearised along the trajectory "
                              f"(status {status}: a non-finite state or a singular inertia)")
 
-    def acceleration_partials(self, q: np.ndarray, v: np.ndarray, u: np.ndarray
-                              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(∂qdd/∂q, ∂qdd/∂v, ∂qdd/∂u), analytic (see the module docstring)."""
-        tau = self._tau
-        tau[self.active] = u
-        tau[self.passive] = self.passive_forces(q, v)
-        d = self._partials.compute(q, v, self._empty, tau)
-        a_q, a_v = d.dqdd_passive_dq.copy(), d.dqdd_passive_dv.copy()
-        if self.passive.size:  # closed through T_p(q, v)
-            dTp_dq, dTp_dv = self.passive_forces.derivatives(q, v)
-            d_dTp = d.dqdd_passive_dtau_passive[:, self.passive]
-            a_q += d_dTp @ dTp_dq
-            a_v += d_dTp @ dTp_dv
-        return a_q, a_v, d.dqdd_passive_dtau_passive[:, self.active].copy()
-
     def derivatives(self, x: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray,
                                                                    np.ndarray]:
-        """(f(x, u), F_x, F_u) of the semi-implicit Euler step."""
-        n, dt = self.nv, self.dt
-        q, v = x[:n], x[n:]
-        a_q, a_v, a_u = self.acceleration_partials(q, v, u)
-        I = np.eye(n)
-        # v' = v + dt qdd → ∂v'/∂(q, v, u) = dt a_q, I + dt a_v, dt a_u; q' = q + dt v'
-        dvn_dq, dvn_dv, dvn_du = dt * a_q, I + dt * a_v, dt * a_u
-        Fx = np.block([[I + dt * dvn_dq, dt * dvn_dv], [dvn_dq, dvn_dv]])
-        Fu = np.vstack([dt * dvn_du, dvn_du])
-        return self(x, u), Fx, Fu
+        """(f(x, u), F_x, F_u) of the semi-implicit Euler step: ``linearize`` on one knot."""
+        Fx, Fu = np.empty((1, self.nx, self.nx)), np.empty((1, self.nx, self.nu))
+        self.linearize(np.asarray(x, float)[None], np.asarray(u, float)[None], Fx, Fu)
+        return self(x, u), Fx[0], Fu[0]
