@@ -9,6 +9,9 @@ the score (0 unless ok).
     .venv/bin/python bench/bench_swing_up.py --damping 0 0.01 0.02 0.05   # passive damping sweep
     .venv/bin/python bench/bench_swing_up.py --tune pendubot --latency 0 --minutes 10  # re-tune
     .venv/bin/python bench/bench_swing_up.py --perturb 10 --spread 0.1  # robots near each set
+    .venv/bin/python bench/bench_swing_up.py --strategy planned --perturb 10 --variants \
+        design_c1 --latencies 0 5 10 --noises 0 0.1     # the robustness board's axes
+    .venv/bin/python bench/bench_swing_up.py --strategy planned --knockdown 60  # uptime
 
 Offline, the law runs in this process against MuJoCo (RK4, 2 ms), the torque it computes from
 a state acting from that state on (``--latency`` steps later); with ``--dds`` each run is
@@ -82,41 +85,90 @@ def perturbed(base, count: int, spread: float, rng) -> list:
 
 
 def robustness(robots, variants, count: int, spread: float, latencies, settings: dict,
-               out: Path, seed: int = 0) -> dict:
+               out: Path, seed: int = 0, noises=(0.0,)) -> dict:
     """How often the defaults hold robots near each set (offline): ``count`` copies of each set
     with every mass, length, centre-of-mass distance and inertia scaled by an independent
-    factor in [1 − spread, 1 + spread] (seeded), each at every latency. Prints a row per
-    robot/set/latency (held count, median score) and writes the runs."""
+    factor in [1 − spread, 1 + spread] (seeded), each at every latency (steps of 2 ms) and
+    torque noise (standard deviation, N·m). Prints a row per robot/set/latency/noise (held
+    count, median score) and writes the runs. The law is built for the nominal set (its
+    model is the controller's), the simulated robot is the copy."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     rows, runs = [], []
     print(f"robustness: {count} copies per set, each size within ±{100 * spread:g} %, "
-          f"offline MuJoCo RK4 2 ms, 10 s")
-    print(f"{'robot':<9}{'variant':<13}{'latency':>8} {'held':>8} {'median score':>13}")
+          f"offline MuJoCo RK4 2 ms, 10 s; {settings or 'default settings'}")
+    print(f"{'robot':<9}{'variant':<13}{'latency':>8}{'noise':>7} {'held':>8} "
+          f"{'median score':>13}")
     for robot in robots:
         for variant in variants:
+            nominal = two_link_urdf(robot, robot_variants()[variant])
             copies = perturbed(robot_variants()[variant], count, spread, rng)
             for latency in latencies:
-                held, scores = 0, []
-                for k, params in enumerate(copies):
-                    urdf = two_link_urdf(robot, params)
-                    r = simulate_offline(urdf, 10.0, settings=settings, latency_steps=latency,
-                                         stop_settled=True)
-                    s = summarize(RobotModel.from_urdf(urdf), "", r["t"], r["q"], r["v"],
-                                  r["tau"], 10.0)
-                    ok = is_held(s)
-                    held += ok
-                    scores.append(s["score"]["score"] if ok else 0.0)
-                    runs.append({"robot": robot, "variant": variant, "latency": latency,
-                                 "copy": k, "parameters": dataclasses.asdict(params),
-                                 "held": ok, "score": s["score"]})
-                row = {"robot": robot, "variant": variant, "latency": latency, "held": held,
-                       "of": count, "median_score": float(np.median(scores))}
-                rows.append(row)
-                print(f"{robot:<9}{variant:<13}{latency:>8} {held:>4}/{count:<3} "
-                      f"{row['median_score']:13.3f}", flush=True)
-    result = {"spread": spread, "count": count, "seed": seed, "rows": rows, "runs": runs}
+                for noise in noises:
+                    held, scores = 0, []
+                    for k, params in enumerate(copies):
+                        urdf = two_link_urdf(robot, params)
+                        r = simulate_offline(urdf, 10.0, settings=settings,
+                                             latency_steps=latency, stop_settled=True,
+                                             torque_noise=noise, seed=k, law_urdf=nominal)
+                        s = summarize(RobotModel.from_urdf(urdf), "", r["t"], r["q"], r["v"],
+                                      r["tau"], 10.0)
+                        ok = is_held(s)
+                        held += ok
+                        scores.append(s["score"]["score"] if ok else 0.0)
+                        runs.append({"robot": robot, "variant": variant, "latency": latency,
+                                     "noise": noise, "copy": k,
+                                     "parameters": dataclasses.asdict(params),
+                                     "held": ok, "score": s["score"]})
+                    row = {"robot": robot, "variant": variant, "latency": latency,
+                           "noise": noise, "held": held, "of": count,
+                           "median_score": float(np.median(scores))}
+                    rows.append(row)
+                    print(f"{robot:<9}{variant:<13}{latency:>8}{noise:>7.2g} {held:>4}/{count:<3} "
+                          f"{row['median_score']:13.3f}", flush=True)
+    result = {"spread": spread, "count": count, "seed": seed, "settings": settings,
+              "rows": rows, "runs": runs}
+    out.write_text(json.dumps(result, indent=2))
+    print(f"wrote {out}")
+    return result
+
+
+def knockdown(robots, duration: float, period: float, settings: dict, out: Path,
+              seed: int = 0) -> dict:
+    """Uptime under knocks (offline, design C.1): from hanging, a push every ``period`` s (a
+    joint-velocity change of random direction, |Δv| uniform in [1, 3] rad/s, seeded);
+    uptime = the share of the run with the tip above 90 % of its full height."""
+    import numpy as np
+
+    from underactuated_control.scoring import full_tip_height, tip_heights
+
+    rows = []
+    print(f"knockdown: {duration:g} s, a push every {period:g} s (|Δv| 1–3 rad/s, random "
+          f"direction), offline MuJoCo RK4 2 ms; {settings or 'default settings'}")
+    print(f"{'robot':<9}{'pushes':>7}{'uptime':>8}{'re-plans':>9}{'balanced at end':>16}")
+    for robot in robots:
+        rng = np.random.default_rng(seed)
+        pushes = []
+        for when in np.arange(period, duration, period):
+            direction = rng.normal(size=2)
+            pushes.append((float(when), rng.uniform(1.0, 3.0) * direction
+                           / np.linalg.norm(direction)))
+        urdf = two_link_urdf(robot)
+        r = simulate_offline(urdf, duration, settings=settings, pushes=pushes)
+        model = RobotModel.from_urdf(urdf)
+        heights = tip_heights(model, r["q"], "tip")
+        up = heights > 0.9 * full_tip_height(model, "tip")
+        law = r["law"]
+        row = {"robot": robot, "pushes": len(pushes), "uptime": float(up.mean()),
+               "replans": int(getattr(law, "replans", 0)),
+               "balanced_at_end": bool(r["balancing"][-1]),
+               "pushes_dv": [[float(t), *map(float, dv)] for t, dv in pushes]}
+        rows.append(row)
+        print(f"{robot:<9}{row['pushes']:>7}{row['uptime']:8.3f}{row['replans']:>9}"
+              f"{'yes' if row['balanced_at_end'] else 'no':>16}", flush=True)
+    result = {"duration": duration, "period": period, "seed": seed, "settings": settings,
+              "rows": rows}
     out.write_text(json.dumps(result, indent=2))
     print(f"wrote {out}")
     return result
@@ -231,6 +283,14 @@ def main(argv: list[str] | None = None) -> int:
                         "change of each size")
     parser.add_argument("--latencies", type=int, nargs="+", default=[0, 1],
                         help="--perturb: steps of delay")
+    parser.add_argument("--noises", type=float, nargs="+", default=[0.0],
+                        help="--perturb: torque noise standard deviations [N·m]")
+    parser.add_argument("--knockdown", type=float, metavar="SECONDS", help="uptime under "
+                        "knocks instead of the matrix: a run this long from hanging, design C.1")
+    parser.add_argument("--period", type=float, default=4.0, help="--knockdown: seconds "
+                        "between pushes")
+    parser.add_argument("--strategy", choices=("energy", "planned"),
+                        help="the swing-up strategy (swing_up_strategy)")
     parser.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE",
                         help="law parameters for the runs of the matrix")
     args = parser.parse_args(argv)
@@ -242,13 +302,20 @@ def main(argv: list[str] | None = None) -> int:
     args.settings = {}
     for item in args.set:
         name, _, value = item.partition("=")
+        if not name or not value:
+            parser.error(f"--set: {item!r} is not NAME=VALUE")
         try:
             args.settings[name] = float(value)
         except ValueError:
-            parser.error(f"--set: {item!r} is not NAME=NUMBER")
+            args.settings[name] = value
+    if args.strategy:
+        args.settings["swing_up_strategy"] = args.strategy
     if args.perturb:
         robustness(args.robots, args.variants, args.perturb, args.spread, args.latencies,
-                   args.settings, args.out)
+                   args.settings, args.out, noises=args.noises)
+        return 0
+    if args.knockdown:
+        knockdown(args.robots, args.knockdown, args.period, args.settings, args.out)
         return 0
     out_dir = args.out.with_suffix("")
     out_dir.mkdir(parents=True, exist_ok=True)

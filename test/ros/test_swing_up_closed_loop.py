@@ -73,3 +73,30 @@ def test_swing_up_over_dds(robot, variant, domain, tmp_path):
         counts = {c.topic: c.msgcount for c in reader.connections}
     assert counts["/joint_states"] >= summary["states_recorded"]
     assert counts["/effort_controller/commands"] > 0.5 * summary["states_recorded"]
+
+
+@pytest.mark.parametrize("robot", ["acrobot", "pendubot"])
+def test_planned_swing_up_over_dds(robot, domain, tmp_path):
+    """``swing_up_strategy: planned`` on design C.1 over DDS (lock-stepped): the plan solved in
+    the controller process (its own cache directory), tracked, handed over to the LQR; scored
+    above the published planning controllers, and every applied torque equal to the
+    in-process loop's (the same law and plan against MuJoCo stepped in this process)."""
+    urdf_path = ROOT / "urdf" / f"{robot}.urdf"
+    overrides = {"swing_up_strategy": "planned", "plan_cache_dir": str(tmp_path / "plans")}
+    out = tmp_path / "run"
+    summary = run_swing_up(robot, out, duration=10.0, domain=domain, urdf_path=urdf_path,
+                           plot=True, bag=False, overrides=overrides)
+    s = summary["score"]
+    print(f"\n[{robot} planned over DDS] success {s['success']}, swing-up {s['swingup_time']} s, "
+          f"energy {s['energy']:.2f} J, torque cost {s['torque_cost']:.2f}, smoothness "
+          f"{s['torque_smoothness']:.4f} N·m, velocity cost {s['velocity_cost']:.1f}, score "
+          f"{s['score']:.3f}, final error {summary['final_error_rad']:.4f} rad")
+    assert s["success"] and s["score"] > 0.536, json.dumps(summary, indent=1)
+    assert summary["max_error_from_1s_after_swing_up_rad"] < 0.1
+    offline = simulate_offline(urdf_path.read_text(), 10.0, overrides, latency_steps=0)
+    run = np.load(out / "run.npz")
+    index = np.searchsorted(offline["t"], run["t"] - 1e-9)
+    assert np.allclose(offline["t"][index], run["t"], atol=1e-9)
+    difference = np.abs(run["tau"] - offline["tau"][index]).max()
+    print(f"  torque vs the in-process loop: max difference {difference:.2e} N·m")
+    assert difference < 1e-6

@@ -60,6 +60,7 @@ balancing (0: no limit); the region-of-attraction simulation uses the same rate 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -70,14 +71,35 @@ from ..model import REVOLUTE, RobotModel
 from ..parameters import ParameterSpec
 from ..passive_forces import PassiveForceModel
 from .law import ControlLaw, LawOutput
+from .swing_up_plan import (
+    BackgroundPlanner,
+    PlanCache,
+    PlanTracker,
+    PlanWeights,
+    SwingUpPlan,
+    plan_key,
+    plan_swing_up,
+)
 
 __all__ = ["SwingUpLaw", "solve_care", "lqr_gain", "PUMPING", "LOCKED", "BALANCING"]
 
 PUMPING, LOCKED, BALANCING = "pumping", "locked", "balancing"
+TRACKING, REPLANNING = "tracking", "replanning"  # the planned strategy
+REPLAN_DT, REPLAN_HORIZON = 0.005, 3.0  # s: a re-plan's longest step and shortest horizon
 # Defaults that differ between the two kinds, tuned in normalised units on three mass/length
 # sets each (`bench/bench_swing_up.py --tune`, (1+1)-ES); a parameter left at 0 (those whose 0
 # is a value: negative) takes these. The swing-up is sensitive to them (the number of swings
 # can change with the fourth digit), so they are kept as the search found them.
+# the planned strategy's (P1) on design C.1, searched for the leaderboards' score offline
+# (MuJoCo RK4 2 ms, 10 s; bench/bench_swing_up.py --tune-plan): horizon [s], step [s], log10
+# of the weights
+_PLAN_SEARCHED = {"acrobot": (3.198, 0.002, 0.899, 1.466, 3.316, None, 4.079),
+                  "pendubot": (1.885, 0.01, 0.268, 2.308, 3.229, 3.011, 3.575)}
+PLAN_DEFAULTS = {kind: {"plan_horizon": h, "plan_dt": dt, "plan_state_weight": 10 ** wq,
+                        "plan_velocity_weight": 10 ** wv, "plan_torque_weight": 10 ** wu,
+                        "plan_rate_weight": 0.0 if wr is None else 10 ** wr,
+                        "plan_terminal_weight": 10 ** wt}
+                 for kind, (h, dt, wq, wv, wu, wr, wt) in _PLAN_SEARCHED.items()}
 KIND_DEFAULTS = {
     "acrobot": {"swing_power_gain": 0.7956434235621649,
                 "swing_ke": 9.93547755071595,
@@ -89,7 +111,8 @@ KIND_DEFAULTS = {
                 "lqr_roa_scale": 0.6443939511115839,
                 "swing_torque_rate": 6.00747980696829,
                 "lqr_torque_rate": 2.965796442789794,
-                "lqr_r_torque": 3.7321349795875145},
+                "lqr_r_torque": 3.7321349795875145,
+                **PLAN_DEFAULTS["acrobot"]},
     "pendubot": {"swing_power_gain": 2.9016177067568156,
                  "swing_ke": 1.1597240998296243,
                  "swing_kp": 1.2870131895886991,
@@ -100,11 +123,13 @@ KIND_DEFAULTS = {
                  "lqr_roa_scale": 0.5863001658842156,
                  "swing_torque_rate": 6.425063629195027,
                  "lqr_torque_rate": 9.249143643832374,
-                 "lqr_r_torque": 9.065941634267553},
+                 "lqr_r_torque": 9.065941634267553,
+                 **PLAN_DEFAULTS["pendubot"]},
 }
 # parameters whose 0 is a value (negative: the kind's default); for the others 0 is
 _ZERO_IS_A_VALUE = ("swing_kick", "swing_damping", "swing_torque_rate", "lqr_torque_rate",
-                    "swing_power_gain")
+                    "swing_power_gain", "plan_state_weight", "plan_velocity_weight",
+                    "plan_rate_weight")
 _KICK_ENERGY = 0.05  # the kick fades out over the first 5 % of ΔE
 _MAX_STEP = 0.05  # s: a longer gap between states does not advance the torque filter further
 
@@ -250,6 +275,56 @@ class SwingUpLaw(ControlLaw):
                       "region-of-attraction simulation); 0: none; negative: the default of the "
                       f"robot's kind ({_kinds('lqr_torque_rate')})", unit="τ_max·ω0/s", low=-1.0,
                       high=100.0),
+        ParameterSpec("swing_up_strategy", "energy", "swing-up: 'energy' pumps energy with "
+                      "the motor and locks it at the right moment; 'planned' follows a "
+                      "torque-limited swing-up optimised through the recursion (DDP, cached on "
+                      "disk) with time-varying LQR, and re-plans after a knock",
+                      choices=("energy", "planned")),
+        ParameterSpec("plan_horizon", -1.0, "planned swing-up: duration of the plan from "
+                      "hanging to upright; negative: the default of the robot's kind "
+                      f"({_kinds('plan_horizon')})", unit="s", low=-1.0, high=30.0),
+        ParameterSpec("plan_dt", -1.0, "planned swing-up: the plan's time step (between knots "
+                      "the tracking interpolates); negative: the default of the robot's kind "
+                      f"({_kinds('plan_dt')})", unit="s", low=-1.0, high=0.05),
+        ParameterSpec("plan_state_weight", -1.0, "planned swing-up: weight w_q of the angles' "
+                      "distance from upright along the plan (per second); negative: the "
+                      f"default of the robot's kind ({_kinds('plan_state_weight')})",
+                      unit="1/(rad²·s)", low=-1.0, high=1e6),
+        ParameterSpec("plan_velocity_weight", -1.0, "planned swing-up: weight w_v of the joint "
+                      "speeds in units of ω0 along the plan (per second); negative: the "
+                      f"default of the robot's kind ({_kinds('plan_velocity_weight')})",
+                      unit="1/s", low=-1.0, high=1e6),
+        ParameterSpec("plan_torque_weight", -1.0, "planned swing-up: weight w_u of the motor "
+                      "torque in units of its effort limit (per second); negative: the default "
+                      f"of the robot's kind ({_kinds('plan_torque_weight')})", unit="1/s",
+                      low=-1.0, high=1e6),
+        ParameterSpec("plan_rate_weight", -1.0, "planned swing-up: weight of the motor torque's "
+                      "rate in units of τ_max·ω0 (per second); > 0 plans through the command "
+                      "filter (torque_filter_time), which the tracking then keeps; 0: no "
+                      "filter while tracking; negative: the default of the robot's kind "
+                      f"({_kinds('plan_rate_weight')})", unit="1/s", low=-1.0, high=1e6),
+        ParameterSpec("plan_terminal_weight", -1.0, "planned swing-up: weight of the final "
+                      "state's distance from upright at rest; negative: the default of the "
+                      f"robot's kind ({_kinds('plan_terminal_weight')})", unit="1", low=-1.0,
+                      high=1e9),
+        ParameterSpec("plan_tracking_weight", 0.0, "planned swing-up: > 0: the tracking gains "
+                      "are the time-varying LQR of the plan's linearisation with this weight on "
+                      "the state (angles in rad, speeds in ω0) against the torque in units of "
+                      "τ_max, unbounded; 0: the DDP's own Riccati gains (zero where the plan's "
+                      "torque is at its limit). Re-plans use at least 1", unit="1", low=0.0,
+                      high=1e9),
+        ParameterSpec("plan_deviation", 1.0, "planned swing-up: re-plan when the state is this "
+                      "far from the plan (|Δq| in rad + |Δv| in units of ω0)", unit="1",
+                      low=0.01, high=100.0),
+        ParameterSpec("plan_replan_time", 0.3, "planned swing-up: a re-plan starts from the "
+                      "state predicted this long after the request (zero torque meanwhile); "
+                      "the solve must finish within it", unit="s", low=0.0, high=5.0),
+        ParameterSpec("plan_replan_inline", False, "planned swing-up: solve re-plans in the "
+                      "control cycle (repeatable runs; the cycle blocks for the solve) instead "
+                      "of a background thread"),
+        ParameterSpec("plan_cache_dir", "", "planned swing-up: directory of the plan cache; "
+                      "empty: $XDG_CACHE_HOME (or ~/.cache)/underactuated_control/"
+                      "swing_up_plans"),
     )
 
     def __init__(self, model: RobotModel, settings: Mapping[str, Any], frame: str,
@@ -357,6 +432,29 @@ class SwingUpLaw(ControlLaw):
         self._branch = 0.0  # 2π multiple of the active joint's target
         self.level = np.inf  # last zᵀPz
         self.energy_now = np.nan
+
+        # -- the planned strategy (control/swing_up_plan.py) ------------------------------------
+        self.planned = s["swing_up_strategy"] == "planned"
+        self.tracker: PlanTracker | None = None
+        self.replans = 0
+        self.plan_status = ""
+        if self.planned:
+            self.plan_weights = PlanWeights(
+                horizon=s["plan_horizon"], dt=s["plan_dt"], state=s["plan_state_weight"],
+                velocity=s["plan_velocity_weight"], torque=s["plan_torque_weight"],
+                rate=s["plan_rate_weight"], terminal=s["plan_terminal_weight"],
+                filter_time=self.filter_time if s["plan_rate_weight"] > 0.0 else 0.0,
+                tracking=s["plan_tracking_weight"])
+            self.plan_cache = PlanCache(s["plan_cache_dir"] or None)
+            # from a knocked (fast) state: finer steps, time to shed the energy
+            self.replan_weights = replace(
+                self.plan_weights, dt=min(self.plan_weights.dt, REPLAN_DT),
+                horizon=max(self.plan_weights.horizon, REPLAN_HORIZON),
+                tracking=max(self.plan_weights.tracking, 1.0))
+            self._planner = BackgroundPlanner(self._solve_plan, s["plan_replan_inline"])
+            self._replan_at: float | None = None  # when the requested plan starts
+            self._replan_offset = np.zeros(2)
+            self.hanging_plan = self.plan_from(np.concatenate([self.q_down, np.zeros(2)]))
 
     # ------------------------------------------------------------------ model checks
     @staticmethod
@@ -578,16 +676,23 @@ class SwingUpLaw(ControlLaw):
         elif self.phase == BALANCING and self.level > self.rho_out:
             self.phase = PUMPING
             self.fallbacks += 1
+            if self.planned:
+                self._request_plan(q, v, t)
         limit = self.effort_limit
         if self.phase == BALANCING:
             command = float(np.clip(-(self.K @ z)[0], -limit, limit))
+        elif self.planned:
+            command = self._follow_plan(q, v, t, compensation)
         else:
             command = self._swing(q, v, t, tau0, D, compensation)
+        if self.phase == TRACKING and self.tracker.plan.filter_time == 0.0:
+            self.tau_filtered = command  # a plan without the filter: its torque as it is (P2)
         # the command through the first-order filter (implicit Euler) and the rate limit:
         # dτ/dt = clip((command − τ)/T_f, −S, S)
         change = dt * (command - self.tau_filtered) / (self.filter_time + dt) \
             if self.filter_time > 0.0 else command - self.tau_filtered
-        rate = self.swing_rate if self.phase == PUMPING else self.lqr_rate
+        rate = self.swing_rate if self.phase == PUMPING else \
+            self.lqr_rate if self.phase in (LOCKED, BALANCING) else 0.0
         if rate > 0.0:
             change = float(np.clip(change, -rate * dt, rate * dt)) if dt > 0.0 else 0.0
         self.tau_filtered += change
@@ -598,6 +703,90 @@ class SwingUpLaw(ControlLaw):
         self._qdd_p[0] = p0 + Jd * u
         return LawOutput(self._tau, self._qdd_p, J_G, J_D, self.phase,
                          friction_compensated=True)  # its motor joint's friction: above
+
+    # ------------------------------------------------------------------ the planned strategy
+    def plan_from(self, x0: np.ndarray) -> SwingUpPlan:
+        """(P1) from ``x0``, from the disk cache when it has it."""
+        key = plan_key(self.model, x0, self.q_up, self.effort_limit, self.plan_weights)
+        plan = self.plan_cache.load(key)
+        if plan is None:
+            plan = self._solve_plan(x0)
+            self.plan_cache.store(key, plan)
+        return plan
+
+    def _solve_plan(self, x0: np.ndarray, weights: PlanWeights | None = None) -> SwingUpPlan:
+        return plan_swing_up(self.model, x0, self.q_up, self.effort_limit, self.omega0,
+                             weights or self.plan_weights)
+
+    def _turns(self, q: np.ndarray, reference: np.ndarray) -> np.ndarray:
+        """2π multiples taking ``reference`` nearest to ``q`` (continuous joints)."""
+        return np.where(self.continuous,
+                        2 * np.pi * np.round((q - reference) / (2 * np.pi)), 0.0)
+
+    def _deviation(self, tracker: PlanTracker, t: float, q: np.ndarray, v: np.ndarray
+                   ) -> float:
+        e = tracker.error(t, q, v, self.tau_filtered)
+        return float(np.abs(e[:2]).max() + np.abs(e[2:4]).max() / self.omega0)
+
+    def _request_plan(self, q: np.ndarray, v: np.ndarray, t: float) -> None:
+        """A new plan from the state predicted ``plan_replan_time`` ahead (zero torque, RK4),
+        tracked from then on."""
+        x = np.concatenate([q, v])
+        horizon = self.settings["plan_replan_time"]
+        steps = int(np.ceil(horizon / 0.002))
+        h = horizon / steps if steps else 0.0
+
+        def rate(y: np.ndarray) -> np.ndarray:
+            return np.concatenate([y[2:], self._qdd(y[:2], y[2:], 0.0)])
+
+        for _ in range(steps):
+            k1 = rate(x)
+            k2 = rate(x + 0.5 * h * k1)
+            k3 = rate(x + 0.5 * h * k2)
+            k4 = rate(x + h * k3)
+            x = x + h / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4)
+        offset = self._turns(x[:2], np.zeros(2))
+        x[:2] -= offset
+        self.tracker = None
+        self._replan_at, self._replan_offset = t + horizon, offset
+        self.phase = REPLANNING
+        self.replans += 1
+        self._planner.request(x, self.replan_weights)
+
+    def _follow_plan(self, q: np.ndarray, v: np.ndarray, t: float, compensation: float
+                     ) -> float:
+        """Tracking (P2), or zero torque while a re-plan is being solved."""
+        if self.tracker is None and self._replan_at is None:  # the first state
+            plan = self.hanging_plan
+            offset = self._turns(q, plan.xs[0, :2])
+            tracker = PlanTracker(plan, t, offset)
+            if self._deviation(tracker, t, q, v) <= self.settings["plan_deviation"]:
+                self.tracker, self.phase = tracker, TRACKING
+                return 0.0  # the first state's torque is zero, as the filter's (dt = 0)
+            self._request_plan(q, v, t)
+        if self.phase == REPLANNING and self._replan_at is not None and t >= self._replan_at:
+            result = self._planner.take()
+            if isinstance(result, Exception):  # the energy strategy from now on
+                self.planned, self.phase = False, PUMPING
+                self.plan_status = f"re-plan failed ({result}): pumping energy"
+                return 0.0
+            if result is not None:
+                self.tracker = PlanTracker(result, self._replan_at, self._replan_offset)
+                self._replan_at, self.phase = None, TRACKING
+        if self.phase == REPLANNING or self.tracker is None:
+            return 0.0
+        if self.tracker.ended(t):
+            if self.level < self.rho_out:
+                self.phase = BALANCING
+                self.switches += 1
+                return float(np.clip(-(self.K @ self.state_error(q, v))[0],
+                                     -self.effort_limit, self.effort_limit))
+            self._request_plan(q, v, t)
+            return 0.0
+        if self._deviation(self.tracker, t, q, v) > self.settings["plan_deviation"]:
+            self._request_plan(q, v, t)
+            return 0.0
+        return self.tracker.command(t, q, v, self.tau_filtered, self.effort_limit) + compensation
 
     def _orbit_loss_table(self, samples: int = 91) -> tuple[np.ndarray, np.ndarray]:
         """(x, W(x)): the energy the passive joint's URDF damping d and friction f take on

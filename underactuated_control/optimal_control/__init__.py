@@ -9,7 +9,7 @@ Riccati feedback gains. See doc/theory/trajectory_optimisation.md.
 
 from .costs import ControlCost, Cost, CostSum, FrameCost, StateCost
 from .ddp import Solution, solve_box_ddp
-from .dynamics import HybridStep
+from .dynamics import FilteredTorques, HybridStep
 
-__all__ = ["HybridStep", "Cost", "CostSum", "StateCost", "ControlCost", "FrameCost",
-           "Solution", "solve_box_ddp"]
+__all__ = ["HybridStep", "FilteredTorques", "Cost", "CostSum", "StateCost", "ControlCost",
+           "FrameCost", "Solution", "solve_box_ddp"]

@@ -27,7 +27,7 @@ from ..model import RobotModel
 from ..passive_forces import PassiveForceModel
 from .kernels import linearize_kernel, rollout_kernel
 
-__all__ = ["DiscreteDynamics", "HybridStep"]
+__all__ = ["DiscreteDynamics", "HybridStep", "FilteredTorques"]
 
 
 class DiscreteDynamics:
@@ -121,7 +121,7 @@ class HybridStep(DiscreteDynamics):
     def rollout(self, x0, us_ref, xs_ref, K, kff, alpha, lower, upper, xs, us) -> bool:
         status = rollout_kernel(self._ints, self._consts, self._work, x0, us_ref, xs_ref, K,
                                 kff, float(alpha), lower, upper, self._active_i,
-                                self._passive_i, self._coefficients, self.dt, xs, us)
+                                self._passive_i, self._coefficients, self.dt, 0.0, xs, us)
         return status == OK
 
     def linearize(self, xs, us, Fx, Fu) -> None:
@@ -134,6 +134,53 @@ class HybridStep(DiscreteDynamics):
     def derivatives(self, x: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray,
                                                                    np.ndarray]:
         """(f(x, u), F_x, F_u) of the semi-implicit Euler step: ``linearize`` on one knot."""
+        Fx, Fu = np.empty((1, self.nx, self.nx)), np.empty((1, self.nx, self.nu))
+        self.linearize(np.asarray(x, float)[None], np.asarray(u, float)[None], Fx, Fu)
+        return self(x, u), Fx[0], Fu[0]
+
+
+class FilteredTorques(DiscreteDynamics):
+    """A motor behind a first-order filter: state x = (q, v, τ), control u = the command,
+    τ_{k+1} = τ_k + a (u_k − τ_k), a = Δt/(T_f + Δt) (implicit Euler of T_f τ̇ = u − τ, as
+    the swing-up law filters its command), and ``step`` driven by the filtered τ_k. A bounded
+    command keeps τ within the same bounds; a cost on u − τ is a cost on the torque's rate."""
+
+    def __init__(self, step: HybridStep, time_constant: float) -> None:
+        if not (np.isfinite(time_constant) and time_constant > 0):
+            raise ValueError(f"time_constant must be > 0 s, got {time_constant}")
+        self.step, self.dt = step, step.dt
+        self.n, self.nu = step.nx, step.nu
+        self.nx = self.n + self.nu
+        self.a = step.dt / (time_constant + step.dt)
+        self.lower, self.upper = step.lower, step.upper
+
+    def __call__(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        tau = x[self.n:]
+        return np.concatenate([self.step(x[:self.n], tau), tau + self.a * (u - tau)])
+
+    def rollout(self, x0, us_ref, xs_ref, K, kff, alpha, lower, upper, xs, us) -> bool:
+        s = self.step
+        status = rollout_kernel(s._ints, s._consts, s._work, x0, us_ref, xs_ref, K, kff,
+                                float(alpha), lower, upper, s._active_i, s._passive_i,
+                                s._coefficients, self.dt, self.a, xs, us)
+        return status == OK
+
+    def linearize(self, xs: np.ndarray, us: np.ndarray, Fx: np.ndarray, Fu: np.ndarray
+                  ) -> None:
+        n = self.n
+        N = len(us)
+        Fx_step, Fu_step = np.empty((N, n, n)), np.empty((N, n, self.nu))
+        self.step.linearize(np.ascontiguousarray(xs[:N, :n]),
+                            np.ascontiguousarray(xs[:N, n:]), Fx_step, Fu_step)
+        Fx[:] = 0.0
+        Fx[:, :n, :n], Fx[:, :n, n:] = Fx_step, Fu_step
+        Fu[:] = 0.0
+        for i in range(self.nu):
+            Fx[:, n + i, n + i] = 1.0 - self.a
+            Fu[:, n + i, i] = self.a
+
+    def derivatives(self, x: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray,
+                                                                   np.ndarray]:
         Fx, Fu = np.empty((1, self.nx, self.nx)), np.empty((1, self.nx, self.nu))
         self.linearize(np.asarray(x, float)[None], np.asarray(u, float)[None], Fx, Fu)
         return self(x, u), Fx[0], Fu[0]

@@ -211,9 +211,11 @@ def passive_torques(q, v, dofs, coefficients, tau):
 
 @njit(cache=True)
 def rollout_kernel(ints, consts, work, x0, us_ref, xs_ref, K, kff, alpha, lower, upper,
-                   active, passive, coefficients, dt, xs, us):
+                   active, passive, coefficients, dt, filter_a, xs, us):
     """(D1)–(D3) from ``x0`` under u_k = clip(ū_k + α k_k + K_k (x_k − x̄_k)), writing
-    ``xs``, ``us``; returns OK or the first failing status (a non-finite state)."""
+    ``xs``, ``us``; returns OK or the first failing status (a non-finite state).
+    ``filter_a`` > 0: the motors are behind a filter (``FilteredTorques``): the last n_u
+    state entries are the torques that act, τ_{k+1} = τ_k + a (u_k − τ_k)."""
     m, _ = int_views(ints)
     w, _, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
     nv = m.nv
@@ -227,10 +229,14 @@ def rollout_kernel(ints, consts, work, x0, us_ref, xs_ref, K, kff, alpha, lower,
         u = us_ref[k] + alpha * kff[k] + mv(K[k], dx)
         for i in range(u.size):
             u[i] = min(max(u[i], lower[i]), upper[i])
-            tau[active[i]] = u[i]
+            if filter_a > 0.0:
+                tau[active[i]] = xs[k, 2 * nv + i]
+                xs[k + 1, 2 * nv + i] = xs[k, 2 * nv + i] + filter_a * (u[i] - xs[k, 2 * nv + i])
+            else:
+                tau[active[i]] = u[i]
         us[k] = u
         q[:] = xs[k, :nv]
-        v[:] = xs[k, nv:]
+        v[:] = xs[k, nv:2 * nv]
         passive_torques(q, v, passive, coefficients, tau)
         status = run_steps(ints, consts, work, q, v, empty, tau, ALL_STEPS)
         if status != OK:
@@ -259,7 +265,7 @@ def linearize_kernel(ints, consts, dwork, xs, us, active, passive, coefficients,
     a_v = np.empty((nv, nv))
     for k in range(us.shape[0]):
         q[:] = xs[k, :nv]
-        v[:] = xs[k, nv:]
+        v[:] = xs[k, nv:2 * nv]
         for i in range(active.size):
             tau[active[i]] = us[k, i]
         passive_torques(q, v, passive, coefficients, tau)

@@ -16,6 +16,7 @@ module needs no ROS; ``run_swing_up`` imports rclpy when it runs.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,7 +120,10 @@ def robot_variants() -> dict[str, TwoLink]:
 def simulate_offline(urdf: str, duration: float = 10.0, settings: dict | None = None,
                      timestep: float = 0.002, latency_steps: int = 0,
                      q0: tuple[float, float] = (0.0, 0.0), stop_settled: bool = False,
-                     give_up: float | None = None) -> dict:
+                     give_up: float | None = None,
+                     pushes: Sequence[tuple[float, Sequence[float]]] = (),
+                     torque_noise: float = 0.0, seed: int = 0,
+                     law_urdf: str | None = None) -> dict:
     """The swing-up law against MuJoCo physics stepped in this process (RK4; the model
     ``mujoco_sim`` builds, ``sim.closed_loop``): each step the law sees the state and its
     torque, through the node's command stages (``control/command``), is applied
@@ -127,18 +131,22 @@ def simulate_offline(urdf: str, duration: float = 10.0, settings: dict | None = 
     phase and the law. ``stop_settled`` (for tuning): once balancing within 1e-4 rad and
     1e-3 rad/s of upright with a torque below 1e-3 τ_max, the rest of the run is that state
     held with zero torque; ``give_up``: stop (``gave_up``) when the law has not been
-    balancing by then."""
+    balancing by then. ``pushes``: (time [s], joint velocity change [rad/s]) knocks applied
+    to the simulated robot; ``torque_noise``: the applied torque gets Gaussian noise of this
+    standard deviation [N·m] (seeded by ``seed``), the robustness boards' torque noise;
+    ``law_urdf``: the controller's model when it is not the simulated robot's."""
     from ..control.command import CommandShaper, shaper_parameters
     from ..control.swing_up_law import SwingUpLaw
     from ..model import RobotModel
     from ..sim import build_plant, closed_loop
 
-    model = RobotModel.from_urdf(urdf)
+    model = RobotModel.from_urdf(law_urdf or urdf)
     names = {s.name: s.default for s in (*SwingUpLaw.parameters, *shaper_parameters())}
     names.update(settings or {})
     law = SwingUpLaw(model, names, model.body_names[-1])
     shaper = CommandShaper(model, names, law.workspace)  # the node's command stages
-    plant = build_plant(urdf, model, timestep=timestep, integrator="rk4")
+    plant = build_plant(urdf, RobotModel.from_urdf(urdf) if law_urdf else model,
+                        timestep=timestep, integrator="rk4")
     plant.set_state(np.asarray(q0, float))
     steps = int(round(duration / timestep))
     a = model.joint_index(model.active_joints[0])
@@ -149,10 +157,17 @@ def simulate_offline(urdf: str, duration: float = 10.0, settings: dict | None = 
     phase = np.zeros(steps + 1, dtype=np.int8)
     gave_up = [False]
 
+    knocks = sorted((int(round(when / timestep)), np.asarray(dv, float)) for when, dv in pushes)
+    rng = np.random.default_rng(seed)
+
     def control(k: int, qk: np.ndarray, vk: np.ndarray) -> list[float]:
+        while knocks and knocks[0][0] <= k:
+            plant.set_state(qk, vk + knocks.pop(0)[1])
+            qk, vk = plant.state()
         t[k], q[k], v[k] = plant.d.time, qk, vk
         out = law.compute(q[k], v[k], None, float(plant.d.time), False)
-        return [float(shaper.apply(q[k], v[k], out).tau_active[0])]
+        torque = float(shaper.apply(q[k], v[k], out).tau_active[0])
+        return [torque + (torque_noise * rng.normal() if torque_noise > 0.0 else 0.0)]
 
     def applied(k: int, torque: np.ndarray) -> bool:
         tau[k, a] = plant.clip(torque)[0]
