@@ -159,6 +159,7 @@ def test_solve_with_wrench_matches_compute():
     ({"link2": np.zeros(5)}, r"f_ext\['link2'\] must be a 6-vector"),
     ({"link2": [0, 0, np.nan, 0, 0, 0]}, r"f_ext\['link2'\] has non-finite"),
     ([np.zeros(6)], "f_ext must be a mapping"),
+    (np.zeros(6), "f_ext must be a mapping"),
 ])
 def test_bad_wrenches_are_one_line_errors(bad, match):
     rng = np.random.default_rng(1)

@@ -9,6 +9,10 @@ acceleration alpha. Its three steps, each one compiled kernel below:
 3. ``residual_force_sweep`` (5.4a) tip-to-base: z(k), eps_p(k), nu_p(k)
    ``outward_sweep``        (5.4b) base-to-tip: alpha(k), T_a(k), qdd_p(k)
 
+External wrenches (``f_ext=``: link name -> [force; torque] in the link's frame) enter (5.4a)
+as -f_ext(k) on their bodies (doc/theory/external_wrenches.md, (E.1)-(E.4)); without them the
+buffer is not read.
+
 With every joint passive it is the articulated-body forward dynamics (ABA); with every joint
 active it is composite-body inverse dynamics; ``forward_dynamics``, ``inverse_dynamics`` and
 ``mass_matrix`` below are exactly those special cases of the same kernels.
@@ -551,12 +555,13 @@ class HybridDynamics:
         """Write ``f_ext`` (link name -> [force; torque] in the link's frame about its origin)
         into ``self.f_ext`` as body wrenches (E.1); returns the run_steps flag that makes them
         act (``EXTERNAL``), or 0 for None or an empty mapping."""
-        if not f_ext:
-            if f_ext is None or isinstance(f_ext, Mapping):
-                return 0
+        if f_ext is None:
+            return 0
         if not isinstance(f_ext, Mapping):
             raise ValueError("f_ext must be a mapping link name -> 6-vector [force; torque], "
                              f"got {type(f_ext).__name__}")
+        if not f_ext:
+            return 0
         external_body_wrenches(self.model, f_ext, self.f_ext)
         return EXTERNAL
 
