@@ -19,6 +19,7 @@ from underactuated_control.dynamics import (
 )
 from underactuated_control.jacobians import jacobian_drifts
 from underactuated_control.operational_space import (
+    OperationalSpace,
     generalized_task_bias,
     generalized_task_inertia,
     task_bias,
@@ -223,6 +224,10 @@ def test_task_bias_with_wrench():
         ok, err = close(mu + p, expected, 1e4)
         assert ok, err
         assert np.array_equal(p, p0)  # gravity term untouched; the load is in μ
+        os = OperationalSpace(model)  # the control-loop form: update(q, v, f_ext=...)
+        os.set_task(frame)
+        os.update(q, v, f_ext=f_ext)
+        assert np.allclose(os.mu, mu, rtol=1e-12, atol=1e-12) and np.array_equal(os.p, p)
 
 
 def test_generalized_task_bias_with_wrench():
