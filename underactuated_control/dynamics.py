@@ -9,6 +9,10 @@ acceleration alpha. Its three steps, each one compiled kernel below:
 3. ``residual_force_sweep`` (5.4a) tip-to-base: z(k), eps_p(k), nu_p(k)
    ``outward_sweep``        (5.4b) base-to-tip: alpha(k), T_a(k), qdd_p(k)
 
+External wrenches (``f_ext=``: link name -> [force; torque] in the link's frame) enter (5.4a)
+as -f_ext(k) on their bodies (doc/theory/external_wrenches.md, (E.1)-(E.4)); without them the
+buffer is not read.
+
 With every joint passive it is the articulated-body forward dynamics (ABA); with every joint
 active it is composite-body inverse dynamics; ``forward_dynamics``, ``inverse_dynamics`` and
 ``mass_matrix`` below are exactly those special cases of the same kernels.
@@ -28,6 +32,7 @@ per passive set for the dynamics, the Jacobians and the operational space alike.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -72,6 +77,7 @@ __all__ = [
     "inverse_dynamics",
     "forward_dynamics",
     "mass_matrix",
+    "external_body_wrenches",
 ]
 
 
@@ -134,6 +140,7 @@ class Work(NamedTuple):
     z: np.ndarray
     alpha: np.ndarray
     force: np.ndarray  # f(k) (active hinges)
+    f_ext: np.ndarray  # (nb, 6) external wrenches f_ext(k), body axes, about the body origin
     nu: np.ndarray  # nu_p, per DOF
     qdd: np.ndarray
     tau: np.ndarray
@@ -218,6 +225,7 @@ def work_views(work, nb, nq, nv, na, npas):
     z, o = take(work, o, (nb, 6))
     alpha, o = take(work, o, (nb, 6))
     force, o = take(work, o, (nb, 6))
+    f_ext, o = take(work, o, (nb, 6))
     nu, o = take(work, o, (nv,))
     qdd, o = take(work, o, (nv,))
     tau, o = take(work, o, (nv,))
@@ -237,8 +245,8 @@ def work_views(work, nb, nq, nv, na, npas):
     y6, o = take(work, o, (6,))
     e6, o = take(work, o, (6,))
     return (Work(E_up=E_up, r_up=r_up, vel=vel, coriolis=coriolis, gyro=gyro, P=P, U=U,
-                 Dinv=Dinv, G=G, z=z, alpha=alpha, force=force, nu=nu, qdd=qdd, tau=tau,
-                 tau_active=tau_active, qdd_passive=qdd_passive, vel_base=vel_base,
+                 Dinv=Dinv, G=G, z=z, alpha=alpha, force=force, f_ext=f_ext, nu=nu, qdd=qdd,
+                 tau=tau, tau_active=tau_active, qdd_passive=qdd_passive, vel_base=vel_base,
                  alpha_base=alpha_base, q_at=q_at, q_valid=q_valid),
             Scratch(R=R, P_plus=P_plus, XtP=XtP, D=D, L=L, Li=Li, x6=x6, y6=y6, e6=e6), o)
 
@@ -323,10 +331,16 @@ def articulated_sweep(m, c, w, s):
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
-def residual_force_sweep(m, c, w, s):
-    """(5.4a) tip-to-base residual forces z(k); eps_p(k) and nu_p(k) of the passive hinges."""
+def residual_force_sweep(m, c, w, s, external):
+    """(5.4a) tip-to-base residual forces z(k); eps_p(k) and nu_p(k) of the passive hinges.
+    ``external``: the external wrenches ``w.f_ext`` act on the bodies (doc/theory/
+    external_wrenches.md, (E.2)); False: none (not read)."""
     E, r, P, a, z, y, zp = w.E_up, w.r_up, w.P, w.coriolis, w.z, s.x6, s.y6
     z[:] = w.gyro                                   # z(k) = b(k) + the terms below
+    if external:
+        for i in range(m.nb):                       # z(k) = b(k) - f_ext(k) + ...  (E.2)
+            for a6 in range(6):
+                z[i, a6] -= w.f_ext[i, a6]
     for i in range(m.nb - 1, -1, -1):
         H, z_plus = c.S[i], z[i]                    # active: z+(k) = z(k)
         if m.passive[i]:
@@ -404,6 +418,7 @@ VELOCITY = 2  # (3.1)
 ZERO_VELOCITY = 4  # V = a = b = 0 (Jacobians, mass matrices)
 SOLVE = 8  # (5.4a) + (5.4b)
 GRAVITY = 16  # with SOLVE: base acceleration [0; -g]
+EXTERNAL = 32  # with SOLVE: the external wrenches in ``Work.f_ext`` act (E.2)
 ALL_STEPS = CONFIGURATION | VELOCITY | SOLVE | GRAVITY
 
 # One fixed signature (compiled at import, loaded from the cache): any other argument type
@@ -451,7 +466,7 @@ def run_steps(ints, consts, work, q, v, qdd_active, tau_passive, flags):
             w.alpha_base[:] = c.gravity_base
         else:
             w.alpha_base[:] = 0.0
-        residual_force_sweep(m, c, w, s)
+        residual_force_sweep(m, c, w, s, (flags & EXTERNAL) != 0)
         outward_sweep(m, c, w, s)
         for k in range(m.na):
             w.tau_active[k] = w.tau[m.active_dofs[k]]
@@ -535,33 +550,65 @@ class HybridDynamics:
         if run_steps(*self.buffers, e, v, e, e, VELOCITY) != OK:
             self.model.check_state(v=v)
 
+    # -- external wrenches: into the per-body buffer ``self.f_ext`` (E.1) ----------------------
+    def load_external(self, f_ext: Mapping[str, np.ndarray] | None) -> int:
+        """Write ``f_ext`` (link name -> [force; torque] in the link's frame about its origin)
+        into ``self.f_ext`` as body wrenches (E.1); returns the run_steps flag that makes them
+        act (``EXTERNAL``), or 0 for None or an empty mapping."""
+        if f_ext is None:
+            return 0
+        if not isinstance(f_ext, Mapping):
+            raise ValueError("f_ext must be a mapping link name -> 6-vector [force; torque], "
+                             f"got {type(f_ext).__name__}")
+        if not f_ext:
+            return 0
+        external_body_wrenches(self.model, f_ext, self.f_ext)
+        return EXTERNAL
+
+    def external_joint_forces(self, f_ext: Mapping[str, np.ndarray] | None) -> np.ndarray:
+        """Σ J_linkᵀ f_link (nv,), the joint forces of the external wrenches ``f_ext`` at the
+        configured q (E.3): what they add to the generalised forces. Zero for None."""
+        tau = np.zeros(self.model.nv)
+        if self.load_external(f_ext):
+            external_joint_force_kernel(*self.buffers, np.zeros((self.model.nb, 6)), tau)
+        return tau
+
     # -- step 3: (5.4a) + (5.4b) --------------------------------------------------------------
-    def solve(self, qdd_active: np.ndarray, tau_passive: np.ndarray, gravity: bool = True
-              ) -> HybridResult:
+    def solve(self, qdd_active: np.ndarray, tau_passive: np.ndarray, gravity: bool = True,
+              f_ext: Mapping[str, np.ndarray] | None = None) -> HybridResult:
+        """(5.4a), (5.4b) at the configured q and velocity; ``f_ext`` as in ``compute``."""
         qa = self.as_vector(qdd_active, len(self.active_dofs), "qdd_active")
         tp = self.as_vector(tau_passive, len(self.passive_dofs), "tau_passive")
         flags = SOLVE | GRAVITY if gravity else SOLVE
+        if f_ext is not None:
+            flags |= self.load_external(f_ext)
         if run_steps(*self.buffers, self._empty, self._empty, qa, tp, flags) != OK:
             self._check_inputs(qa, tp)
         return self.result
 
     def compute(self, q: np.ndarray, v: np.ndarray, qdd_active: np.ndarray,
-                tau_passive: np.ndarray) -> HybridResult:
-        """The whole hybrid recursion in one compiled call; results in ``self.result``."""
+                tau_passive: np.ndarray, f_ext: Mapping[str, np.ndarray] | None = None
+                ) -> HybridResult:
+        """The whole hybrid recursion in one compiled call; results in ``self.result``.
+
+        ``f_ext``: external wrenches, link name -> [force; torque] (ROS order) in that link's
+        frame about its origin, acting on the robot (E.1, E.2); None: none."""
         ints, consts, work = self.buffers
+        flags = ALL_STEPS if f_ext is None else ALL_STEPS | self.load_external(f_ext)
         try:
-            status = run_steps(ints, consts, work, q, v, qdd_active, tau_passive, ALL_STEPS)
+            status = run_steps(ints, consts, work, q, v, qdd_active, tau_passive, flags)
         except TypeError:  # not writeable C-contiguous float64 vectors: convert, then retry
-            return self._compute_converted(q, v, qdd_active, tau_passive)
+            return self._compute_converted(q, v, qdd_active, tau_passive, f_ext)
         if status != OK:
             self.raise_for_status(status, q=q, v=v, qa=qdd_active, tp=tau_passive)
         return self.result
 
-    def _compute_converted(self, q, v, qdd_active, tau_passive) -> HybridResult:
+    def _compute_converted(self, q, v, qdd_active, tau_passive, f_ext=None) -> HybridResult:
         m = self.model
         return self.compute(self.as_vector(q, m.nq, "q"), self.as_vector(v, m.nv, "v"),
                             self.as_vector(qdd_active, len(self.active_dofs), "qdd_active"),
-                            self.as_vector(tau_passive, len(self.passive_dofs), "tau_passive"))
+                            self.as_vector(tau_passive, len(self.passive_dofs), "tau_passive"),
+                            f_ext)
 
     # -- input checks (only on the error path) ------------------------------------------------
     def as_vector(self, x, n: int, name: str) -> np.ndarray:
@@ -607,6 +654,54 @@ class HybridDynamics:
             if bad.size:
                 raise ValueError(f"{name} has non-finite entries: " + ", ".join(
                     f"{m.dof_names[idx[b]]}={arr[b]}" for b in bad[:6]))
+
+
+# ================================================================ external wrenches
+def external_body_wrenches(model: RobotModel, f_ext: Mapping[str, np.ndarray],
+                           out: np.ndarray) -> np.ndarray:
+    """``out`` (nb, 6) := the body wrenches [torque; force] (body axes, about the body origin)
+    of ``f_ext``: link name -> [force; torque] in the link's frame about its origin (E.1).
+    Wrenches on links fixed to the root act on the fixed world and drop out. One-line
+    ValueError naming the link for an unknown name, a wrong shape or a non-finite entry."""
+    out[:] = 0.0
+    frames = model.frames  # link name -> (body, E, r): the model's immutable map
+    for name, wrench in f_ext.items():
+        frame = frames.get(name)
+        if frame is None:
+            raise ValueError(f"f_ext: unknown link '{name}': known links are "
+                             f"{sorted(frames)}")
+        x = np.asarray(wrench, dtype=float)
+        if x.shape != (6,):
+            raise ValueError(f"f_ext['{name}'] must be a 6-vector [force; torque], got shape "
+                             f"{x.shape}")
+        if not np.isfinite(x).all():
+            raise ValueError(f"f_ext['{name}'] has non-finite entries: {x.tolist()}")
+        if frame.body < 0:
+            continue
+        E, r = frame.rotation, frame.translation
+        f = E.T @ x[:3]                            # force in body axes
+        n = E.T @ x[3:]                            # torque about the link origin, body axes
+        body = out[frame.body]                     # (E.1): [n + r × f; f]
+        body[0] += n[0] + r[1] * f[2] - r[2] * f[1]
+        body[1] += n[1] + r[2] * f[0] - r[0] * f[2]
+        body[2] += n[2] + r[0] * f[1] - r[1] * f[0]
+        body[3:] += f
+    return out
+
+
+@njit(cache=True, error_model="numpy", fastmath=FAST)
+def external_joint_force_kernel(ints, consts, work, z, tau):
+    """tau = Σ_k J_k^T f_ext(k) (E.3): the joint forces of the body wrenches ``Work.f_ext`` by
+    one tip-to-base pass, z(k) = f_ext(k) + Σ φ(k+1,k) z(children), T(k) = H(k) z(k), at the
+    transforms of the configured q. ``z`` (nb, 6) is scratch."""
+    m, _ = int_views(ints)
+    c, _ = const_views(consts, m.nb)
+    w, _, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
+    z[:] = w.f_ext
+    for i in range(m.nb - 1, -1, -1):
+        hinge_force(c.S[i], z[i], dofs(tau, m, i))
+        if m.parent[i] >= 0:
+            xform_force_transpose(w.E_up[i], w.r_up[i], z[i], z[m.parent[i]])
 
 
 # ================================================================ one workspace per model
@@ -725,35 +820,43 @@ def _checked(ws: HybridDynamics, model: RobotModel, kind: str) -> HybridDynamics
 
 # ================================================================ public functions
 def hybrid_dynamics(model: RobotModel, q: np.ndarray, v: np.ndarray, qdd_active: np.ndarray,
-                    tau_passive: np.ndarray, workspace: HybridDynamics | None = None
-                    ) -> HybridResult:
+                    tau_passive: np.ndarray, workspace: HybridDynamics | None = None,
+                    f_ext: Mapping[str, np.ndarray] | None = None) -> HybridResult:
     """T_a and qdd_p from qdd_a and T_p (section 5); results are fresh copies.
 
-    ``workspace``: a ``HybridDynamics(model)`` to use (default: one shared per model)."""
+    ``workspace``: a ``HybridDynamics(model)`` to use (default: one shared per model).
+    ``f_ext``: external wrenches, link name -> [force; torque] in the link's frame about its
+    origin (ROS order), acting on the robot (doc/theory/external_wrenches.md)."""
     ws = shared_workspace(model) if workspace is None else _checked(workspace, model, "model")
-    res = ws.compute(q, v, qdd_active, tau_passive)
+    res = ws.compute(q, v, qdd_active, tau_passive, f_ext)
     return HybridResult(res.tau_active.copy(), res.qdd_passive.copy(), res.qdd.copy(),
                         res.tau.copy(), res.alpha.copy())
 
 
 def inverse_dynamics(model: RobotModel, q: np.ndarray, v: np.ndarray, qdd: np.ndarray,
-                     workspace: HybridDynamics | None = None) -> np.ndarray:
-    """tau = M(q) qdd + C(q, v) + gravity: the hybrid recursion with every joint active.
+                     workspace: HybridDynamics | None = None,
+                     f_ext: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+    """tau = M(q) qdd + C(q, v) + gravity - J^T f_ext: the hybrid recursion with every joint
+    active.
 
-    ``workspace``: an all-active ``HybridDynamics`` of the robot (default: a shared one)."""
+    ``workspace``: an all-active ``HybridDynamics`` of the robot (default: a shared one).
+    ``f_ext`` as for ``hybrid_dynamics``."""
     ws = (shared_workspace(model, "active") if workspace is None
           else _checked(workspace, model, "active"))
-    return ws.compute(q, v, qdd, ws._empty).tau.copy()
+    return ws.compute(q, v, qdd, ws._empty, f_ext).tau.copy()
 
 
 def forward_dynamics(model: RobotModel, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
-                     workspace: HybridDynamics | None = None) -> np.ndarray:
-    """qdd = M^-1 (tau - C - gravity): the hybrid recursion with every joint passive (ABA).
+                     workspace: HybridDynamics | None = None,
+                     f_ext: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+    """qdd = M^-1 (tau + J^T f_ext - C - gravity): the hybrid recursion with every joint
+    passive (ABA).
 
-    ``workspace``: an all-passive ``HybridDynamics`` of the robot (default: a shared one)."""
+    ``workspace``: an all-passive ``HybridDynamics`` of the robot (default: a shared one).
+    ``f_ext`` as for ``hybrid_dynamics``."""
     ws = (shared_workspace(model, "passive") if workspace is None
           else _checked(workspace, model, "passive"))
-    return ws.compute(q, v, ws._empty, tau).qdd.copy()
+    return ws.compute(q, v, ws._empty, tau, f_ext).qdd.copy()
 
 
 def mass_matrix(model: RobotModel, q: np.ndarray, workspace: HybridDynamics | None = None

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,7 +94,7 @@ def generalized_jacobian_sweeps(ints, consts, work, q, configure, E_world, p_wor
         w.qdd[m.active_dofs[k]] = 0.0
     for k in range(m.na):
         w.qdd[m.active_dofs[k]] = 1.0  # unit acceleration of active DOF k
-        residual_force_sweep(m, c, w, s)
+        residual_force_sweep(m, c, w, s, False)
         outward_sweep(m, c, w, s)
         w.qdd[m.active_dofs[k]] = 0.0
         for j in range(m.npas):
@@ -297,12 +298,13 @@ class JacobianWorkspace:
         self._frame_acceleration(frame, self._zero_vel, out)
         return out
 
-    def drifts(self, v: np.ndarray, tau_passive: np.ndarray, frame: str | None
-               ) -> tuple[np.ndarray, np.ndarray]:
-        """drift_G, drift_D: the frame's and passive joints' accelerations when qdd_a = 0."""
+    def drifts(self, v: np.ndarray, tau_passive: np.ndarray, frame: str | None,
+               f_ext: Mapping[str, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """drift_G, drift_D: the frame's and passive joints' accelerations when qdd_a = 0;
+        ``f_ext``: external wrenches acting meanwhile (see ``dynamics.hybrid_dynamics``)."""
         dyn = self.dynamics
         dyn.set_velocity(v)
-        res = dyn.solve(np.zeros(self.model.n_active), tau_passive, gravity=True)
+        res = dyn.solve(np.zeros(self.model.n_active), tau_passive, gravity=True, f_ext=f_ext)
         self.drift_D[:] = res.qdd_passive
         if frame is not None:
             f = self.model.frame(frame)
@@ -389,13 +391,15 @@ def generalized_jacobian_product(model: RobotModel, q: np.ndarray, frame: str, x
 
 def jacobian_drifts(model: RobotModel, q: np.ndarray, v: np.ndarray, frame: str | None,
                     tau_passive: np.ndarray | None = None,
-                    workspace: JacobianWorkspace | None = None
+                    workspace: JacobianWorkspace | None = None,
+                    f_ext: Mapping[str, np.ndarray] | None = None
                     ) -> tuple[np.ndarray, np.ndarray]:
-    """(drift_G (6,), drift_D (n_passive,)): velocity-, gravity- and T_p-dependent terms."""
+    """(drift_G (6,), drift_D (n_passive,)): velocity-, gravity-, T_p- and (with ``f_ext``, link
+    name -> [force; torque] in the link frame) external-wrench-dependent terms."""
     ws = _ws(model, workspace)
     ws.set_configuration(q)
     tp = np.zeros(model.n_passive) if tau_passive is None else tau_passive
-    g, d = ws.drifts(v, tp, frame)
+    g, d = ws.drifts(v, tp, frame, f_ext)
     return g.copy(), d.copy()
 
 

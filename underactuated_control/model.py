@@ -18,13 +18,14 @@ from pathlib import Path
 import numpy as np
 
 from .so3 import integrate_pose
+from .spatial import spatial_inertia
 
 # Hinge type codes used by the compiled kernels.
 REVOLUTE = 0
 PRISMATIC = 1
 FLOATING = 2
 
-__all__ = ["RobotModel", "Frame", "REVOLUTE", "PRISMATIC", "FLOATING"]
+__all__ = ["RobotModel", "Frame", "Payload", "REVOLUTE", "PRISMATIC", "FLOATING"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,49 @@ class Frame:
     body: int  # -1: attached to the fixed root
     rotation: np.ndarray  # E (3x3): body coordinates -> link coordinates
     translation: np.ndarray  # r (3,): link origin in body coordinates
+
+
+@dataclass(frozen=True, eq=False)
+class Payload:
+    """A rigid payload held by a link frame (``RobotModel.with_payload``): its mass [kg], centre
+    of mass ``com`` [m] in the frame's axes and rotational inertia [kg m²] about the com in the
+    frame's axes; ``body`` is the body it is merged into."""
+
+    frame: str
+    mass: float
+    com: np.ndarray
+    inertia: np.ndarray
+    body: int
+
+
+def _payload_inputs(mass, com, inertia) -> tuple[float, np.ndarray, np.ndarray]:
+    """Validated (mass, com, inertia); one-line ValueError naming the field at fault."""
+    try:
+        m = float(mass)
+    except (TypeError, ValueError):
+        raise ValueError(f"payload mass must be a number [kg], got {mass!r}") from None
+    if not (np.isfinite(m) and m >= 0.0):
+        raise ValueError(f"payload mass must be finite and >= 0 [kg], got {m}")
+    c = np.array(com, dtype=float)
+    if c.shape != (3,) or not np.isfinite(c).all():
+        raise ValueError(f"payload com must be 3 finite numbers [m], got {c.tolist()}")
+    inertia_arr = np.array(inertia, dtype=float)
+    if inertia_arr.shape != (3, 3) or not np.isfinite(inertia_arr).all():
+        raise ValueError("payload inertia must be a finite 3x3 matrix [kg m^2], got "
+                         f"{inertia_arr.tolist()}")
+    scale = max(np.abs(inertia_arr).max(), 1e-300)
+    if np.abs(inertia_arr - inertia_arr.T).max() > 1e-9 * scale:
+        raise ValueError(f"payload inertia must be symmetric, got {inertia_arr.tolist()}")
+    inertia_arr = 0.5 * (inertia_arr + inertia_arr.T)
+    moments = np.linalg.eigvalsh(inertia_arr)  # principal moments, ascending
+    tol = 1e-12 * scale
+    if moments[0] < -tol:
+        raise ValueError("payload inertia must be positive semi-definite, principal moments "
+                         f"{moments.tolist()}")
+    if moments[0] + moments[1] < moments[2] - tol:
+        raise ValueError("payload inertia violates the triangle inequality of principal "
+                         f"moments (I1 + I2 >= I3), principal moments {moments.tolist()}")
+    return m, c, inertia_arr
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -81,6 +125,8 @@ class RobotModel:
     ros2_control: Mapping[str, Mapping[str, tuple[str, ...]]]
     inertia_scale: float
     passive_joint_mask: np.ndarray = field(repr=False)
+    payload: Payload | None = None  # see with_payload
+    unloaded: RobotModel | None = field(default=None, repr=False)  # the model without it
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -201,6 +247,36 @@ class RobotModel:
         for n in names:
             mask[self.joint_index(n)] = True
         return dataclasses.replace(self, passive_joint_mask=mask)
+
+    def with_payload(self, frame: str, mass: float, com, inertia) -> RobotModel:
+        """The same robot holding a rigid payload at ``frame`` (a link or a fixed frame):
+        ``mass`` [kg], ``com`` [m] in the frame's axes, ``inertia`` (3x3) [kg m²] about the com
+        in the frame's axes, merged into the spatial inertia M(k) of the body holding the frame
+        (doc/theory/external_wrenches.md, (P.1)). Replaces any payload already held; shares
+        every array but ``inertia`` with ``self``; ``without_payload()`` returns the model
+        without it (the original inertias, bit for bit). One-line ValueError naming the field
+        (``frame``, ``mass``, ``com``, ``inertia``) on bad input."""
+        base = self.without_payload()
+        f = base.frame(frame)
+        if f.body < 0:
+            raise ValueError(f"payload frame '{frame}' is fixed to the root link "
+                             f"'{self.root_link}': no moving body holds it")
+        m, c, inertia_f = _payload_inputs(mass, com, inertia)
+        E, r = f.rotation, f.translation  # frame axes = E (body axes); origin r in body axes
+        com_body = r + E.T @ c
+        inertia_body = E.T @ inertia_f @ E
+        new = np.array(base.inertia)
+        new[f.body] += spatial_inertia(m, com_body, inertia_body)  # (P.1)
+        payload = Payload(frame, m, _frozen(c), _frozen(inertia_f), int(f.body))
+        return dataclasses.replace(base, inertia=new, payload=payload, unloaded=base)
+
+    def without_payload(self) -> RobotModel:
+        """The same robot (same passive set) without its payload: the original inertia arrays
+        themselves. ``self`` if it holds none."""
+        if self.unloaded is None:
+            return self
+        return dataclasses.replace(self, inertia=self.unloaded.inertia, payload=None,
+                                   unloaded=None)
 
     # ---------------------------------------------------------------- configurations
     def neutral_configuration(self) -> np.ndarray:

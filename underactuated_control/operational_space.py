@@ -24,7 +24,7 @@ a null-space torque N Γ₀ is one pass. For the control loop use ``OperationalS
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -298,27 +298,37 @@ class OperationalSpace:
                                                           f"Λ⁻¹ of frame '{self.frame}'"))
             raise ValueError("Λ was not computed: set_configuration(q, invert=True) first")
 
-    def bias(self, v: np.ndarray, tau: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def bias(self, v: np.ndarray, tau: np.ndarray | None = None,
+             f_ext: Mapping[str, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(μ, p) of eqs. (24), (25) at the configured q: two articulated-body passes.
-        ``tau``: joint forces applied during the free-motion pass (default zero)."""
+        ``tau``: joint forces applied during the free-motion pass (default zero). ``f_ext``:
+        external wrenches (link name -> [force; torque] in the link frame, as in
+        ``dynamics.hybrid_dynamics``) acting meanwhile: their joint forces Σ Jᵀ f_ext (E.3)
+        join ``tau``, so μ gains −J̄ᵀ Σ Jᵀ f_ext (E.4); p is gravity's alone."""
         self._require(need_lambda=True)
-        self._free_accelerations(v, tau, self.k)
+        self._free_accelerations(v, tau, self.k, f_ext)
         return self.mu, self.p
 
-    def _free_accelerations(self, v, tau, k: int) -> None:
-        """The frame's free accelerations a_v (v, tau, no gravity) and a_g (at rest, gravity)
-        into ``work.a_vel``/``work.a_grav``; with k > 0 also μ, p."""
+    def _free_accelerations(self, v, tau, k: int, f_ext=None) -> None:
+        """The frame's free accelerations a_v (v, tau, f_ext, no gravity) and a_g (at rest,
+        gravity) into ``work.a_vel``/``work.a_grav``; with k > 0 also μ, p."""
         dyn, nv = self.dynamics, self.model.nv
         if not _plain(v, nv):
             v = dyn.as_vector(v, nv, "v")
         tau = self._zero_tau if tau is None else dyn.as_vector(tau, nv, "tau")
+        if f_ext is not None:  # (E.4): the wrenches' joint forces join tau
+            tau = tau + dyn.external_joint_forces(f_ext)
         if task_bias_kernel(*dyn.buffers, self.buffer, v, tau, self.body, k) != OK:
             self.model.check_state(v=v, tau=tau)
 
-    def update(self, q: np.ndarray, v: np.ndarray | None = None) -> None:
-        """``set_configuration(q)`` then (with v) ``bias(v)``, in one compiled call."""
-        if v is None:
+    def update(self, q: np.ndarray, v: np.ndarray | None = None,
+               f_ext: Mapping[str, np.ndarray] | None = None) -> None:
+        """``set_configuration(q)`` then (with v) ``bias(v)``, in one compiled call
+        (two with ``f_ext``: ``bias(v, f_ext=f_ext)``)."""
+        if v is None or f_ext is not None:
             self.set_configuration(q)
+            if v is not None and not self.singular:
+                self.bias(v, f_ext=f_ext)
             return
         if self.body < 0:
             raise ValueError("call set_task(frame, ...) first")
@@ -420,12 +430,13 @@ class OperationalSpace:
         return ta - self.generalized_torque(task.Lambda @ (self.S @ self.work.a_vel))
 
     def generalized(self, tau_passive: np.ndarray | None = None, v: np.ndarray | None = None,
-                    with_jbar: bool = True) -> GeneralizedTask:
+                    with_jbar: bool = True, f_ext: Mapping[str, np.ndarray] | None = None
+                    ) -> GeneralizedTask:
         """Λ_G⁻¹, Λ_G, J̄_G and (with v) μ_G, p_G of the task seen through the model's active
         joints (see ``generalized_task_inertia``), at the configured q. New arrays; with v,
         the workspace's own ``mu``/``p`` are stale afterwards. ``with_jbar=False`` skips
         J̄_G (the six wrench passes, O(36 N)); ``generalized_null_space_torque`` needs only
-        Λ_G."""
+        Λ_G. ``f_ext``: external wrenches acting during the free motion (in μ_G, E.4)."""
         self._require()
         m = self.model
         Linv = self.Lambda_inv.copy()
@@ -453,7 +464,7 @@ class OperationalSpace:
             if tau_passive is not None:
                 tau[m.passive_dofs] = self.dynamics.as_vector(tau_passive, m.n_passive,
                                                               "tau_passive")
-            self._free_accelerations(v, tau, 0)  # only the accelerations: Λ may not exist
+            self._free_accelerations(v, tau, 0, f_ext)  # only the accelerations: Λ may not exist
             mu_G = -LG @ (self.S @ self.work.a_vel)
             p_G = -LG @ (self.S @ self.work.a_grav)
         return GeneralizedTask(Lambda=LG, Lambda_inv=LG_inv, Jbar=Jbar_G, mu=mu_G, p=p_G,
@@ -570,13 +581,14 @@ def null_space_projector(model: RobotModel, q: np.ndarray, frame: str, rows=None
 
 
 def task_bias(model: RobotModel, q: np.ndarray, v: np.ndarray, frame: str, rows=None, *,
-              offset=None, workspace: OperationalSpace | None = None
-              ) -> tuple[np.ndarray, np.ndarray]:
+              offset=None, workspace: OperationalSpace | None = None,
+              f_ext: Mapping[str, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(μ, p) of eq. (23): μ = J̄ᵀ b − Λ J̇ q̇ (24) (Coriolis and centrifugal, J̇ q̇ the frame's
     classical acceleration at q̈ = 0) and p = J̄ᵀ g (25) (gravity), so that
-    Λ ẍ + μ + p = F with Γ = Jᵀ F. Two articulated-body passes."""
+    Λ ẍ + μ + p = F with Γ = Jᵀ F. Two articulated-body passes. ``f_ext`` (link name ->
+    [force; torque] in the link frame): external wrenches, in μ as −J̄ᵀ Σ Jᵀ f_ext (E.4)."""
     ws = _configured(model, q, frame, rows, offset, workspace)
-    mu, p = ws.bias(v)
+    mu, p = ws.bias(v, f_ext=f_ext)
     return mu.copy(), p.copy()
 
 
@@ -744,14 +756,15 @@ def generalized_dynamically_consistent_inverse(model: RobotModel, q: np.ndarray,
 
 def generalized_task_bias(model: RobotModel, q: np.ndarray, v: np.ndarray, frame: str,
                           tau_passive: np.ndarray | None = None, rows=None, *, offset=None,
-                          workspace: OperationalSpace | None = None
+                          workspace: OperationalSpace | None = None,
+                          f_ext: Mapping[str, np.ndarray] | None = None
                           ) -> tuple[np.ndarray, np.ndarray]:
     """(μ_G, p_G): F = Λ_G a* + μ_G + p_G and T_a = J_Gᵀ F give the frame acceleration a*
     with the passive joints free under their forces ``tau_passive`` (μ_G holds the velocity and
     T_p terms, p_G gravity): μ_G + p_G = −Λ_G a_free, a_free the frame's acceleration with
-    T_a = 0. Two articulated-body passes."""
+    T_a = 0. Two articulated-body passes. ``f_ext``: external wrenches acting meanwhile (E.4)."""
     ws = _configured(model, q, frame, rows, offset, workspace, invert=False)
-    res = ws.generalized(tau_passive=tau_passive, v=v)
+    res = ws.generalized(tau_passive=tau_passive, v=v, f_ext=f_ext)
     return res.mu, res.p
 
 

@@ -398,7 +398,7 @@ def free_frame_acceleration(m, c, w, s, o, body, out):
     """(5.4a)/(5.4b) with every hinge of the (all-passive) workspace free, then the frame
     point's classical acceleration [linear; angular] in root axes; a fictitious base
     acceleration [0; -g] that carried gravity is removed first."""
-    residual_force_sweep(m, c, w, s)
+    residual_force_sweep(m, c, w, s, False)
     outward_sweep(m, c, w, s)
     Eb, x = o.E_world[body], o.x6
     for a in range(6):
