@@ -28,8 +28,9 @@ The three model terms, each O(N) on one all-active hybrid workspace of the packa
   ∂V(j)/∂q_k = H*(k) × (V(j) - V(k)) and ∂M_j/∂q_k = H*(k) ×* M_j - M_j H*(k) ×; the terms in
   V(j) cancel), kernel ``kinetic_gradient`` below.
 
-Discretised with the trapezoidal rule for the known terms and implicitly in r (stable for any
-K_O dt): with P_k = p_k - p_0 - I_k,  I_k = I_{k-1} + dt (b_k + b_{k-1}) / 2 + dt Σ r,
+Discretised (stable for any K_O dt): the state's terms b = T_p + C^T v - g by the trapezoidal
+rule, the efforts as held over the step (what a digital controller applies), r implicitly:
+I_k = I_{k-1} + dt (b_k + b_{k-1}) / 2 + dt (tau_{k-1,k} + r_{k-1}),  P_k = p_k - p_0 - I_k,
 r_k = K_O / (1 + K_O dt) P_k. The wrench at a frame is the damped least-squares solution of
 r = Jᵀ w over the joints one trusts (doc/payloads_and_wrenches.md).
 """
@@ -125,7 +126,6 @@ class MomentumObserver:
         self.momentum = np.zeros(nv)
         self.coriolis_t = np.zeros(nv)  # C^T v
         self.gravity = np.zeros(nv)
-        self._tau = np.zeros(nv)
         self._known = np.zeros(nv)  # b = tau + C^T v - g
         self._known_prev = np.zeros(nv)
         self._p0 = np.zeros(nv)
@@ -154,7 +154,8 @@ class MomentumObserver:
     def update(self, q: np.ndarray, v: np.ndarray, tau_measured: np.ndarray, dt: float
                ) -> np.ndarray:
         """One cycle: (q, v) measured, ``tau_measured`` the active joints' efforts (model's
-        active-DOF order) that acted over the last ``dt`` seconds. Returns r (all DOF)."""
+        active-DOF order) that acted over the last ``dt`` seconds (since the previous update;
+        ignored at the first). Returns r (all DOF)."""
         m = self.model
         q = self._dyn.as_vector(q, m.nq, "q")
         v = self._dyn.as_vector(v, m.nv, "v")
@@ -162,9 +163,10 @@ class MomentumObserver:
         if not (np.isfinite(ta).all() and np.isfinite(dt) and dt >= 0.0):
             raise ValueError(f"tau_measured must be finite and dt >= 0, got {ta}, dt {dt}")
         self._model_terms(q, v)
-        self._tau[:] = self.passive_force.all_joints(q, v)
-        self._tau[m.active_dofs] += ta
-        np.add(self._tau, self.coriolis_t, out=self._known)
+        # b = T_p(q, v) + C^T v - g: a function of the state (trapezoid); the efforts are the
+        # ones that acted over the step (held: exact as a rectangle)
+        self._known[:] = self.passive_force.all_joints(q, v)
+        self._known += self.coriolis_t
         self._known -= self.gravity
         if not self.started:
             self._p0[:] = self.momentum
@@ -172,8 +174,9 @@ class MomentumObserver:
             self.residual[:] = 0.0
             self.started = True
         else:
-            # I_k = I_{k-1} + dt (b_k + b_{k-1}) / 2 + dt r_{k-1};  r_k = K/(1 + K dt) P_k
+            # I_k = I_{k-1} + dt (b_k + b_{k-1}) / 2 + dt (tau + r_{k-1});  r_k = K/(1+K dt) P_k
             self._integral += 0.5 * dt * (self._known + self._known_prev)
+            self._integral[m.active_dofs] += dt * ta
             self._integral += dt * self.residual
             np.subtract(self.momentum, self._p0, out=self.residual)
             self.residual -= self._integral
