@@ -103,6 +103,25 @@ def test_passive_joint_external_torque_through_the_first_order_filter():
     assert np.abs(r[:, model.active_dofs]).max() < 1e-3
 
 
+def test_wrench_from_joint_torques_root_and_frame_axes():
+    """r = Jᵀ w (Pinocchio's frame Jacobian) for a known w: the wrench is w (root axes), Rᵀ w
+    (frame axes), also from six trusted joints of the seven."""
+    from underactuated_control.jacobians import frame_placement
+
+    model = RobotModel.from_urdf(ARM7)
+    ref = PinRef(model, ARM7)
+    rng = np.random.default_rng(5)
+    q = model.random_configuration(rng, scale=1.0)
+    w = np.array([3.0, -4.0, 5.0, 0.3, -0.2, 0.1])
+    R = frame_placement(model, q, "tool")[1]
+    for trusted in (None, model.joint_names[1:]):
+        obs = MomentumObserver(model, frame="tool", trusted_joints=trusted, damping=0.0)
+        obs.residual[:] = ref.frame_jacobian(q, "tool").T @ w
+        np.testing.assert_allclose(obs.wrench(q), w, atol=1e-9)
+        np.testing.assert_allclose(obs.wrench(q, axes="frame"),
+                                   np.concatenate([R.T @ w[:3], R.T @ w[3:]]), atol=1e-9)
+
+
 def test_bad_input_is_named():
     model = RobotModel.from_urdf(ARM7)
     with pytest.raises(ValueError, match="gain must be > 0"):
