@@ -12,6 +12,7 @@ the score (0 unless ok).
     .venv/bin/python bench/bench_swing_up.py --strategy planned --perturb 10 --variants \
         design_c1 --latencies 0 5 10 --noises 0 0.1     # the robustness board's axes
     .venv/bin/python bench/bench_swing_up.py --strategy planned --knockdown 60  # uptime
+    .venv/bin/python bench/bench_swing_up.py --tune-plan pendubot --trials 60  # (P1) weights
 
 Offline, the law runs in this process against MuJoCo (RK4, 2 ms), the torque it computes from
 a state acting from that state on (``--latency`` steps later); with ``--dds`` each run is
@@ -174,6 +175,55 @@ def knockdown(robots, duration: float, period: float, settings: dict, out: Path,
     return result
 
 
+PLAN_TUNED = ("plan_horizon", "plan_state_weight", "plan_velocity_weight", "plan_torque_weight",
+              "plan_rate_weight", "plan_terminal_weight")
+
+
+def tune_plan(robot: str, iterations: int, out: Path, seed: int = 0) -> dict:
+    """(1+1)-ES on the logarithms of the planned strategy's (P1) parameters (``PLAN_TUNED``,
+    from the kind's defaults), maximising the leaderboard score of design C.1 offline (MuJoCo
+    RK4 2 ms, 10 s; a fresh plan per trial, cached in ``<out>.plans``)."""
+    import numpy as np
+
+    from underactuated_control.control.swing_up_law import PLAN_DEFAULTS
+    from underactuated_control.scoring import full_tip_height, score_run, tip_heights
+
+    urdf = two_link_urdf(robot)
+    model = RobotModel.from_urdf(urdf)
+    full = full_tip_height(model, "tip")
+    fixed = {"swing_up_strategy": "planned", "plan_cache_dir": str(out.with_suffix(".plans")),
+             "plan_dt": PLAN_DEFAULTS[robot]["plan_dt"]}
+
+    def settings(x) -> dict:
+        return {**fixed, **{n: float(10 ** v) for n, v in zip(PLAN_TUNED, x)}}
+
+    def evaluate(x) -> float:
+        try:
+            r = simulate_offline(urdf, 10.0, settings(x))
+        except (ValueError, RuntimeError, np.linalg.LinAlgError):
+            return 0.0
+        return score_run(r["t"], r["q"], r["v"], r["tau"], tip_heights(model, r["q"], "tip"),
+                         full)["score"]
+
+    rng = np.random.default_rng(seed)
+    best_x = np.log10([PLAN_DEFAULTS[robot][n] for n in PLAN_TUNED])
+    best = evaluate(best_x)
+    print(f"tune-plan {robot}: start {best:.4f}", flush=True)
+    sigma = np.full(best_x.size, 0.15)
+    for k in range(iterations):
+        x = best_x + sigma * rng.normal(size=best_x.size)
+        f = evaluate(x)
+        if f > best:
+            best, best_x, sigma = f, x, sigma * 1.5
+            print(f"  trial {k + 1}: {best:.4f} {settings(best_x)}", flush=True)
+        else:
+            sigma = np.maximum(sigma * 0.9, 0.02)
+    result = {"robot": robot, "score": best, "settings": settings(best_x), "seed": seed}
+    out.write_text(json.dumps(result, indent=2))
+    print(f"best {best:.4f}; wrote {out}")
+    return result
+
+
 TUNED = ("swing_power_gain", "swing_ke", "swing_kp", "swing_damping", "swing_torque_fraction",
          "swing_kick", "lock_energy_tolerance", "lqr_roa_scale", "swing_torque_rate",
          "lqr_torque_rate", "lqr_r_torque")
@@ -283,6 +333,9 @@ def main(argv: list[str] | None = None) -> int:
                         "change of each size")
     parser.add_argument("--latencies", type=int, nargs="+", default=[0, 1],
                         help="--perturb: steps of delay")
+    parser.add_argument("--tune-plan", choices=ROBOTS, help="search the planned strategy's "
+                        "(P1) parameters for the score of design C.1 instead of the matrix")
+    parser.add_argument("--trials", type=int, default=60, help="--tune-plan: trials")
     parser.add_argument("--noises", type=float, nargs="+", default=[0.0],
                         help="--perturb: torque noise standard deviations [N·m]")
     parser.add_argument("--knockdown", type=float, metavar="SECONDS", help="uptime under "
@@ -298,6 +351,9 @@ def main(argv: list[str] | None = None) -> int:
         start = json.loads(args.start.read_text())["settings"] if args.start else None
         tune(args.tune, args.minutes, args.out, seed=args.seed, start_from=start,
              sigma=args.sigma, latency=args.latency, copies=args.copies, damped=args.damped)
+        return 0
+    if args.tune_plan:
+        tune_plan(args.tune_plan, args.trials, args.out, seed=args.seed)
         return 0
     args.settings = {}
     for item in args.set:

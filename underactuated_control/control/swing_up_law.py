@@ -91,15 +91,15 @@ REPLAN_DT, REPLAN_HORIZON = 0.005, 3.0  # s: a re-plan's longest step and shorte
 # is a value: negative) takes these. The swing-up is sensitive to them (the number of swings
 # can change with the fourth digit), so they are kept as the search found them.
 # the planned strategy's (P1) on design C.1, searched for the leaderboards' score offline
-# (MuJoCo RK4 2 ms, 10 s; bench/bench_swing_up.py --tune-plan): horizon [s], step [s], log10
-# of the weights
-_PLAN_SEARCHED = {"acrobot": (3.198, 0.002, 0.899, 1.466, 3.316, None, 4.079),
-                  "pendubot": (1.885, 0.01, 0.268, 2.308, 3.229, 3.011, 3.575)}
-PLAN_DEFAULTS = {kind: {"plan_horizon": h, "plan_dt": dt, "plan_state_weight": 10 ** wq,
-                        "plan_velocity_weight": 10 ** wv, "plan_torque_weight": 10 ** wu,
-                        "plan_rate_weight": 0.0 if wr is None else 10 ** wr,
-                        "plan_terminal_weight": 10 ** wt}
-                 for kind, (h, dt, wq, wv, wu, wr, wt) in _PLAN_SEARCHED.items()}
+# ((1+1)-ES on the logarithms, MuJoCo RK4 2 ms, 10 s: bench/bench_swing_up.py --tune-plan)
+PLAN_DEFAULTS = {
+    "acrobot": {"plan_horizon": 2.436, "plan_dt": 0.002, "plan_state_weight": 6.019,
+                "plan_velocity_weight": 67.78, "plan_torque_weight": 2127.0,
+                "plan_rate_weight": 1089.4, "plan_terminal_weight": 8413.0},
+    "pendubot": {"plan_horizon": 1.7811, "plan_dt": 0.005, "plan_state_weight": 3.9427,
+                 "plan_velocity_weight": 153.74, "plan_torque_weight": 911.47,
+                 "plan_rate_weight": 1286.2, "plan_terminal_weight": 3205.6},
+}
 KIND_DEFAULTS = {
     "acrobot": {"swing_power_gain": 0.7956434235621649,
                 "swing_ke": 9.93547755071595,
