@@ -137,8 +137,10 @@ def _default_settings() -> dict[str, Any]:
     return {s.name: coerce(s, s.default) for s in law_parameters()}
 
 
-def _steps() -> list[tuple[str, Callable[[], None]]]:
-    """(what, how) for every family of kernels, in the order a node needs them."""
+def _steps(worker: KernelWorker | None = None, report: Callable[[str], None] | None = None
+           ) -> list[tuple[str, Callable[[], None]]]:
+    """(what, how) for every family of kernels, in the order a node needs them; with a
+    ``worker`` compiling ``run_steps``, the Jacobian sweeps first, meanwhile."""
     from .bringup import builtin_robots
     from .control.registry import CONTROL_LAWS
     from .dynamics import forward_dynamics, hybrid_dynamics, inverse_dynamics
@@ -179,7 +181,19 @@ def _steps() -> list[tuple[str, Callable[[], None]]]:
             chain, "link2", "link4", "link6"))])
         control.step(q, frame_placement(chain, q, "tool"))
 
+    def sweeps() -> None:
+        from .jacobians import JacobianWorkspace
+
+        try:
+            for model in (arm, failed):
+                for frame in ("tool", arm.body_names[-1]):
+                    JacobianWorkspace(model).generalized(frame, q)
+        finally:
+            worker.finish(report)
+
     steps = [("hybrid, forward and inverse dynamics", dynamics)]
+    if worker is not None:
+        steps.insert(0, ("Jacobian sweeps, run_steps in a worker process meanwhile", sweeps))
     for mode in CONTROL_LAWS:
         if mode == "swing_up":
             steps.append(("control law 'swing_up' (acrobot)", swing_up))
@@ -197,7 +211,7 @@ def warm_up(report: Callable[[str], None] | None = print) -> float:
     """Compile (or load) every kernel of the package; ``report`` gets one line per step (None:
     silent). Returns the total seconds."""
     t_start = time.perf_counter()
-    for what, run in _steps():
+    for what, run in _steps(KernelWorker.start(), report):
         t0 = time.perf_counter()
         run()
         if report is not None:
