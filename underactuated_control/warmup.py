@@ -30,7 +30,17 @@ __all__ = ["KernelWorker", "warm_law", "warm_up"]
 _ARM_POSE = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])
 
 
-_WORKER_CODE = "from underactuated_control.dynamics import compile_run_steps; compile_run_steps()"
+# the worker: SIGTERM when its parent dies (Linux), then run_steps into the cache
+_WORKER_CODE = """import ctypes, os, signal, sys
+try:
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+except (OSError, AttributeError):
+    pass
+if os.getppid() != int(sys.argv[1]):
+    sys.exit("parent gone")
+from underactuated_control.dynamics import compile_run_steps
+compile_run_steps()
+"""
 
 
 class KernelWorker:
@@ -43,16 +53,14 @@ class KernelWorker:
     to gain) or when that cannot be told."""
 
     def __init__(self, command: list[str] | None = None) -> None:
-        from .bringup import die_with_parent
-
         root = str(Path(__file__).resolve().parents[1])  # this package, whoever imports it
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             p for p in (root, os.environ.get("PYTHONPATH", "")) if p)}
         self.started = time.perf_counter()
         self.process = subprocess.Popen(
-            command or [sys.executable, "-c", _WORKER_CODE], env=env, cwd=root,
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            preexec_fn=die_with_parent(os.getpid()))
+            command or [sys.executable, "-c", _WORKER_CODE, str(os.getpid())], env=env,
+            cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, start_new_session=True)  # no preexec_fn: rclpy has threads
         from .dynamics import defer_run_steps
 
         defer_run_steps(True)  # workspaces built meanwhile do not compile it here
@@ -67,7 +75,7 @@ class KernelWorker:
         return cls(command)
 
     def finish(self, report: Callable[[str], None] | None = print,
-               timeout: float = 600.0) -> bool:
+               timeout: float = 300.0) -> bool:
         """Wait for the worker, then load ``run_steps`` from the cache (or compile it here if
         the worker failed: ``report`` gets one line); True if the worker succeeded."""
         from .dynamics import compile_run_steps, defer_run_steps
