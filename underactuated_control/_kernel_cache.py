@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import pickle
 from pathlib import Path
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -67,3 +68,16 @@ def install() -> bool:
     if not any(getattr(c, "__name__", "").startswith("PackageKeyed") for c in locators):
         locators[:0] = [_keyed_on_package(b) for b in bases]
     return True
+
+
+def is_cached(kernel, signature) -> bool | None:
+    """Whether numba's on-disk cache holds ``kernel`` (a dispatcher with ``cache=True``)
+    compiled for ``signature`` under the current stamp, read from its index without loading
+    the machine code; None if that cannot be told (numba's cache internals changed)."""
+    try:
+        cache = kernel._cache
+        key = cache._index_key(signature, kernel.targetctx.codegen())
+        return key in cache._cache_file._load_index()
+    except (AttributeError, TypeError, ValueError, OSError, EOFError,
+            pickle.UnpicklingError):  # pragma: no cover - other numba versions, a torn index
+        return None

@@ -421,15 +421,16 @@ GRAVITY = 16  # with SOLVE: base acceleration [0; -g]
 EXTERNAL = 32  # with SOLVE: the external wrenches in ``Work.f_ext`` act (E.2)
 ALL_STEPS = CONFIGURATION | VELOCITY | SOLVE | GRAVITY
 
-# One fixed signature (compiled at import, loaded from the cache): any other argument type
-# raises TypeError at dispatch, which costs nothing on the fast path and sends the caller to
-# its converting path, instead of silently compiling a new specialization.
+# One fixed signature (compiled or loaded from the cache by ``compile_run_steps``, when the
+# first workspace is built, not at import): any other argument type then raises TypeError at
+# dispatch, which costs nothing on the fast path and sends the caller to its converting path,
+# instead of silently compiling a new specialization.
 _VECTOR = types.float64[::1]
 RUN_STEPS_SIGNATURE = types.int64(types.int64[::1], _VECTOR, _VECTOR, _VECTOR, _VECTOR, _VECTOR,
                                   _VECTOR, types.int64)
 
 
-@njit(RUN_STEPS_SIGNATURE, cache=True, error_model="numpy", fastmath=FAST)
+@njit(cache=True, error_model="numpy", fastmath=FAST)
 def run_steps(ints, consts, work, q, v, qdd_active, tau_passive, flags):
     """The section-5 algorithm, any subset of its steps, in one compiled call; returns a status
     code (OK, NONFINITE_Q, NONFINITE_V, NONFINITE_INPUT, WRONG_LENGTH) or the index of a body
@@ -475,6 +476,24 @@ def run_steps(ints, consts, work, q, v, qdd_active, tau_passive, flags):
     return OK
 
 
+_run_steps_deferred = False  # True while a worker process compiles run_steps (``warmup``)
+
+
+def defer_run_steps(defer: bool) -> None:
+    """While True, ``compile_run_steps`` does nothing (a fresh cache's warm-up compiles
+    ``run_steps`` in a worker process meanwhile)."""
+    global _run_steps_deferred
+    _run_steps_deferred = defer
+
+
+def compile_run_steps() -> None:
+    """Compile ``run_steps``' one signature (or load it from the cache), then refuse any other
+    argument type; a no-op once done or while deferred."""
+    if run_steps._can_compile and not _run_steps_deferred:
+        run_steps.compile(RUN_STEPS_SIGNATURE)
+        run_steps.disable_compile()
+
+
 # ================================================================ workspace
 @dataclass(slots=True)
 class HybridResult:
@@ -500,6 +519,7 @@ class HybridDynamics:
     """
 
     def __init__(self, model: RobotModel, passive_mask: np.ndarray | None = None) -> None:
+        compile_run_steps()
         self.model = model
         nb = model.nb
         mask = model.passive_joint_mask if passive_mask is None else np.asarray(passive_mask, bool)

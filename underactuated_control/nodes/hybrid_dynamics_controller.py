@@ -53,7 +53,7 @@ from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
 from ..operational_space import belted_ellipsoid
 from ..parameters import ParameterError, ParameterSpec, table
-from ..warmup import warm_law
+from ..warmup import KernelWorker, warm_law
 from .common import matrix_message, pose_from_message, process_age, run_node
 from .parameters import NodeParameters
 from .robot import check_joint_names, load_robot, robot_parameters, with_passive
@@ -157,24 +157,32 @@ class HybridDynamicsController(Node):
 
     def __init__(self, **kwargs) -> None:
         super().__init__("hybrid_dynamics_controller", **kwargs)
-        self.params = NodeParameters(self, PARAMETERS)
-        robot = self.params.declare(["robot_description", "urdf_path", "root_link", "tip_link"])
-        robot.update(self.params.declare(["floating_base", "gravity"]))
-        self.base_model = load_robot(robot)
+        # fresh kernel cache: run_steps compiles in a worker process from here on (warmup.py)
+        worker = KernelWorker.start()
         try:
-            self.floating = floating_root(self.base_model) is not None
-        except ValueError as exc:
-            raise ParameterError(f"parameter robot_description/urdf_path: {exc}") from None
-        p = self.params.declare(context=self.base_model)
-        self.command_topic = p["command_topic"]
-        self.command_joints = p["command_joints"] or list(
-            with_passive(self.base_model, p["passive_joints"]).active_joints)
-        self.default_frame = p["tip_link"] or self.base_model.body_names[-1]
-        self.plan = self._build(p, set(PARAMETERS))
+            self.params = NodeParameters(self, PARAMETERS)
+            robot = self.params.declare(["robot_description", "urdf_path", "root_link", "tip_link"])
+            robot.update(self.params.declare(["floating_base", "gravity"]))
+            self.base_model = load_robot(robot)
+            try:
+                self.floating = floating_root(self.base_model) is not None
+            except ValueError as exc:
+                raise ParameterError(f"parameter robot_description/urdf_path: {exc}") from None
+            p = self.params.declare(context=self.base_model)
+            self.command_topic = p["command_topic"]
+            self.command_joints = p["command_joints"] or list(
+                with_passive(self.base_model, p["passive_joints"]).active_joints)
+            self.default_frame = p["tip_link"] or self.base_model.body_names[-1]
+            self.plan = self._build(p, set(PARAMETERS))
+        except BaseException:  # a bad parameter: no compile left running behind the error
+            if worker is not None:
+                worker.cancel()
+            raise
         # the law's kernels compiled (or loaded) before any subscription exists: no state
         # queues up behind a first-cycle compilation
         warm_s = warm_law(CONTROL_LAWS[p["mode"]], self.plan.model, p,
-                          p["task_frame"] or self.default_frame)
+                          p["task_frame"] or self.default_frame, worker=worker,
+                          report=self.get_logger().warning)
         self.reference: Any = None  # the law's reference; None: latch at the next state
         self.trajectory: SplineTrajectory | None = None
         self.params.on_update(self._build, self._commit)
