@@ -132,6 +132,8 @@ def warm_law(law_class: type, model: RobotModel, settings: dict[str, Any], frame
     v = np.zeros(model.nv)
     settings = {**{s.name: coerce(s, s.default) for s in shaper_parameters()}, **settings}
     law = law_class(model, settings, frame)
+    if hasattr(law, "warm_kernels"):  # kernels the law needs later (the swing-up's re-plans)
+        q = law.warm_kernels(q)
     out = law.compute(q, v, law.hold_reference(q), 0.0, True)
     # the command's stages (safety layer, friction compensation), as the node runs them
     CommandShaper(model, settings, law.workspace).apply(q, v, out)
@@ -178,6 +180,20 @@ def _steps(worker: KernelWorker | None = None, report: Callable[[str], None] | N
         acrobot = RobotModel.from_urdf(robots["acrobot"])
         warm_law(CONTROL_LAWS["swing_up"], acrobot, settings, acrobot.body_names[-1])
 
+    def planned_swing_up() -> None:
+        # the DDP's kernels, and the bundled robots' plans into the disk cache (the planned
+        # strategy then starts by loading them)
+        for name in ("acrobot", "pendubot"):
+            robot = RobotModel.from_urdf(robots[name])
+            warm_law(CONTROL_LAWS["swing_up"], robot, {**settings,
+                                                       "swing_up_strategy": "planned"},
+                     robot.body_names[-1])
+
+    def observer() -> None:
+        from .observers import MomentumObserver
+
+        MomentumObserver(arm).update(q, v, np.zeros(arm.nv), 0.001)
+
     def resolver() -> None:
         from .jacobians import frame_placement
         from .redundancy.arm_angle import ArmAngle
@@ -211,6 +227,9 @@ def _steps(worker: KernelWorker | None = None, report: Callable[[str], None] | N
                               law(mode, os_task=task)))
         else:
             steps.append((f"control law '{mode}'", law(mode)))
+    steps.append(("planned swing-up: DDP kernels, the bundled acrobot's and pendubot's plans",
+                  planned_swing_up))
+    steps.append(("momentum observer", observer))
     steps.append(("elbow resolver's configuration-control step", resolver))
     return steps
 

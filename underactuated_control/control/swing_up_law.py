@@ -714,6 +714,17 @@ class SwingUpLaw(ControlLaw):
             self.plan_cache.store(key, plan)
         return plan
 
+    def warm_kernels(self, q: np.ndarray) -> np.ndarray:
+        """For ``warmup.warm_law``: the planned strategy compiles its re-plans' kernels (a
+        two-knot solve) and is warmed where its plan starts (hanging at rest: no re-plan);
+        returns the configuration to warm the cycle at."""
+        if not self.planned:
+            return q
+        x0 = np.concatenate([self.q_down, np.zeros(2)])
+        self._solve_plan(x0, replace(self.replan_weights, horizon=2 * self.replan_weights.dt,
+                                     iterations=2))
+        return self.q_down.copy()
+
     def _solve_plan(self, x0: np.ndarray, weights: PlanWeights | None = None) -> SwingUpPlan:
         return plan_swing_up(self.model, x0, self.q_up, self.effort_limit, self.omega0,
                              weights or self.plan_weights)
