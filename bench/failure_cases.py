@@ -138,8 +138,10 @@ class Case:
     overrides: dict
 
 
-def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None = None
-             ) -> dict:
+def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None = None,
+             tune=None) -> dict:
+    """One row: ``extra`` settings over the set-up's; ``tune(law)`` (optional) may change each
+    law object built (the start's and the failure's) before it runs, for experiments."""
     g = (0.0, 0.0, -9.81) if case.gravity else (0.0, 0.0, 0.0)
     model = RobotModel.from_urdf(urdf, gravity=g)
     plant = build_plant(urdf, model, timestep=1e-3, integrator="rk4", gravity=g)
@@ -154,6 +156,8 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
     def plan(m: RobotModel):
         ws = JacobianWorkspace(m)
         law = TaskLaw(m, s, FRAME, ws)
+        if tune is not None:
+            tune(law)
         return m, law, CommandShaper(m, s, ws), EffortMapper(m, names, 1.0)
 
     m, law, shaper, mapper = plan(model)
@@ -298,7 +302,7 @@ def verdict(r: dict) -> str:
     ok = r["hand_rms_after_mm"] <= GOOD_MM and r["peak_speed_ratio"] <= 1.2
     notes = []
     if r.get("gravity") and r.get("least_gravity_moment_on_task_manifold_Nm", 0.0) > \
-            r.get("dry_friction_Nm", 0.0):
+            max(r.get("dry_friction_Nm", 0.0), 1e-2):
         notes.append("physics: no static hold at the task pose")
     if r.get("secondary_effect_fraction_median", 1.0) < 0.5:
         notes.append("law: passive rows damped out")
@@ -337,7 +341,7 @@ def free_flyer_urdf(arm: str) -> str:
 
 
 def run_free_flyer(urdf: str, weight: float, radius: float, period: float,
-                   extra: dict | None = None) -> dict:
+                   extra: dict | None = None, tune=None) -> dict:
     """config/space.yaml's law (position task, kp 400, kd 40, bus rx ry rz held through J_D
     with passive_kp 25, passive_kd 10) at ``passive_weight`` = ``weight`` (0: naive), the
     true base state from MuJoCo as the odometry gives it (pose; twist in the bus's axes)."""
@@ -355,6 +359,8 @@ def run_free_flyer(urdf: str, weight: float, radius: float, period: float,
                  hold_passive_dofs=FREE_HOLD, **(extra or {}))
     ws = JacobianWorkspace(model)
     law = TaskLaw(model, s, FRAME, ws)
+    if tune is not None:
+        tune(law)
     shaper = CommandShaper(model, s, ws)
     mapper = EffortMapper(model, list(model.active_joints), 1.0)
     plant.set_state(Q0, np.zeros(7))
