@@ -1,0 +1,584 @@
+"""Issue 23's failure table, in-process (no DDS): a 7-DOF arm the package was not tuned on moves
+its hand around a 5 cm circle in task mode; half-way one motor fails (the node's run-time
+``passive_joints`` change: a new ``TaskLaw``/``CommandShaper``/``EffortMapper`` for
+``model.with_passive``, the reference carried, the law re-latched at the measured state); MuJoCo
+RK4 at 1 kHz (``sim.build_plant``, lock-stepped: ``closed_loop`` latency 0), the reference
+streamed at 100 Hz as ``scenarios/harness.stream_path`` does.
+
+For every set-up (task pose / position + J_D hold; gravity / zero gravity) and failed joint it
+records what decides "physics or law" (doc/failure_analysis.md):
+
+- hand RMS/max after the failure, peak joint speed over its URDF limit, limit overrun;
+- gravity: the static moment about the failed axis at the failure and the smallest one the task
+  leaves reachable (a local search on the task's self-motion manifold at the failure pose);
+- sigma_min of S J_G along the run, the cycles where the safety layer bit (and its joints),
+  the setpoint leash, effort saturation;
+- the J_D hold's scale: |J_D| rows against the task rows, sigma of sqrt(w) J_D N_task and the
+  fraction sigma^2/(sigma^2 + lambda^2) of the passive rows' full effect that the constant
+  secondary damping lambda leaves;
+- the passive joint's excursion while the hand is still fine (zero dynamics left unmanaged).
+
+    PYTHONPATH=. .venv/bin/python bench/failure_cases.py [--setups pose-g position-g ...]
+        [--joints 1 2 ...] [--period 8] [--free-flyer] [--json bench/results/failure_cases.json]
+
+Each case simulates period + 1.5 s (a few seconds of wall time each on a quiet machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import re
+import sysconfig
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from underactuated_control import RobotModel
+from underactuated_control.control.command import CommandShaper, shaper_parameters
+from underactuated_control.control.joint_space import EffortMapper
+from underactuated_control.control.registry import law_parameters
+from underactuated_control.control.task_law import TaskLaw
+from underactuated_control.control.task_space import TaskReference, rotation_error
+from underactuated_control.dynamics import inverse_dynamics
+from underactuated_control.jacobians import JacobianWorkspace
+from underactuated_control.parameters import coerce
+from underactuated_control.scenarios.harness import circle_path
+from underactuated_control.sim import build_plant
+
+ROBOTS = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
+XARM7 = ROBOTS / "xarm_description/urdf/xarm7.urdf"
+FRAME = "link_eef"
+Q0 = np.array([0.0, -0.4, 0.0, 0.9, 0.0, 1.3, 0.0])  # hand down, 0.36 m out, 0.44 m up
+DAMPING, FRICTION = 0.3, 0.05  # N m s/rad, N m: the issue's <dynamics> on every joint
+SETTLE = 0.5  # s at rest (the law holding the start) before the path
+HOLD = {"passive_weight": 1.0, "passive_kp": 25.0, "passive_kd": 10.0}
+SETUPS = {  # name: (gravity, task law overrides)
+    "pose-g": (True, {"task": "pose"}),
+    "position-g": (True, {"task": "position", **HOLD}),
+    "pose-0g": (False, {"task": "pose"}),
+    "position-0g": (False, {"task": "position", **HOLD}),
+}
+GOOD_MM = 10.0  # the issue's "kept the hand"
+
+
+def arm_urdf(damping: float = DAMPING, friction: float = FRICTION, path: Path = XARM7) -> str:
+    """The URDF with <dynamics> ``damping`` [N m s/rad], ``friction`` [N m] on every joint."""
+    text = path.read_text()
+    return re.sub(r"<dynamics[^>]*/>",
+                  f'<dynamics damping="{damping}" friction="{friction}"/>', text)
+
+
+def settings(**overrides) -> dict:
+    values = {s.name: coerce(s, s.default) for s in (*law_parameters(), *shaper_parameters())}
+    values["effort_limit_scale"] = 1.0
+    values.update(overrides)
+    return values
+
+
+# ------------------------------------------------------------------------- statics
+def task_rows(task: str) -> slice:
+    return slice(0, 6) if task == "pose" else slice(0, 3)
+
+
+def least_gravity_moment(model: RobotModel, q: np.ndarray, joint: int, task: str,
+                         iterations: int = 300) -> tuple[float, np.ndarray]:
+    """The smallest |g_joint(q')| found on the task's self-motion manifold through ``q`` (the
+    hand pose, or position, kept; joints within their limits): projected gradient descent on
+    g_joint^2 with a Gauss-Newton pull back onto the manifold. A local search: an upper bound
+    of the true minimum."""
+    ws = JacobianWorkspace(model)
+    ws.set_configuration(q)
+    p0, R0 = (x.copy() for x in ws.frame_placement(FRAME))
+    rows = task_rows(task)
+    lo, hi = model.position_lower, model.position_upper
+    zero = np.zeros(model.nv)
+
+    def g(x: np.ndarray) -> float:
+        return float(inverse_dynamics(model, x, zero, zero)[joint])
+
+    x = q.copy()
+    best = (abs(g(x)), x.copy())
+    step = 0.05
+    for _ in range(iterations):
+        gx = g(x)
+        grad = np.array([(g(x + 1e-6 * e) - gx) / 1e-6 for e in np.eye(model.nv)])
+        ws.set_configuration(x)
+        J = ws.frame_jacobian(FRAME)[rows]
+        N = np.eye(model.nv) - np.linalg.pinv(J) @ J
+        d = N @ (gx * grad)
+        nd = np.linalg.norm(d)
+        if nd < 1e-12:
+            break
+        x = np.clip(x - step * d / max(nd, 1.0), lo, hi)
+        for _ in range(3):  # back onto the manifold
+            ws.set_configuration(x)
+            p, R = ws.frame_placement(FRAME)
+            err = np.concatenate([p0 - p, rotation_error(R0, R)])[rows]
+            J = ws.frame_jacobian(FRAME)[rows]
+            x = np.clip(x + np.linalg.pinv(J) @ err, lo, hi)
+        ws.set_configuration(x)
+        p, R = ws.frame_placement(FRAME)
+        err = np.concatenate([p0 - p, rotation_error(R0, R)])[rows]
+        if np.linalg.norm(err) < 1e-4 and abs(g(x)) < best[0]:
+            best = (abs(g(x)), x.copy())
+    return best
+
+
+# ------------------------------------------------------------------------- one case
+@dataclass
+class Case:
+    setup: str
+    joint: int  # 0-based, -1: no failure
+    gravity: bool
+    overrides: dict
+
+
+def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None = None,
+             tune=None) -> dict:
+    """One row: ``extra`` settings over the set-up's; ``tune(law)`` (optional) may change each
+    law object built (the start's and the failure's) before it runs, for experiments."""
+    g = (0.0, 0.0, -9.81) if case.gravity else (0.0, 0.0, 0.0)
+    model = RobotModel.from_urdf(urdf, gravity=g)
+    plant = build_plant(urdf, model, timestep=1e-3, integrator="rk4", gravity=g)
+    s = settings(**case.overrides, **(extra or {}))
+    names = list(model.joint_names)
+    failing = names[case.joint] if case.joint >= 0 else None
+    dt = 1e-3
+    n_settle, n_path = round(SETTLE / dt), round(period / dt)
+    n_total = n_settle + n_path + round(1.0 / dt)
+    k_fail = n_settle + n_path // 2
+
+    def plan(m: RobotModel):
+        ws = JacobianWorkspace(m)
+        law = TaskLaw(m, s, FRAME, ws)
+        if tune is not None:
+            tune(law)
+        return m, law, CommandShaper(m, s, ws), EffortMapper(m, names, 1.0)
+
+    m, law, shaper, mapper = plan(model)
+    plant.set_state(Q0, np.zeros(model.nv))
+    ref = law.hold_reference(Q0)
+    p_start, R_start = ref.position.copy(), ref.rotation.copy()
+    path = circle_path(p_start, 0.05, [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], period)
+    vmax = np.asarray(model.velocity_limit, float)
+    lo, hi = np.asarray(model.position_lower), np.asarray(model.position_upper)
+    rows = task_rows(case.overrides["task"])
+
+    log_t, log_err, log_q, log_v = [], [], [], []
+    sig_min, safety, safety_joints, leash, saturated = [], [], {}, [], []
+    jd_norm, task_norm, sec_sigma, sec_fraction = [], [], [], []
+    law_errors = 0
+    q_fail = None
+    diverged = ""
+    ws_check = JacobianWorkspace(model)
+    for k in range(n_total + 1):
+        q, v = plant.state()
+        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v))) or np.abs(v).max() > 1e3:
+            diverged = f"state non-finite or > 1e3 rad/s at t = {k * dt:.3f} s"
+            break
+        t_path = (k - n_settle) * dt
+        if k == k_fail:
+            q_fail = q.copy()
+            if failing is not None:  # passive_joints := [failing]
+                m, law, shaper, mapper = plan(model.with_passive([failing]))
+        if k >= n_settle and (k - n_settle) % 10 == 0:  # the 100 Hz stream
+            ref = TaskReference(position=path(t_path), rotation=R_start.copy())
+        try:
+            out = law.compute(q, v, ref, k * dt, False)
+            shaper.apply(q, v, out)
+            tau = plant.clip(mapper.map(out.tau_active).copy())
+            sat = bool(mapper.saturated.any())
+        except ValueError:
+            law_errors += 1
+            tau, sat = np.zeros(len(names)), False
+        plant.d.ctrl[plant.ctrl] = tau
+        # -------- diagnostics (after the law: its workspace holds this cycle's J_G, J_D)
+        ws_check.set_configuration(q)
+        hand = ws_check.frame_placement(FRAME)[0]
+        goal = path(t_path) if k >= n_settle else p_start
+        log_t.append(t_path)
+        log_err.append(np.linalg.norm(hand - goal))
+        log_q.append(q)
+        log_v.append(v)
+        if k >= k_fail - 1000:
+            J_G = law.workspace.J_G
+            A = J_G[rows]
+            U, sig, Vt = np.linalg.svd(A, full_matrices=False)
+            sig_min.append(float(sig[-1]) if A.shape[0] <= A.shape[1] else 0.0)
+            safety.append(bool(shaper.safety.overrode))
+            if shaper.safety.overrode:
+                for j in shaper.safety.limited_joints:
+                    safety_joints[j] = safety_joints.get(j, 0) + 1
+            sp = law.follower.setpoint
+            leash.append(bool(sp is not None and np.linalg.norm(sp.position - hand)
+                              >= 0.999 * law.max_error[0]))
+            saturated.append(sat)
+            tr = law.tracker
+            if m.n_passive and tr.passive_weight > 0 and k >= k_fail:
+                J_D = law.workspace.J_D[tr.held_rows]
+                keep = sig > 1e-9
+                N = np.eye(A.shape[1]) - Vt[keep].T @ Vt[keep]
+                w = np.sqrt(tr.passive_weight)
+                s2 = np.linalg.svd(w * J_D @ N, compute_uv=False)
+                jd_norm.append(float(np.linalg.norm(J_D, 2)))
+                task_norm.append(float(sig[0]))
+                sec_sigma.append(float(s2[-1]))
+                sec_fraction.append(float(s2[-1] ** 2 / (s2[-1] ** 2 + tr.secondary_damping ** 2)))
+        if k < n_total:
+            plant.step()
+        if k % 2000 == 0:
+            log(f"    t = {k * dt:4.1f} s  hand error {1e3 * log_err[-1]:7.1f} mm")
+    t = np.array(log_t)
+    err = np.array(log_err)
+    qs, vs = np.array(log_q), np.array(log_v)
+    after = np.arange(len(t)) >= (k_fail if failing else n_settle)
+    before = (np.arange(len(t)) >= n_settle) & (np.arange(len(t)) < k_fail)
+    speed_ratio = np.abs(vs) / vmax
+    overrun = np.maximum(qs - hi, lo - qs).max(axis=0)
+    res = {
+        "setup": case.setup, "gravity": case.gravity, "task": case.overrides["task"],
+        "failed_joint": failing, "diverged": diverged, "law_errors": law_errors,
+        "hand_rms_before_mm": float(1e3 * np.sqrt(np.mean(err[before] ** 2))),
+        "hand_rms_after_mm": float(1e3 * np.sqrt(np.mean(err[after] ** 2))),
+        "hand_max_after_mm": float(1e3 * err[after].max()),
+        "peak_speed_ratio": float(speed_ratio[after].max()),
+        "peak_speed_joint": names[int(np.argmax(speed_ratio[after].max(axis=0)))],
+        "peak_speed_rad_s": float(np.abs(vs[after]).max()),
+        "limit_overrun_rad": float(max(overrun.max(), 0.0)),
+        "q_at_failure": q_fail.tolist() if q_fail is not None else None,
+        # self-motion before the failure (the hand on its path, the joints wandering)
+        "joint_drift_before_failure_rad": float(np.abs(q_fail - Q0).max())
+        if q_fail is not None else None,
+        "dry_friction_Nm": float(model.friction.min()),
+        "sigma_min_JG_min": float(np.min(sig_min)) if sig_min else None,
+        "sigma_min_JG_median": float(np.median(sig_min)) if sig_min else None,
+        "safety_fraction_after": float(np.mean(safety[1000:])) if safety else 0.0,
+        "safety_joints": safety_joints,
+        "leash_fraction_after": float(np.mean(leash[1000:])) if leash else 0.0,
+        "saturated_fraction_after": float(np.mean(saturated[1000:])) if saturated else 0.0,
+    }
+    if jd_norm:
+        res.update({
+            "JD_norm_median": float(np.median(jd_norm)),
+            "task_sigma_max_median": float(np.median(task_norm)),
+            "secondary_sigma_median": float(np.median(sec_sigma)),
+            "secondary_effect_fraction_median": float(np.median(sec_fraction)),
+        })
+    if failing is not None:
+        kf = case.joint
+        i_fail = k_fail
+        excursion = np.abs(qs[i_fail:, kf] - qs[i_fail, kf])
+        bad = np.flatnonzero(err[i_fail:] > GOOD_MM * 1e-3)
+        i_bad = int(bad[0]) if bad.size else None
+        sing = np.flatnonzero(np.array(sig_min[1000:]) < law.tracker.singular_threshold)
+        res.update({
+            "time_to_singular_JG_s": float(sing[0] * dt) if sing.size else None,
+            "failed_joint_excursion_rad": float(excursion.max()),
+            "time_hand_fine_after_failure_s": float((i_bad if i_bad is not None
+                                                     else len(excursion)) * dt),
+            "failed_joint_excursion_while_fine_rad": float(
+                excursion[:i_bad].max() if i_bad else excursion.max()) if i_bad != 0 else 0.0,
+        })
+        if case.gravity:
+            zero = np.zeros(model.nv)
+            g_fail = float(inverse_dynamics(model, q_fail, zero, zero)[kf])
+            g_min, q_best = least_gravity_moment(model, q_fail, kf, case.overrides["task"])
+            res.update({"gravity_moment_at_failure_Nm": g_fail,
+                        "least_gravity_moment_on_task_manifold_Nm": g_min,
+                        "least_moment_configuration": q_best.tolist()})
+    res["verdict"] = verdict(res)
+    return res
+
+
+def verdict(r: dict) -> str:
+    """A first reading of the evidence (doc/failure_analysis.md says which cause per row)."""
+    if r["failed_joint"] is None:
+        return "no failure"
+    ok = r["hand_rms_after_mm"] <= GOOD_MM and r["peak_speed_ratio"] <= 1.2
+    notes = []
+    if r.get("gravity") and r.get("least_gravity_moment_on_task_manifold_Nm", 0.0) > \
+            max(r.get("dry_friction_Nm", 0.0), 1e-2):
+        notes.append("physics: no static hold at the task pose")
+    if r.get("secondary_effect_fraction_median", 1.0) < 0.5:
+        notes.append("law: passive rows damped out")
+    if r["safety_fraction_after"] > 0.01:
+        notes.append("safety layer bites")
+    if r["leash_fraction_after"] > 0.01:
+        notes.append("leash")
+    if r["saturated_fraction_after"] > 0.01:
+        notes.append("effort saturation")
+    if (r.get("sigma_min_JG_min") or 1.0) < 1e-2:
+        notes.append("J_G rank loss")
+    if r.get("time_hand_fine_after_failure_s", 0.0) > 0.3 and \
+            r.get("failed_joint_excursion_while_fine_rad", 0.0) > 0.2:
+        notes.append("zero dynamics drift")
+    return ("ok" if ok else "FAIL") + (": " + "; ".join(notes) if notes else "")
+
+
+# ------------------------------------------------------------------------- free-flyer
+BUS_MASS, BUS_INERTIA = 60.0, 6.4  # kg, kg m^2 (a 0.8 m cube)
+FREE_HOLD = ["root_joint/rx", "root_joint/ry", "root_joint/rz"]
+
+
+def free_flyer_urdf(arm: str) -> str:
+    """The arm on a free-flying bus (as urdf/space_arm.urdf declares its base): the xarm7's
+    fixed world joint becomes a floating ``root_joint`` to a 60 kg bus, the arm on its top."""
+    fixed = re.search(r'<link name="world"/>\s*<joint name="world_joint" type="fixed">.*?'
+                      r"</joint>", arm, re.S)
+    assert fixed is not None, "the xarm7 URDF's world joint moved"
+    i = BUS_INERTIA
+    bus = ('<link name="world"/><joint name="root_joint" type="floating"><parent link="world"/>'
+           '<child link="bus"/></joint><link name="bus"><inertial><origin xyz="0 0 0"/>'
+           f'<mass value="{BUS_MASS}"/><inertia ixx="{i}" ixy="0" ixz="0" iyy="{i}" iyz="0" '
+           f'izz="{i}"/></inertial></link><joint name="arm_mount" type="fixed"><parent '
+           'link="bus"/><child link="link_base"/><origin xyz="0 0 0.4" rpy="0 0 0"/></joint>')
+    return arm[:fixed.start()] + bus + arm[fixed.end():]
+
+
+def run_free_flyer(urdf: str, weight: float, radius: float, period: float,
+                   extra: dict | None = None, tune=None) -> dict:
+    """config/space.yaml's law (position task, kp 400, kd 40, bus rx ry rz held through J_D
+    with passive_kp 25, passive_kd 10) at ``passive_weight`` = ``weight`` (0: naive), the
+    true base state from MuJoCo as the odometry gives it (pose; twist in the bus's axes)."""
+    import mujoco
+
+    from underactuated_control.so3 import quaternion_to_matrix, rotation_angle
+
+    g = (0.0, 0.0, 0.0)
+    model = RobotModel.from_urdf(urdf, gravity=g)
+    plant = build_plant(urdf, model, timestep=1e-3, integrator="rk4", gravity=g)
+    root = plant.m.joint(model.joint_names[0])
+    qa, va = int(plant.m.jnt_qposadr[root.id]), int(plant.m.jnt_dofadr[root.id])
+    s = settings(task="position", task_kp_position=400.0, task_kd_position=40.0,
+                 passive_weight=weight, passive_kp=25.0, passive_kd=10.0,
+                 hold_passive_dofs=FREE_HOLD, **(extra or {}))
+    ws = JacobianWorkspace(model)
+    law = TaskLaw(model, s, FRAME, ws)
+    if tune is not None:
+        tune(law)
+    shaper = CommandShaper(model, s, ws)
+    mapper = EffortMapper(model, list(model.active_joints), 1.0)
+    plant.set_state(Q0, np.zeros(7))
+
+    def state() -> tuple[np.ndarray, np.ndarray]:
+        qj, vj = plant.state()
+        qb, vb = plant.d.qpos[qa:qa + 7], plant.d.qvel[va:va + 6]
+        R = np.zeros(9)
+        mujoco.mju_quat2Mat(R, qb[3:7])
+        q = np.concatenate([qb[:3], qb[4:7], qb[3:4], qj])  # xyzw
+        v = np.concatenate([R.reshape(3, 3).T @ vb[:3], vb[3:6], vj])
+        return q, v
+
+    q, _ = state()
+    ref = law.hold_reference(q)
+    R_bus0 = quaternion_to_matrix(q[3:7])
+    path = circle_path(ref.position.copy(), radius, [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], period)
+    dt = 1e-3
+    n_settle = round(SETTLE / dt)
+    n_total = n_settle + round((period + 1.0) / dt)
+    err, rot, sec, speed, bit = [], [], [], [], []
+    vmax = np.asarray(model.velocity_limit, float)[6:]
+    ws_check = JacobianWorkspace(model)
+    diverged = ""
+    for k in range(n_total + 1):
+        q, v = state()
+        if not np.all(np.isfinite(v)) or np.abs(v).max() > 1e3:
+            diverged = f"diverged at t = {k * dt:.3f} s"
+            break
+        t_path = (k - n_settle) * dt
+        if k >= n_settle and (k - n_settle) % 10 == 0:
+            ref = TaskReference(position=path(t_path), rotation=ref.rotation)
+        try:
+            out = shaper.apply(q, v, law.compute(q, v, ref, k * dt, False))
+            tau = plant.clip(mapper.map(out.tau_active).copy())
+        except ValueError:
+            tau = np.zeros(len(plant.ctrl))
+        plant.d.ctrl[plant.ctrl] = tau
+        ws_check.set_configuration(q)
+        speed.append(float(np.max(np.abs(v[6:]) / vmax)))
+        bit.append(bool(shaper.safety.overrode))
+        if k >= n_settle:
+            err.append(np.linalg.norm(ws_check.frame_placement(FRAME)[0] - path(t_path)))
+        rot.append(np.degrees(rotation_angle(R_bus0.T @ quaternion_to_matrix(q[3:7]))))
+        if weight > 0 and k % 50 == 0:
+            tr = law.tracker
+            A = law.workspace.J_G[:3]
+            _, sig, Vt = np.linalg.svd(A, full_matrices=False)
+            N = np.eye(A.shape[1]) - Vt.T @ Vt
+            J_D = law.workspace.J_D[tr.held_rows]
+            s2 = np.linalg.svd(np.sqrt(weight) * J_D @ N, compute_uv=False)
+            sec.append((float(np.linalg.norm(J_D, 2)), float(s2[-1]), float(s2[0]),
+                        float(s2[-1] ** 2 / (s2[-1] ** 2 + tr.secondary_damping ** 2))))
+        if k < n_total:
+            plant.step()
+    e = np.array(err) if err else np.array([np.nan])
+    r = {"free_flyer": True, "bus_mass_kg": BUS_MASS, "radius_m": radius,
+         "passive_weight": weight, "diverged": diverged,
+         "hand_rms_mm": float(1e3 * np.sqrt(np.mean(e ** 2))),
+         "hand_max_mm": float(1e3 * np.max(e)), "bus_rotation_max_deg": float(np.max(rot)),
+         "peak_speed_ratio": float(np.max(speed)), "safety_fraction": float(np.mean(bit))}
+    if sec:
+        a = np.array(sec)
+        r.update({"JD_norm_median": float(np.median(a[:, 0])),
+                  "secondary_sigma_min_median": float(np.median(a[:, 1])),
+                  "secondary_sigma_max_median": float(np.median(a[:, 2])),
+                  "secondary_effect_fraction_median": float(np.median(a[:, 3]))})
+    return r
+
+
+def print_free_flyer(r: dict) -> None:
+    frac = r.get("secondary_effect_fraction_median")
+    print(f"  free-flyer {100 * r['radius_m']:3.0f} cm  passive_weight {r['passive_weight']:8g}: "
+          f"hand RMS {r['hand_rms_mm']:7.1f} mm, max {r['hand_max_mm']:7.1f} mm, bus rotation "
+          f"max {r['bus_rotation_max_deg']:6.2f} deg, v/v_max {r['peak_speed_ratio']:.2f}, "
+          f"safety layer {100 * r['safety_fraction']:.0f} %"
+          + ("" if frac is None else f", |J_D| {r['JD_norm_median']:.3g}, σ(√w J_D N) "
+             f"{r['secondary_sigma_min_median']:.3g}..{r['secondary_sigma_max_median']:.3g}, "
+             f"effect {frac:.3f}") + (f"  {r['diverged']}" if r["diverged"] else ""),
+          flush=True)
+
+
+# ------------------------------------------------------------------------- table
+def print_row(r: dict) -> None:
+    g = r.get("gravity_moment_at_failure_Nm")
+    gm = r.get("least_gravity_moment_on_task_manifold_Nm")
+    frac = r.get("secondary_effect_fraction_median")
+    drift = r.get("failed_joint_excursion_while_fine_rad", 0.0)
+    print(f"{r['setup']:>12} {str(r['failed_joint']):>7} {r['hand_rms_after_mm']:9.1f} "
+          f"{r['joint_drift_before_failure_rad'] or 0:5.2f} "
+          f"{r['peak_speed_ratio']:6.2f} {r['limit_overrun_rad']:6.3f} "
+          f"{(r['sigma_min_JG_min'] or 0):8.4f} {r['safety_fraction_after']:6.2f} "
+          f"{r['leash_fraction_after']:6.2f} {drift:6.2f} "
+          f"{'' if g is None else f'{g:7.2f}':>7} {'' if gm is None else f'{gm:7.3f}':>7} "
+          f"{'' if frac is None else f'{frac:6.3f}':>6}  {r['verdict']}", flush=True)
+
+
+HEADER = (f"{'setup':>12} {'failed':>7} {'RMS mm':>9} {'pre':>5} {'v/vmax':>6} {'over':>6} "
+          f"{'σmin J_G':>8} {'safety':>6} {'leash':>6} {'drift':>6} {'g_k Nm':>7} "
+          f"{'min g_k':>7} {'J_D eff':>6}  verdict")
+
+
+def markdown(rows: list[dict]) -> str:
+    """The rows as the Markdown tables of doc/failure_analysis.md."""
+    lines = ["| set-up | failed | hand RMS after mm | joints wandered before rad | peak v/v_max "
+             "| min σ S J_G | safety layer % | leash % | passive drift while fine rad "
+             "| g_k at failure N m | least g_k on task manifold N m | passive rows' effect |",
+             "|" + " --- |" * 12]
+    for r in rows:
+        if "failed_joint" not in r:
+            continue
+        g = r.get("gravity_moment_at_failure_Nm")
+        gm = r.get("least_gravity_moment_on_task_manifold_Nm")
+        frac = r.get("secondary_effect_fraction_median")
+        lines.append(
+            f"| {r['setup']} | {r['failed_joint'] or 'none'} | {r['hand_rms_after_mm']:.1f} | "
+            f"{r['joint_drift_before_failure_rad']:.2f} | {r['peak_speed_ratio']:.2f} | "
+            f"{r['sigma_min_JG_min']:.4f} | {100 * r['safety_fraction_after']:.0f} | "
+            f"{100 * r['leash_fraction_after']:.0f} | "
+            f"{r.get('failed_joint_excursion_while_fine_rad', 0.0):.2f} | "
+            f"{'' if g is None else f'{g:.2f}'} | {'' if gm is None else f'{gm:.3f}'} | "
+            f"{'' if frac is None else f'{frac:.3f}'} |")
+    free = [r for r in rows if "bus_rotation_max_deg" in r]
+    if free:
+        lines += ["", "| circle | passive_weight | hand RMS mm | hand max mm "
+                  "| bus rotation max deg | peak v/v_max | safety layer % | ‖J_D‖ rows "
+                  "| σ(√w J_D N) min..max | passive rows' effect |",
+                  "|" + " --- |" * 10]
+        for r in free:
+            frac = r.get("secondary_effect_fraction_median")
+            lines.append(
+                f"| {100 * r['radius_m']:.0f} cm | {r['passive_weight']:g} | "
+                f"{r['hand_rms_mm']:.1f} | {r['hand_max_mm']:.1f} | "
+                f"{r['bus_rotation_max_deg']:.2f} | "
+                f"{r.get('peak_speed_ratio', float('nan')):.2f} | "
+                f"{100 * r.get('safety_fraction', float('nan')):.0f} | "
+                + (" | | |" if frac is None else
+                   f"{r['JD_norm_median']:.3g} | {r['secondary_sigma_min_median']:.3g}.."
+                   f"{r['secondary_sigma_max_median']:.3g} | {frac:.3f} |"))
+    return "\n".join(lines)
+
+
+@contextmanager
+def locked(path: str):
+    """``flock`` on ``path`` for one case (nothing when empty)."""
+    if not path:
+        yield
+        return
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--setups", nargs="+", default=list(SETUPS), choices=list(SETUPS))
+    ap.add_argument("--joints", nargs="+", type=int, default=list(range(1, 8)),
+                    help="1-based joints to fail (0: no failure)")
+    ap.add_argument("--period", type=float, default=8.0, help="[s] once round the circle")
+    ap.add_argument("--free-flyer", action="store_true", help="also the free-flyer rows")
+    ap.add_argument("--damping", type=float, default=DAMPING,
+                    help="[N m s/rad] <dynamics damping> set on every joint")
+    ap.add_argument("--friction", type=float, default=FRICTION,
+                    help="[N m] <dynamics friction> set on every joint")
+    ap.add_argument("--no-friction-compensation", action="store_true",
+                    help="friction_compensation:=false (the command stage of control/friction)")
+    ap.add_argument("--lock", default="/tmp/uc-heavy.lock",
+                    help="file lock taken around each case (shared machine); '' for none")
+    ap.add_argument("--json", type=Path, default=Path("bench/results/failure_cases.json"))
+    ap.add_argument("--markdown", type=Path, default=None,
+                    help="only print the Markdown tables of this JSON (no run)")
+    args = ap.parse_args()
+    if args.markdown is not None:
+        print(markdown(json.loads(args.markdown.read_text())))
+        return
+    urdf = arm_urdf(args.damping, args.friction)
+    extra = {"friction_compensation": False} if args.no_friction_compensation else {}
+    rows = []
+    print(f"xarm7 (example-robot-data), <dynamics damping={args.damping} "
+          f"friction={args.friction}>, {extra or 'friction compensation on'}, "
+          f"5 cm circle in {args.period:g} s, failure at half-way, RK4 1 kHz", flush=True)
+    for setup in args.setups:
+        gravity, overrides = SETUPS[setup]
+        for j in args.joints:
+            t0 = time.perf_counter()
+            print(f"[{setup}] joint {j} fails ...", flush=True)
+            with locked(args.lock):
+                r = run_case(urdf, Case(setup, j - 1, gravity, overrides), args.period,
+                             log=lambda s: print(s, flush=True), extra=extra)
+            r["wall_s"] = time.perf_counter() - t0
+            rows.append(r)
+            print(HEADER)
+            print_row(r)
+    if args.free_flyer:
+        free = free_flyer_urdf(urdf)
+        print(f"\nfree-flyer: {BUS_MASS:g} kg bus + the xarm7, zero gravity, position task, "
+              "bus attitude held through J_D rows rx ry rz", flush=True)
+        for radius in (0.05, 0.08):
+            for label, weight in (("naive", 0.0), ("w=1", 1.0), ("w=1e6", 1e6)):
+                with locked(args.lock):
+                    r = run_free_flyer(free, weight, radius, args.period, extra)
+                r["label"] = label
+                rows.append(r)
+                print_free_flyer(r)
+    print("\n" + HEADER)
+    for r in rows:
+        if "failed_joint" in r:
+            print_row(r)
+    for r in rows:
+        if "bus_rotation_max_deg" in r:
+            print_free_flyer(r)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(rows, indent=1))
+    print(f"written {args.json}")
+
+
+if __name__ == "__main__":
+    main()
