@@ -42,6 +42,8 @@ class CommandShaper:
 
     def apply(self, q: np.ndarray, v: np.ndarray, out: LawOutput) -> LawOutput:
         """``out`` with its torques (and passive accelerations, status) shaped in place."""
-        self.safety.apply(q, v, out)
-        self.friction.apply(q, v, out)
+        safety = self.safety
+        safety.apply(q, v, out)
+        braked = safety.braked(v) if safety.acceleration is not None else None
+        self.friction.apply(q, v, out, safety.acceleration, braked)
         return out
