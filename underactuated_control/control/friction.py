@@ -7,10 +7,15 @@ with its URDF ``<dynamics>``; on the active joints this stage adds the opposite 
 passive-force model (``passive_forces.PassiveForceModel``, T = -d v - f_c tanh(v/v_s) - k(q -
 q_rest)) as feed-forward:
 
-    T_a += s_d d v + s_f f_c tanh(w / v_s)
+    T_a += s_d d (v + h a) + s_f f_c tanh(w / v_s)
 
-- viscous part on the measured velocity v: it cancels the damping the joint really feels, so
-  the law's designed error dynamics (kp, kd, ki per joint) hold;
+- viscous part on the velocity the command drives the joint to one control period h later,
+  v + h a (a: the accelerations the command implies, the safety layer's forward dynamics): it
+  cancels the damping the joint really feels, so the law's designed error dynamics (kp, kd, ki
+  per joint) hold; on a joint whose damping time constant I/d is shorter than the period (xarm7's
+  wrist: 0.07 ms) the speed settles on the torque within a period ((M + h D) Δv/h = τ, as
+  MuJoCo's Euler and implicit steps integrate it), and d v alone would pass M/(M + h d) of the
+  law's accelerations;
 - Coulomb part with a smooth sign of w, the motion the law intends (``LawOutput
   .intended_velocity``): the joint law gives w = v_ref + (kp e + ki ∫e)/kd, the velocity its
   damping term drives the joint toward. Before a joint moves (v = 0, stuck in its dry
@@ -21,10 +26,11 @@ q_rest)) as feed-forward:
   joint-space intent (task, operational_space) give none: w = α v, α = min(1, |v|/v_s) — the
   friction that opposes the actual motion beyond v_s, and a zero slope at v = 0, so the dry
   friction that holds a resting joint is not turned into a negative damping;
-- known limit: a joint moving against the law's intent (a reversing step reference) feels
-  its friction in the intended direction and gets the compensation on top; on a very light
-  joint (xarm7's wrist: 1 N·m is 7000 rad/s²) that pushes it past the velocity bounds of the
-  safety layer, which judges the law's torques in a frictionless model;
+- a joint the command slows down where a safety bound bit, or beyond its speed bound
+  (``SafetyLayer.braked``), gets no Coulomb part: its friction helps the braking. Compensated,
+  a light joint moving against the law's intent (a reversing step reference) or braked by the
+  velocity bound got its friction's push again on top (xarm7's wrist: 1 N·m is 7000 rad/s²;
+  1.6-2.4x its velocity limit);
 - a spring (stiffness overrides) is not part of the URDF and is not compensated here.
 
 Scale factors s_d, s_f (1: the URDF values) let a user trust the URDF less (0: off per kind);
