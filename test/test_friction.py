@@ -145,7 +145,8 @@ def test_viscous_part_over_a_period_gives_the_commanded_acceleration_in_mujoco()
     got = {}
     for period in (h, 0.0):
         shaper = CommandShaper(model, settings(damping_compensation_period=period))
-        out = shaper.apply(q, v, LawOutput(tau.copy(), np.zeros(0)))
+        out = shaper.apply(q, v, LawOutput(tau.copy(), np.zeros(0),
+                                           intended_velocity=np.zeros(model.n_active)))
         assert not shaper.safety.overrode
         np.testing.assert_allclose(shaper.safety.acceleration, a, rtol=1e-9, atol=1e-9)
         plant = build_plant(urdf, model, timestep=h, integrator="euler")

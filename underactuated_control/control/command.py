@@ -44,6 +44,9 @@ class CommandShaper:
         """``out`` with its torques (and passive accelerations, status) shaped in place."""
         safety = self.safety
         safety.apply(q, v, out)
-        braked = safety.braked(v) if safety.acceleration is not None else None
-        self.friction.apply(q, v, out, safety.acceleration, braked)
+        if safety.acceleration is None or out.intended_velocity is None:
+            # no joint-space intent (task-space laws): the viscous part on v, as measured
+            self.friction.apply(q, v, out)
+        else:
+            self.friction.apply(q, v, out, safety.acceleration, safety.braked(v))
         return out

@@ -26,7 +26,8 @@ q_rest)) as feed-forward:
   joint-space intent (task, operational_space) give none: w = α v, α = min(1, |v|/v_s) — the
   friction that opposes the actual motion beyond v_s, and a zero slope at v = 0, so the dry
   friction that holds a resting joint is not turned into a negative damping;
-- a joint the command slows down where a safety bound bit, or beyond its speed bound
+- (joint-space laws; a task-space law's command goes through on v and w = α v as before)
+  a joint the command slows down where a safety bound bit, or beyond its speed bound
   (``SafetyLayer.braked``), gets no Coulomb part: its friction helps the braking. Compensated,
   a light joint moving against the law's intent (a reversing step reference) or braked by the
   velocity bound got its friction's push again on top (xarm7's wrist: 1 N·m is 7000 rad/s²;
