@@ -24,6 +24,13 @@ sampled by ``SplineTrajectory.sample_into`` on the simulated clock; the plant is
 MuJoCo model as ``mujoco_sim`` builds it (1 ms, Euler: URDF damping -> damping, friction ->
 frictionloss), stepped by ``sim.closed_loop`` at latency 0 (the lock-stepped simulator).
 
+Then xarm7's light wrist (joint7: 1.4e-4 kg·m², 2 N·m·s/rad, 1 N·m of dry friction), from
+FAST_START as the node gets them (``trajectory_rules``: time-scaled to the URDF velocity limits):
+"fast goal", a goal whose only point (FAST_STEP away) is 0.05 s away, judged with goal
+tolerance 5 mrad and goal_time 3 s; "reversing step", ``~/joint_reference`` points with no time
+jumping to FAST_START + JUMP, back, and there again every 2.5 s (test/ros/test_safety_layer.py).
+Columns: verdict, final error, the largest |v| / URDF velocity limit (and its joint).
+
 Configurations: none = friction_compensation false, ki 0 (the controller before issue 21);
 feedforward = compensation on, ki 0; default = the node's defaults (compensation and integral).
 Prints a table and writes bench/results/trajectory_goals.json (``--out``).
@@ -208,6 +215,90 @@ def run_goal(urdf: str, model: RobotModel, settings: dict[str, Any], start: np.n
             "settled_error": settled, "velocity_peak_ratio": state["peak"]}
 
 
+FAST_START = np.array([0.0, 0.3, 0.0, 1.2, 0.0, 0.9, 0.0])
+FAST_STEP = np.array([0.3, -0.3, 0.3, 0.3, -0.3, 0.3, 0.4])
+JUMP = np.array([1.5, 0.8, 1.5, 1.0, 1.5, 1.0, 1.5])
+
+
+def _message(joints: list[str], points: list[tuple[float, np.ndarray, np.ndarray | None]]):
+    """A trajectory_msgs/JointTrajectory look-alike (read by attribute), unstamped."""
+    from types import SimpleNamespace as N
+    return N(joint_names=joints, header=N(stamp=N(sec=0, nanosec=0)), points=[
+        N(time_from_start=N(sec=int(t), nanosec=int(round((t % 1) * 1e9))),
+          positions=[float(x) for x in p],
+          velocities=[] if v is None else [float(x) for x in v], accelerations=[], effort=[])
+        for t, p, v in points])
+
+
+def run_fast_case(urdf: str, model: RobotModel, settings: dict[str, Any], case: str
+                  ) -> dict[str, Any]:
+    """xarm7's "fast goal" or "reversing step" (module docstring) from rest at FAST_START."""
+    from underactuated_control.control.trajectory_sampling import (
+        trajectory_from_message,
+        trajectory_rules,
+    )
+    rules = {"allow_partial_joints_goal": False,
+             "allow_nonzero_velocity_at_trajectory_end": False,
+             "trajectory_velocity_limits": "scale", **settings}
+    plant = build_plant(urdf, model, timestep=DT, integrator="euler")
+    q_index = [model.q_start[model.joint_index(n)] for n in model.active_joints]
+    q0 = np.zeros(model.nq)
+    q0[q_index] = FAST_START
+    plant.set_state(q0, np.zeros(model.nv))
+    law = JointLaw(model, settings, model.body_names[-1])
+    shaper = CommandShaper(model, settings, law.workspace)
+    mapper = EffortMapper(model, None, settings["effort_limit_scale"])
+    joints, dofs = list(model.active_joints), model.active_dofs
+    vmax = np.asarray(model.velocity_limit)[dofs]
+    n, start = len(joints), int(round(HOLD_S / DT))
+    if case == "fast goal":
+        target = FAST_START + FAST_STEP
+        schedule = {start: (_message(joints, [(0.05, target, np.zeros(n))]), False)}
+        steps = start + int(round(3.05 / DT))
+    else:
+        target = FAST_START + JUMP
+        period = int(round(2.5 / DT))
+        schedule = {start + i * period: (_message(joints, [(0.0, p, None)]), True)
+                    for i, p in enumerate((target, FAST_START, target))}
+        steps = start + 3 * period
+    execution = TrajectoryExecution(joints, Tolerances(StateTolerance.zeros(n), StateTolerance(
+        np.full(n, GOAL_TOLERANCE), np.full(n, STOPPED_VELOCITY), np.zeros(n)), 3.0))
+    state: dict[str, Any] = {"reference": None, "trajectory": None, "verdict": None,
+                             "peak": np.zeros(n), "error": np.nan, "scale": 1.0}
+
+    def control(k: int, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        now_ns = int(round(k * DT * 1e9))
+        if state["reference"] is None:
+            state["reference"] = law.hold_reference(q)
+        if k in schedule:
+            msg, topic = schedule[k]
+            state["trajectory"] = trajectory_from_message(
+                msg, now_ns, **trajectory_rules(model, rules, topic=topic))
+        trajectory = state["trajectory"]
+        if trajectory is not None:
+            trajectory.sample_into(state["reference"], joints, now_ns)
+            state["scale"] = max(state["scale"], trajectory.scale)
+        out = law.compute(q, v, state["reference"], k * DT, False)
+        shaper.apply(q, v, out)
+        qa, va = q[q_index], v[dofs]
+        state["peak"] = np.maximum(state["peak"], np.abs(va) / vmax)
+        if case == "fast goal" and trajectory is not None and state["verdict"] is None:
+            ref = state["reference"]
+            verdict = execution.update(trajectory.last, ref.position, ref.velocity, qa, va)
+            if verdict is not None:
+                state["verdict"] = verdict[0]
+                state["error"] = float(np.max(np.abs(target - qa)))
+        return mapper.map(out.tau_active).copy()
+
+    closed_loop(plant, control, steps, 0)
+    settled = float(np.max(np.abs(target - plant.state()[0][q_index])))
+    peak = state["peak"]
+    return {"case": case, "verdict": state["verdict"] or "-",
+            "final_error": state["error"] if state["verdict"] else settled,
+            "velocity_peak_over_limit": float(peak.max()),
+            "peak_joint": joints[int(np.argmax(peak))], "time_scale": state["scale"]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--goals", type=int, default=20)
@@ -250,9 +341,23 @@ def main() -> None:
             print(f"{arm:16s} {config:12s} {ok:>4d}/{len(goals):<4d} "
                   f"{1e3 * errors.max():>7.2f} mrad {1e3 * np.median(errors):>7.2f} mrad "
                   f"{1e3 * settled:>5.2f} mrad {peak:>12.2f} {seconds:>7.2f}", flush=True)
+    fast = []
+    if "xarm7" in args.arms:
+        urdf = ARMS["xarm7"].read_text()
+        model = RobotModel.from_urdf(urdf)
+        print(f"\n{'xarm7':16s} {'config':12s} {'case':16s} {'verdict':>10s} {'error':>10s} "
+              f"{'v peak/limit':>12s} joint")
+        for config in args.configs:
+            settings = default_settings(**{**CONFIGS[config], **extra})
+            for case in ("fast goal", "reversing step"):
+                r = {"config": config, **run_fast_case(urdf, model, settings, case)}
+                fast.append(r)
+                print(f"{'':16s} {config:12s} {case:16s} {r['verdict']:>10s} "
+                      f"{1e3 * r['final_error']:>5.2f} mrad {r['velocity_peak_over_limit']:>12.3f} "
+                      f"{r['peak_joint']}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"goals": args.goals, "seed": args.seed, "extra": extra,
-                                    "rows": rows, "runs": runs}, indent=2))
+                                    "rows": rows, "runs": runs, "xarm7_fast": fast}, indent=2))
     print(f"wrote {args.out}")
 
 

@@ -120,10 +120,73 @@ def test_apply_adds_it_to_every_modes_output_and_switches_off():
                                                LawOutput(t7.copy(), np.zeros(0))).tau_active, t7)
 
 
+def test_viscous_part_over_a_period_gives_the_commanded_acceleration_in_mujoco():
+    """On xarm7's wrist (1.4e-4 kg·m², 2 N·m·s/rad: I/d = 0.07 ms, shorter than the 1 ms period)
+    the joint's speed settles on the torque within a period; MuJoCo's Euler step treats the
+    damping so ((M + h D) Δv/h = τ). The damping compensated at v + h a, a the accelerations
+    the command implies (the safety layer's forward dynamics), gives the law's accelerations
+    (oracle: Pinocchio's RNEA of the wanted ones; MuJoCo's step); at v alone, the light joints
+    get a fraction M/(M + h d) of them."""
+    import pinocchio as pin
+
+    from underactuated_control.sim import build_plant
+
+    urdf = XARM7.replace('friction="1"', 'friction="0"')  # damping only (no constraint)
+    model = RobotModel.from_urdf(urdf)
+    pmodel = pin.buildModelFromXML(urdf)
+    pdata = pmodel.createData()
+    rng = np.random.default_rng(3)
+    h = 1e-3
+    q = 0.5 * (np.asarray(model.position_lower) + np.asarray(model.position_upper))
+    q += rng.uniform(-0.3, 0.3, model.nq)
+    v = rng.uniform(-0.5, 0.5, model.nv)
+    a = rng.uniform(-20.0, 20.0, model.nv)
+    tau = pin.rnea(pmodel, pdata, q, v, a)  # the law: these accelerations, frictionless
+    got = {}
+    for period in (h, 0.0):
+        shaper = CommandShaper(model, settings(damping_compensation_period=period))
+        out = shaper.apply(q, v, LawOutput(tau.copy(), np.zeros(0),
+                                           intended_velocity=np.zeros(model.n_active)))
+        assert not shaper.safety.overrode
+        np.testing.assert_allclose(shaper.safety.acceleration, a, rtol=1e-9, atol=1e-9)
+        plant = build_plant(urdf, model, timestep=h, integrator="euler")
+        plant.set_state(q, v)
+        plant.d.ctrl[plant.ctrl] = out.tau_active
+        plant.step()
+        got[period] = (plant.state()[1] - v) / h
+    np.testing.assert_allclose(got[h], a, rtol=1e-6, atol=1e-6)
+    assert np.abs(got[0.0][6] - a[6]) > 0.5 * np.abs(a[6])  # the wrist: most of it lost
+
+
+def test_no_coulomb_compensation_on_a_joint_the_command_slows_beyond_its_speed_bound():
+    """A joint beyond its URDF velocity limit that the command (the safety layer) decelerates
+    gets no dry-friction compensation: its friction helps the braking (compensated, a light
+    joint's friction adds the same again in the direction of motion: over the limit). The
+    other joints keep theirs; the viscous part stays."""
+    model = RobotModel.from_urdf(XARM7)
+    q = 0.5 * (np.asarray(model.position_lower) + np.asarray(model.position_upper))
+    limit = np.asarray(model.velocity_limit)[model.active_dofs]
+    v = 0.5 * limit
+    v[6] = 1.5 * limit[6]  # the wrist too fast
+    tau = np.zeros(model.n_active)
+    w = np.sign(v)  # the law intends to keep moving
+    on = CommandShaper(model, settings())
+    out = on.apply(q, v, LawOutput(tau.copy(), np.zeros(0), intended_velocity=w))
+    assert on.safety.overrode and on.safety.acceleration[6] < 0.0
+    assert list(np.flatnonzero(on.safety.braked(v))) == [6]
+    viscous = np.asarray(model.damping)[model.active_dofs] * (
+        v + 1e-3 * on.safety.acceleration)
+    added = out.tau_active - on.safety._tau_out
+    np.testing.assert_allclose(added[6], viscous[6], rtol=1e-12)  # no f_c on the wrist
+    np.testing.assert_allclose(added[:6], viscous[:6] + np.tanh(w[:6] / 0.01), rtol=1e-9)
+
+
 def test_bad_settings_are_refused_with_their_name():
     model = RobotModel.from_urdf(XARM7)
     with pytest.raises(ValueError, match="friction_smoothing_velocity"):
         FrictionCompensation(model, settings(friction_smoothing_velocity=0.0))
+    with pytest.raises(ValueError, match="damping_compensation_period"):
+        FrictionCompensation(model, settings(damping_compensation_period=-1e-3))
     with pytest.raises(ValueError, match="damping_compensation_scale"):
         FrictionCompensation(model, settings(damping_compensation_scale=float("nan")))
     with pytest.raises(ValueError, match="ki"):

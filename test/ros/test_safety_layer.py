@@ -80,13 +80,11 @@ def report(label, q, v, urdf):
 def test_a_jumping_joint_reference_stays_within_the_velocity_limits(ros, launch, robot):
     urdf, q0, jump = ROWS[robot]
     launch("mujoco_sim", {"urdf_path": str(urdf), "initial_positions": q0, "lockstep": True})
-    # xarm7: the safety layer alone (friction feed-forward off). With it, a reversing step
-    # reference pushes the light wrist (1 N·m of URDF friction = 7000 rad/s²) to 2.1-2.4x its
-    # velocity limit: the known limit in control/friction.py, left open in issue 21
+    # the node's defaults: friction compensation on (xarm7's light wrist, 1 N·m of URDF
+    # friction = 7000 rad/s², is a case for it: control/friction.py)
     node = launch("hybrid_dynamics_controller", {
         "urdf_path": str(urdf), "mode": "joint", "publish_jacobians": False,
-        "state_timeout": 0.5, "diagnostics_period": 0.2,
-        "friction_compensation": robot != "xarm7"})
+        "state_timeout": 0.5, "diagnostics_period": 0.2})
     rec = Recorder(ros)
     pub = ros.node.create_publisher(JointTrajectory, f"{NODE}/joint_reference", 10)
     assert ros.wait_for(lambda: len(rec.q) > 200 and pub.get_subscription_count(), 60), \

@@ -42,6 +42,11 @@ class CommandShaper:
 
     def apply(self, q: np.ndarray, v: np.ndarray, out: LawOutput) -> LawOutput:
         """``out`` with its torques (and passive accelerations, status) shaped in place."""
-        self.safety.apply(q, v, out)
-        self.friction.apply(q, v, out)
+        safety = self.safety
+        safety.apply(q, v, out)
+        if safety.acceleration is None or out.intended_velocity is None:
+            # no joint-space intent (task-space laws): the viscous part on v, as measured
+            self.friction.apply(q, v, out)
+        else:
+            self.friction.apply(q, v, out, safety.acceleration, safety.braked(v))
         return out

@@ -7,10 +7,15 @@ with its URDF ``<dynamics>``; on the active joints this stage adds the opposite 
 passive-force model (``passive_forces.PassiveForceModel``, T = -d v - f_c tanh(v/v_s) - k(q -
 q_rest)) as feed-forward:
 
-    T_a += s_d d v + s_f f_c tanh(w / v_s)
+    T_a += s_d d (v + h a) + s_f f_c tanh(w / v_s)
 
-- viscous part on the measured velocity v: it cancels the damping the joint really feels, so
-  the law's designed error dynamics (kp, kd, ki per joint) hold;
+- viscous part on the velocity the command drives the joint to one control period h later,
+  v + h a (a: the accelerations the command implies, the safety layer's forward dynamics): it
+  cancels the damping the joint really feels, so the law's designed error dynamics (kp, kd, ki
+  per joint) hold; on a joint whose damping time constant I/d is shorter than the period (xarm7's
+  wrist: 0.07 ms) the speed settles on the torque within a period ((M + h D) Δv/h = τ, as
+  MuJoCo's Euler and implicit steps integrate it), and d v alone would pass M/(M + h d) of the
+  law's accelerations;
 - Coulomb part with a smooth sign of w, the motion the law intends (``LawOutput
   .intended_velocity``): the joint law gives w = v_ref + (kp e + ki ∫e)/kd, the velocity its
   damping term drives the joint toward. Before a joint moves (v = 0, stuck in its dry
@@ -21,10 +26,12 @@ q_rest)) as feed-forward:
   joint-space intent (task, operational_space) give none: w = α v, α = min(1, |v|/v_s) — the
   friction that opposes the actual motion beyond v_s, and a zero slope at v = 0, so the dry
   friction that holds a resting joint is not turned into a negative damping;
-- known limit: a joint moving against the law's intent (a reversing step reference) feels
-  its friction in the intended direction and gets the compensation on top; on a very light
-  joint (xarm7's wrist: 1 N·m is 7000 rad/s²) that pushes it past the velocity bounds of the
-  safety layer, which judges the law's torques in a frictionless model;
+- (joint-space laws; a task-space law's command goes through on v and w = α v as before)
+  a joint the command slows down where a safety bound bit, or beyond its speed bound
+  (``SafetyLayer.braked``), gets no Coulomb part: its friction helps the braking. Compensated,
+  a light joint moving against the law's intent (a reversing step reference) or braked by the
+  velocity bound got its friction's push again on top (xarm7's wrist: 1 N·m is 7000 rad/s²;
+  1.6-2.4x its velocity limit);
 - a spring (stiffness overrides) is not part of the URDF and is not compensated here.
 
 Scale factors s_d, s_f (1: the URDF values) let a user trust the URDF less (0: off per kind);
@@ -59,6 +66,11 @@ class FrictionCompensation:
                       "compensated (0: none)", unit="1", low=0.0, high=2.0),
         ParameterSpec("friction_compensation_scale", 1.0, "fraction of the URDF dry friction "
                       "compensated (0: none)", unit="1", low=0.0, high=2.0),
+        ParameterSpec("damping_compensation_period", 1e-3, "control period h over which the "
+                      "viscous compensation acts: the damping is compensated at the velocity "
+                      "the command drives the joint to one period later, v + h a (a: the "
+                      "accelerations the command implies, from the safety layer's forward "
+                      "dynamics); 0: at the measured velocity v", unit="s", low=0.0, high=0.1),
         ParameterSpec("friction_smoothing_velocity", 0.01, "velocity v_s of the compensation's "
                       "smooth sign tanh(w / v_s) of the Coulomb friction", unit="rad/s or m/s",
                       low=1e-5, high=1.0),
@@ -70,7 +82,9 @@ class FrictionCompensation:
         s_d = float(settings.get("damping_compensation_scale", 1.0))
         s_f = float(settings.get("friction_compensation_scale", 1.0))
         v_s = float(settings.get("friction_smoothing_velocity", 0.01))
+        h = float(settings.get("damping_compensation_period", 1e-3))
         for name, value, low in (("damping_compensation_scale", s_d, 0.0),
+                                 ("damping_compensation_period", h, 0.0),
                                  ("friction_compensation_scale", s_f, 0.0),
                                  ("friction_smoothing_velocity", v_s, 1e-12)):
             if not (np.isfinite(value) and value >= low):
@@ -89,15 +103,21 @@ class FrictionCompensation:
         self.enabled &= bool(np.any(model.damping[self._active] * s_d > 0.0)
                              or np.any(model.friction[self._active] * s_f > 0.0))
         self._w = np.zeros(model.nv)
+        self._v = np.zeros(model.nv)
+        self.period = h
         self._alpha = np.zeros(model.nv)
         self._v_s = v_s
         self._tau = np.zeros(len(self._active))
         self.torque = np.zeros(len(self._active))  # the last compensation added [N·m or N]
 
     def compensation(self, q: np.ndarray, v: np.ndarray,
-                     intended_velocity: np.ndarray | None = None) -> np.ndarray:
-        """s_d d v + s_f f_c tanh(w / v_s) of the active joints (active order), w the intended
-        velocity of the active joints (None: α v, α = min(1, |v|/v_s); module docstring)."""
+                     intended_velocity: np.ndarray | None = None,
+                     acceleration: np.ndarray | None = None,
+                     braked: np.ndarray | None = None) -> np.ndarray:
+        """s_d d (v + h a) + s_f f_c tanh(w / v_s) of the active joints (active order), w the
+        intended velocity of the active joints (None: α v, α = min(1, |v|/v_s)), a their
+        commanded accelerations (None: 0), h ``damping_compensation_period`` (module
+        docstring)."""
         w, alpha = self._w, self._alpha
         np.abs(v, out=alpha)
         alpha /= self._v_s
@@ -105,13 +125,24 @@ class FrictionCompensation:
         np.multiply(alpha, v, out=w)
         if intended_velocity is not None:
             w[self._active] = intended_velocity
-        np.negative(self.forces.all_joints(q, v, self._w)[self._active], out=self.torque)
+        if braked is not None:
+            w[self._active[braked]] = 0.0
+        viscous = v
+        if acceleration is not None and self.period > 0.0:
+            viscous = self._v
+            viscous[:] = v
+            viscous[self._active] += self.period * np.asarray(acceleration)
+        np.negative(self.forces.all_joints(q, viscous, self._w)[self._active], out=self.torque)
         return self.torque
 
-    def apply(self, q: np.ndarray, v: np.ndarray, out: LawOutput) -> None:
-        """``out.tau_active`` plus the compensation (a buffer of this stage)."""
+    def apply(self, q: np.ndarray, v: np.ndarray, out: LawOutput,
+              acceleration: np.ndarray | None = None, braked: np.ndarray | None = None
+              ) -> None:
+        """``out.tau_active`` plus the compensation (a buffer of this stage); ``acceleration``:
+        the active joints' accelerations the command implies (``SafetyLayer.acceleration``)."""
         if not self.enabled or out.friction_compensated:
             return None
-        np.add(out.tau_active, self.compensation(q, v, out.intended_velocity), out=self._tau)
+        np.add(out.tau_active, self.compensation(q, v, out.intended_velocity, acceleration,
+                                                 braked), out=self._tau)
         out.tau_active = self._tau
         return None

@@ -282,6 +282,11 @@ class SafetyLayer:
         self._empty = np.zeros(0)
         self.overrides = 0
         self.overrode = False  # in the last apply
+        # the active joints' accelerations the last apply's command implies (the forward
+        # dynamics, bounded when it overrode; None when it did not run)
+        self.acceleration: np.ndarray | None = None
+        self._brake_av = np.zeros(len(self._a))
+        self._braked = np.zeros(len(self._a), dtype=bool)
         self.limited_joints: list[str] = []
 
     _defaults: ClassVar[dict[str, Any]] = {s.name: s.default for s in parameters}
@@ -289,6 +294,7 @@ class SafetyLayer:
     def apply(self, q: np.ndarray, v: np.ndarray, out: LawOutput) -> bool:
         """Bound ``out`` in place; True when it was changed (``overrode``)."""
         self.overrode = False
+        self.acceleration = None
         if not self.enabled:
             return False
         tau, a = self._tau, self._a
@@ -300,6 +306,7 @@ class SafetyLayer:
         except ValueError:  # a non-finite command: the caller refuses it
             return False
         np.take(qdd, a, out=self._qdd_a)
+        self.acceleration = self._qdd_a
         if self.guard.clamp_in_place(q, v, self._qdd_a) == 0:
             return False
         res = self._hybrid.compute(q, v, self._qdd_a, tau_p)  # (5.4) with the bounded qdd_a
@@ -315,6 +322,15 @@ class SafetyLayer:
         out.status = f"{out.status} safety limits on {self.limited_joints}".strip()
         return True
 
+    def braked(self, v: np.ndarray) -> np.ndarray:
+        """The active joints the last apply's command slows down where a bound bit or beyond
+        their speed bound: their dry friction helps."""
+        va = np.asarray(v)[self._a]
+        np.multiply(self._qdd_a, va, out=self._brake_av)
+        np.less(self._brake_av, 0.0, out=self._braked)
+        self._braked &= self.guard.active | (np.abs(va) > self.guard.speed)
+        return self._braked
+
     def _within_effort(self, q: np.ndarray, v: np.ndarray, tau_p: np.ndarray) -> None:
         """The bounded accelerations need more than the effort limits (which the motors would
         clip, giving other accelerations, beyond the bounds): scale them toward the least
@@ -323,7 +339,8 @@ class SafetyLayer:
         qdd_s + α (qdd_b − qdd_s), α ∈ [0, 1], stays within the bounds, keeps the direction
         of the law's, and gives T_s + α (T_b − T_s)."""
         lo, hi = self.guard.bounds(q, v)
-        res = self._hybrid.compute(q, v, np.clip(0.0, lo, hi), tau_p)
+        qdd_s = np.clip(0.0, lo, hi)
+        res = self._hybrid.compute(q, v, qdd_s, tau_p)
         tau_s, qdd_p_s = res.tau_active.copy(), res.qdd_passive.copy()
         d = self._tau_out - tau_s
         limit = self._effort
@@ -334,3 +351,4 @@ class SafetyLayer:
         alpha = float(np.clip(np.min(room, initial=1.0), 0.0, 1.0))
         self._tau_out[:] = tau_s + alpha * d
         self._qdd_p_out[:] = qdd_p_s + alpha * (self._qdd_p_out - qdd_p_s)
+        self._qdd_a[:] = qdd_s + alpha * (self._qdd_a - qdd_s)
