@@ -69,6 +69,40 @@ def _check_frame(frame: str, model: RobotModel | None) -> None:
         model.frame(frame)
 
 
+def _check_payload_com(value: list[float], model: RobotModel | None) -> None:
+    if len(value) != 3:
+        raise ValueError(f"give 3 numbers x, y, z (m, the frame's axes), got {len(value)}")
+
+
+def _check_payload_inertia(value: list[float], model: RobotModel | None) -> None:
+    if len(value) not in (6, 9):
+        raise ValueError("give 6 numbers ixx, ixy, ixz, iyy, iyz, izz (or the 9 of the 3x3 "
+                         f"matrix), kg m^2 about the centre of mass, got {len(value)}")
+
+
+def payload_inertia_matrix(value: list[float]) -> np.ndarray:
+    """The 3x3 inertia of ``payload_inertia`` (6 numbers ixx ixy ixz iyy iyz izz, or 9)."""
+    if len(value) == 9:
+        return np.array(value, dtype=float).reshape(3, 3)
+    xx, xy, xz, yy, yz, zz = value
+    return np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]], dtype=float)
+
+
+def with_payload_parameters(model: RobotModel, p: dict[str, Any]) -> RobotModel:
+    """``model`` holding the payload of the ``payload_*`` parameters (``payload_frame`` empty:
+    none); one-line ``ValueError`` naming the parameter at fault, checked as a whole."""
+    if not p["payload_frame"]:
+        return model
+    try:
+        return model.with_payload(p["payload_frame"], p["payload_mass"], p["payload_com"],
+                                  payload_inertia_matrix(p["payload_inertia"]))
+    except ValueError as exc:
+        text = str(exc)
+        field = next((f for f in ("mass", "com", "inertia") if text.startswith(f"payload {f}")),
+                     "frame")
+        raise ValueError(f"parameter payload_{field}: {text}") from None
+
+
 def _check_pose(value: list[float], model: RobotModel | None) -> None:
     if len(value) != 7 or abs(float(np.linalg.norm(value[3:])) - 1.0) > 1e-3:
         raise ValueError("give x, y, z, qx, qy, qz, qw with a unit quaternion")
@@ -92,6 +126,16 @@ PARAMETERS = table(
     ParameterSpec("mode", "hold", "control law", choices=MODES),
     ParameterSpec("task_frame", "", "link tracked in task mode and whose J_G is published "
                   "(empty: tip_link or the last body)", validator=_check_frame),
+    ParameterSpec("payload_frame", "", "frame (link or fixed frame) rigidly holding a payload "
+                  "the control law's model includes (empty: no payload); set it with the other "
+                  "payload_* in one ~/set_parameters_atomically call", validator=_check_frame),
+    ParameterSpec("payload_mass", 0.0, "mass of the payload held at payload_frame", unit="kg",
+                  low=0.0, high=1e4),
+    ParameterSpec("payload_com", [0.0, 0.0, 0.0], "payload centre of mass in payload_frame's "
+                  "axes, x y z", unit="m", validator=_check_payload_com),
+    ParameterSpec("payload_inertia", [0.0] * 6, "payload inertia about its centre of mass in "
+                  "payload_frame's axes: ixx ixy ixz iyy iyz izz (or the 9 numbers of the 3x3 "
+                  "matrix)", unit="kg·m²", validator=_check_payload_inertia),
     *law_parameters(),
     *shaper_parameters(),
     *TRAJECTORY_ACTION_PARAMETERS,
@@ -253,7 +297,7 @@ class HybridDynamicsController(Node):
     def _build(self, p: dict[str, Any], changed: set[str]) -> Plan:
         """Model, law, mapper and matcher for the parameter values ``p`` (nothing of the node
         changes here; ``ValueError`` with the reason if they cannot be built)."""
-        model = with_passive(self.base_model, p["passive_joints"])
+        model = with_payload_parameters(with_passive(self.base_model, p["passive_joints"]), p)
         if model.n_active == 0:
             raise ValueError("every joint would be passive: nothing to command")
         workspace = JacobianWorkspace(model)  # shared by the law and the J_G/J_D publication
