@@ -51,6 +51,7 @@ from ..control.trajectory_sampling import (
 from ..floating_base import MomentumBaseEstimator, base_from_odometry, floating_root
 from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
+from ..observers import MomentumObserver
 from ..operational_space import belted_ellipsoid
 from ..parameters import ParameterError, ParameterSpec, table
 from ..warmup import warm_law
@@ -178,6 +179,9 @@ PARAMETERS = table(
                   "(0: no absolute limit)", unit="N", low=0.0, high=1e9),
     ParameterSpec("wrench_torque_limit", 0.0, "a measured wrench with a larger moment is "
                   "refused (0: no absolute limit)", unit="N·m", low=0.0, high=1e9),
+    ParameterSpec("observer_gain", 50.0, "bandwidth K_O of the generalised-momentum observer "
+                  "publishing ~/estimated_wrench at the task frame (fixed-base models; 0: off, "
+                  "no publication)", unit="1/s", low=0.0, high=1e4),
     ParameterSpec("diagnostics_period", 1.0, "period of /diagnostics", unit="s", low=0.05,
                   high=60.0, read_only=True),
 )
@@ -194,6 +198,10 @@ class Plan:
     matcher: JointStateMatcher
     active_label: str
     passive_label: str
+    observer: MomentumObserver | None  # ~/estimated_wrench (None: observer_gain 0)
+    task_frame: str
+    command_slots: np.ndarray  # command k carries active DOF active_slots[k]
+    active_slots: np.ndarray
 
 
 class HybridDynamicsController(Node):
@@ -252,6 +260,11 @@ class HybridDynamicsController(Node):
         self._wrench_ws = JacobianWorkspace(self.base_model)  # the plausibility check's J
         self._last_q = self.base_model.neutral_configuration()  # of the last good state
         self.create_subscription(WrenchStamped, p["wrench_topic"], self._on_wrench, sensor_qos)
+        self.estimated_wrench_pub = self.create_publisher(WrenchStamped, "~/estimated_wrench",
+                                                          10)
+        self._applied = np.zeros(self.plan.model.n_active)  # efforts held since the last state
+        self._observer_time: float | None = None  # the observer's last state time
+        self._observing: MomentumObserver | None = None
         if self.base_state == "odometry":
             self.create_subscription(Odometry, p["base_odometry_topic"], self._on_odometry,
                                      sensor_qos)
@@ -305,10 +318,17 @@ class HybridDynamicsController(Node):
                                       workspace)
         shaper = CommandShaper(model, p, workspace)
         mapper = EffortMapper(model, self.command_joints, p["effort_limit_scale"])
+        frame = p["task_frame"] or self.default_frame
+        observer = MomentumObserver(model, p["observer_gain"], frame=frame) \
+            if p["observer_gain"] > 0.0 and not self.floating else None
+        active = {self.command_joints.index(n): k for k, n in enumerate(model.active_joints)
+                  if n in self.command_joints}
         return Plan(model, law, shaper, mapper,
                     JointStateMatcher(model, floating_from_elsewhere=True),
                     "cols:" + ",".join(model.active_joints),
-                    "rows:" + ",".join(model.passive_joints))
+                    "rows:" + ",".join(model.passive_joints), observer, frame,
+                    np.array(list(active), dtype=np.int64),
+                    np.array(list(active.values()), dtype=np.int64))
 
     def _commit(self, plan: Plan, p: dict[str, Any], changed: set[str]) -> None:
         old = self.plan
@@ -492,6 +512,7 @@ class HybridDynamicsController(Node):
     # ================================================================== control cycle
     def _send_zero_once(self, why: str) -> None:
         self.reference = None  # re-latch at the measured state when states return
+        self._observer_time = None  # the observer restarts with the states
         if not self._silenced:
             self.command_pub.publish(Float64MultiArray(data=self._zero.tolist()))
             self.get_logger().warning(f"{why}: zero effort sent; silent until fresh valid "
@@ -598,6 +619,8 @@ class HybridDynamicsController(Node):
         self.command_pub.publish(Float64MultiArray(data=command.tolist()))
         if self.trajectory_action is not None:
             self.trajectory_action.after_cycle(q, v, command)
+        if plan.observer is not None:
+            self._observe(plan, q, v, command, msg.header.stamp)
         if publish_jacobians:
             self.passive_acc_pub.publish(matrix_message(
                 out.qdd_passive.reshape(-1, 1), plan.passive_label, "cols:qdd"))
@@ -609,6 +632,31 @@ class HybridDynamicsController(Node):
         now = time.perf_counter()
         self._compute_times.append(now - t0)
         self._cycle_stamps.append(now)
+
+    def _observe(self, plan: Plan, q: np.ndarray, v: np.ndarray, command: np.ndarray,
+                 stamp) -> None:
+        """One momentum-observer step with the efforts this node commanded over the last
+        step (held, as the simulator or a hardware interface applies them), then the
+        wrench at the task frame, in its axes, on ~/estimated_wrench."""
+        obs = plan.observer
+        if self._observer_time is None or obs is not self._observing:
+            obs.reset()  # a new plan or a restart: p(0) := this state's momentum
+            self._observing = obs
+            self._applied = np.zeros(plan.model.n_active)
+            dt = 0.0
+        else:
+            dt = max(self._state_time - self._observer_time, 0.0)
+        self._observer_time = self._state_time
+        obs.update(q, v, self._applied, dt)
+        self._applied[:] = 0.0
+        self._applied[plan.active_slots] = command[plan.command_slots]
+        w = obs.wrench(q, axes="frame")
+        msg = WrenchStamped()
+        msg.header.stamp = stamp
+        msg.header.frame_id = plan.task_frame
+        f, m = msg.wrench.force, msg.wrench.torque
+        f.x, f.y, f.z, m.x, m.y, m.z = map(float, w)
+        self.estimated_wrench_pub.publish(msg)
 
     def _watchdog(self) -> None:
         timeout = self.params["state_timeout"]
