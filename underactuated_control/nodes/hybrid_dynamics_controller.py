@@ -321,6 +321,10 @@ class HybridDynamicsController(Node):
         frame = p["task_frame"] or self.default_frame
         observer = MomentumObserver(model, p["observer_gain"], frame=frame) \
             if p["observer_gain"] > 0.0 and not self.floating else None
+        if observer is not None:  # its kernels compiled (or loaded) here, not at a cycle
+            q0 = model.neutral_configuration()
+            observer.update(q0, np.zeros(model.nv), np.zeros(model.n_active), 0.0)
+            observer.wrench(q0, axes="frame")
         active = {self.command_joints.index(n): k for k, n in enumerate(model.active_joints)
                   if n in self.command_joints}
         return Plan(model, law, shaper, mapper,
