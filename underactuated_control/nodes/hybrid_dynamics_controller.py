@@ -51,6 +51,7 @@ from ..control.trajectory_sampling import (
 from ..floating_base import MomentumBaseEstimator, base_from_odometry, floating_root
 from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
+from ..observers import MomentumObserver
 from ..operational_space import belted_ellipsoid
 from ..parameters import ParameterError, ParameterSpec, table
 from ..warmup import KernelWorker, warm_law
@@ -67,6 +68,40 @@ _FRAME_ROWS = "rows:lin_x,lin_y,lin_z,ang_x,ang_y,ang_z"
 def _check_frame(frame: str, model: RobotModel | None) -> None:
     if model is not None and frame:
         model.frame(frame)
+
+
+def _check_payload_com(value: list[float], model: RobotModel | None) -> None:
+    if len(value) != 3:
+        raise ValueError(f"give 3 numbers x, y, z (m, the frame's axes), got {len(value)}")
+
+
+def _check_payload_inertia(value: list[float], model: RobotModel | None) -> None:
+    if len(value) not in (6, 9):
+        raise ValueError("give 6 numbers ixx, ixy, ixz, iyy, iyz, izz (or the 9 of the 3x3 "
+                         f"matrix), kg m^2 about the centre of mass, got {len(value)}")
+
+
+def payload_inertia_matrix(value: list[float]) -> np.ndarray:
+    """The 3x3 inertia of ``payload_inertia`` (6 numbers ixx ixy ixz iyy iyz izz, or 9)."""
+    if len(value) == 9:
+        return np.array(value, dtype=float).reshape(3, 3)
+    xx, xy, xz, yy, yz, zz = value
+    return np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]], dtype=float)
+
+
+def with_payload_parameters(model: RobotModel, p: dict[str, Any]) -> RobotModel:
+    """``model`` holding the payload of the ``payload_*`` parameters (``payload_frame`` empty:
+    none); one-line ``ValueError`` naming the parameter at fault, checked as a whole."""
+    if not p["payload_frame"]:
+        return model
+    try:
+        return model.with_payload(p["payload_frame"], p["payload_mass"], p["payload_com"],
+                                  payload_inertia_matrix(p["payload_inertia"]))
+    except ValueError as exc:
+        text = str(exc)
+        field = next((f for f in ("mass", "com", "inertia") if text.startswith(f"payload {f}")),
+                     "frame")
+        raise ValueError(f"parameter payload_{field}: {text}") from None
 
 
 def _check_pose(value: list[float], model: RobotModel | None) -> None:
@@ -92,6 +127,16 @@ PARAMETERS = table(
     ParameterSpec("mode", "hold", "control law", choices=MODES),
     ParameterSpec("task_frame", "", "link tracked in task mode and whose J_G is published "
                   "(empty: tip_link or the last body)", validator=_check_frame),
+    ParameterSpec("payload_frame", "", "frame (link or fixed frame) rigidly holding a payload "
+                  "the control law's model includes (empty: no payload); set it with the other "
+                  "payload_* in one ~/set_parameters_atomically call", validator=_check_frame),
+    ParameterSpec("payload_mass", 0.0, "mass of the payload held at payload_frame", unit="kg",
+                  low=0.0, high=1e4),
+    ParameterSpec("payload_com", [0.0, 0.0, 0.0], "payload centre of mass in payload_frame's "
+                  "axes, x y z", unit="m", validator=_check_payload_com),
+    ParameterSpec("payload_inertia", [0.0] * 6, "payload inertia about its centre of mass in "
+                  "payload_frame's axes: ixx ixy ixz iyy iyz izz (or the 9 numbers of the 3x3 "
+                  "matrix)", unit="kg·m²", validator=_check_payload_inertia),
     *law_parameters(),
     *shaper_parameters(),
     *TRAJECTORY_ACTION_PARAMETERS,
@@ -134,6 +179,9 @@ PARAMETERS = table(
                   "(0: no absolute limit)", unit="N", low=0.0, high=1e9),
     ParameterSpec("wrench_torque_limit", 0.0, "a measured wrench with a larger moment is "
                   "refused (0: no absolute limit)", unit="N·m", low=0.0, high=1e9),
+    ParameterSpec("observer_gain", 50.0, "bandwidth K_O of the generalised-momentum observer "
+                  "publishing ~/estimated_wrench at the task frame (fixed-base models; 0: off, "
+                  "no publication)", unit="1/s", low=0.0, high=1e4),
     ParameterSpec("diagnostics_period", 1.0, "period of /diagnostics", unit="s", low=0.05,
                   high=60.0, read_only=True),
 )
@@ -150,6 +198,10 @@ class Plan:
     matcher: JointStateMatcher
     active_label: str
     passive_label: str
+    observer: MomentumObserver | None  # ~/estimated_wrench (None: observer_gain 0)
+    task_frame: str
+    command_slots: np.ndarray  # command k carries active DOF active_slots[k]
+    active_slots: np.ndarray
 
 
 class HybridDynamicsController(Node):
@@ -216,6 +268,11 @@ class HybridDynamicsController(Node):
         self._wrench_ws = JacobianWorkspace(self.base_model)  # the plausibility check's J
         self._last_q = self.base_model.neutral_configuration()  # of the last good state
         self.create_subscription(WrenchStamped, p["wrench_topic"], self._on_wrench, sensor_qos)
+        self.estimated_wrench_pub = self.create_publisher(WrenchStamped, "~/estimated_wrench",
+                                                          10)
+        self._applied = np.zeros(self.plan.model.n_active)  # efforts held since the last state
+        self._observer_time: float | None = None  # the observer's last state time
+        self._observing: MomentumObserver | None = None
         if self.base_state == "odometry":
             self.create_subscription(Odometry, p["base_odometry_topic"], self._on_odometry,
                                      sensor_qos)
@@ -261,7 +318,7 @@ class HybridDynamicsController(Node):
     def _build(self, p: dict[str, Any], changed: set[str]) -> Plan:
         """Model, law, mapper and matcher for the parameter values ``p`` (nothing of the node
         changes here; ``ValueError`` with the reason if they cannot be built)."""
-        model = with_passive(self.base_model, p["passive_joints"])
+        model = with_payload_parameters(with_passive(self.base_model, p["passive_joints"]), p)
         if model.n_active == 0:
             raise ValueError("every joint would be passive: nothing to command")
         workspace = JacobianWorkspace(model)  # shared by the law and the J_G/J_D publication
@@ -269,10 +326,21 @@ class HybridDynamicsController(Node):
                                       workspace)
         shaper = CommandShaper(model, p, workspace)
         mapper = EffortMapper(model, self.command_joints, p["effort_limit_scale"])
+        frame = p["task_frame"] or self.default_frame
+        observer = MomentumObserver(model, p["observer_gain"], frame=frame) \
+            if p["observer_gain"] > 0.0 and not self.floating else None
+        if observer is not None:  # its kernels compiled (or loaded) here, not at a cycle
+            q0 = model.neutral_configuration()
+            observer.update(q0, np.zeros(model.nv), np.zeros(model.n_active), 0.0)
+            observer.wrench(q0, axes="frame")
+        active = {self.command_joints.index(n): k for k, n in enumerate(model.active_joints)
+                  if n in self.command_joints}
         return Plan(model, law, shaper, mapper,
                     JointStateMatcher(model, floating_from_elsewhere=True),
                     "cols:" + ",".join(model.active_joints),
-                    "rows:" + ",".join(model.passive_joints))
+                    "rows:" + ",".join(model.passive_joints), observer, frame,
+                    np.array(list(active), dtype=np.int64),
+                    np.array(list(active.values()), dtype=np.int64))
 
     def _commit(self, plan: Plan, p: dict[str, Any], changed: set[str]) -> None:
         old = self.plan
@@ -456,6 +524,7 @@ class HybridDynamicsController(Node):
     # ================================================================== control cycle
     def _send_zero_once(self, why: str) -> None:
         self.reference = None  # re-latch at the measured state when states return
+        self._observer_time = None  # the observer restarts with the states
         if not self._silenced:
             self.command_pub.publish(Float64MultiArray(data=self._zero.tolist()))
             self.get_logger().warning(f"{why}: zero effort sent; silent until fresh valid "
@@ -562,6 +631,8 @@ class HybridDynamicsController(Node):
         self.command_pub.publish(Float64MultiArray(data=command.tolist()))
         if self.trajectory_action is not None:
             self.trajectory_action.after_cycle(q, v, command)
+        if plan.observer is not None:
+            self._observe(plan, q, v, command, msg.header.stamp)
         if publish_jacobians:
             self.passive_acc_pub.publish(matrix_message(
                 out.qdd_passive.reshape(-1, 1), plan.passive_label, "cols:qdd"))
@@ -573,6 +644,31 @@ class HybridDynamicsController(Node):
         now = time.perf_counter()
         self._compute_times.append(now - t0)
         self._cycle_stamps.append(now)
+
+    def _observe(self, plan: Plan, q: np.ndarray, v: np.ndarray, command: np.ndarray,
+                 stamp) -> None:
+        """One momentum-observer step with the efforts this node commanded over the last
+        step (held, as the simulator or a hardware interface applies them), then the
+        wrench at the task frame, in its axes, on ~/estimated_wrench."""
+        obs = plan.observer
+        if self._observer_time is None or obs is not self._observing:
+            obs.reset()  # a new plan or a restart: p(0) := this state's momentum
+            self._observing = obs
+            self._applied = np.zeros(plan.model.n_active)
+            dt = 0.0
+        else:
+            dt = max(self._state_time - self._observer_time, 0.0)
+        self._observer_time = self._state_time
+        obs.update(q, v, self._applied, dt)
+        self._applied[:] = 0.0
+        self._applied[plan.active_slots] = command[plan.command_slots]
+        w = obs.wrench(q, axes="frame")
+        msg = WrenchStamped()
+        msg.header.stamp = stamp
+        msg.header.frame_id = plan.task_frame
+        f, m = msg.wrench.force, msg.wrench.torque
+        f.x, f.y, f.z, m.x, m.y, m.z = map(float, w)
+        self.estimated_wrench_pub.publish(msg)
 
     def _watchdog(self) -> None:
         timeout = self.params["state_timeout"]
