@@ -156,7 +156,10 @@ def knockdown(robots, duration: float, period: float, settings: dict, out: Path,
             pushes.append((float(when), rng.uniform(1.0, 3.0) * direction
                            / np.linalg.norm(direction)))
         urdf = two_link_urdf(robot)
-        r = simulate_offline(urdf, duration, settings=settings, pushes=pushes)
+        # re-plans solved at the request (repeatable; their solve time is not simulated: the
+        # plan starts plan_replan_time after the request, as if solved within it)
+        r = simulate_offline(urdf, duration, settings={**settings, "plan_replan_inline": True},
+                             pushes=pushes)
         model = RobotModel.from_urdf(urdf)
         heights = tip_heights(model, r["q"], "tip")
         up = heights > 0.9 * full_tip_height(model, "tip")
