@@ -13,6 +13,7 @@ the score (0 unless ok).
         design_c1 --latencies 0 5 10 --noises 0 0.1     # the robustness board's axes
     .venv/bin/python bench/bench_swing_up.py --strategy planned --knockdown 60  # uptime
     .venv/bin/python bench/bench_swing_up.py --tune-plan pendubot --trials 60  # (P1) weights
+    .venv/bin/python bench/bench_swing_up.py --strategy planned --push-sweep  # one push each
 
 Offline, the law runs in this process against MuJoCo (RK4, 2 ms), the torque it computes from
 a state acting from that state on (``--latency`` steps later); with ``--dds`` each run is
@@ -176,6 +177,36 @@ def knockdown(robots, duration: float, period: float, settings: dict, out: Path,
     out.write_text(json.dumps(result, indent=2))
     print(f"wrote {out}")
     return result
+
+
+def push_sweep(robots, settings: dict, out: Path) -> dict:
+    """From balanced upright (design C.1, 4 s after the swing-up began), one push of 0.5, 1, 2
+    or 3 rad/s in each of four directions of joint-velocity space; recovered = balancing at
+    the end of 10 s (re-plans solved at the request)."""
+    import numpy as np
+
+    rows = []
+    print(f"{'robot':<9}{'Δv rad/s':>16}{'re-plans':>9}{'balancing again at s':>21}")
+    for robot in robots:
+        urdf = two_link_urdf(robot)
+        for magnitude in (0.5, 1.0, 2.0, 3.0):
+            for angle in (0.3, 1.9, 3.5, 5.1):
+                dv = magnitude * np.array([np.cos(angle), np.sin(angle)])
+                r = simulate_offline(urdf, 10.0, {**settings, "plan_replan_inline": True},
+                                     pushes=[(4.0, dv)])
+                t, balancing = r["t"], r["balancing"].astype(bool)
+                after = t > 4.01
+                back = float(t[after][np.argmax(balancing[after])]) \
+                    if balancing[-1] and balancing[after].any() else None
+                rows.append({"robot": robot, "dv": dv.tolist(), "back_at": back,
+                             "replans": int(r["law"].replans)})
+                print(f"{robot:<9}{np.array2string(dv, precision=2):>16}{rows[-1]['replans']:>9}"
+                      f"{'—' if back is None else f'{back:.2f}':>21}", flush=True)
+        done = [x for x in rows if x["robot"] == robot]
+        print(f"{robot}: recovered {sum(x['back_at'] is not None for x in done)} of {len(done)}")
+    out.write_text(json.dumps({"settings": settings, "rows": rows}, indent=2))
+    print(f"wrote {out}")
+    return {"rows": rows}
 
 
 PLAN_TUNED = ("plan_horizon", "plan_state_weight", "plan_velocity_weight", "plan_torque_weight",
@@ -345,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
                         "knocks instead of the matrix: a run this long from hanging, design C.1")
     parser.add_argument("--period", type=float, default=4.0, help="--knockdown: seconds "
                         "between pushes")
+    parser.add_argument("--push-sweep", action="store_true", help="one push from balanced "
+                        "upright, 16 magnitudes and directions, instead of the matrix")
     parser.add_argument("--strategy", choices=("energy", "planned"),
                         help="the swing-up strategy (swing_up_strategy)")
     parser.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE",
@@ -372,6 +405,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.perturb:
         robustness(args.robots, args.variants, args.perturb, args.spread, args.latencies,
                    args.settings, args.out, noises=args.noises)
+        return 0
+    if args.push_sweep:
+        push_sweep(args.robots, args.settings, args.out)
         return 0
     if args.knockdown:
         knockdown(args.robots, args.knockdown, args.period, args.settings, args.out)
