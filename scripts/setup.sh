@@ -82,7 +82,7 @@ if [ "$msgs_ok" = 0 ]; then
 fi
 if [ "$warm_ok" = 0 ]; then
   # every compiled kernel once, so that the first launch answers within a second
-  echo "[setup] compiling the kernels once (underactuated-control warm-up; ~1-2 min the first time)"
+  echo "[setup] compiling the kernels once and solving the bundled swing-up plans (underactuated-control warm-up; several minutes the first time)"
   .venv/bin/underactuated-control warm-up --quiet
   echo "$source_hash" > "$stamp_warm"
 fi
