@@ -6,10 +6,12 @@ hybrid recursion, x = (q, v), u = the motor torque within ±τ_max, the passive 
 its passive-force model), the problem (normalised units: angles in rad, speeds in ω0, torque in
 τ_max; Δt the plan's step)
 
-    min  Σ_k Δt [w_q |q_k − q_up|² + w_v |v_k/ω0|² + w_u (u_k/τ_max)²]
+    min  Σ_k Δt [w_q |q_k − q_up|² + w_v |v_k/ω0|² + w_u (τ_k/τ_max)² + w_r (τ̇_k/(τ_max ω0))²]
          + w_T [|q_N − q_up|² + |v_N/ω0|²]                                        (P1)
 
-from the state the plan starts at (hanging at rest for the first plan). The weights trade the
+from the state the plan starts at (hanging at rest for the first plan). With w_r > 0 the plan
+runs through the law's command filter (``FilteredTorques``: τ is a state, the control is the
+command, τ̇ = a (u − τ)/Δt); with w_r = 0 the control is the torque. The weights trade the
 criteria the swing-up leaderboards score (``scoring.py``): w_u the torque cost and the energy,
 w_v the velocity cost, w_q and the horizon the swing-up time. Both 2π branches of an upright a
 continuous joint reaches equally far are planned, and the cheaper plan kept.
@@ -57,7 +59,8 @@ from ..optimal_control import (
 )
 from ..optimal_control.kernels import backward_pass
 
-__all__ = ["SwingUpPlan", "PlanWeights", "plan_swing_up", "PlanCache", "PlanTracker",
+__all__ = ["SwingUpPlan", "PlanWeights", "plan_swing_up", "plan_key", "tracking_gains",
+           "CommandRateCost", "PlanCache", "PlanTracker", "BackgroundPlanner",
            "default_cache_dir"]
 
 _FORMAT = 1  # bump when the plan's definition changes (old cache entries are then ignored)
