@@ -118,10 +118,12 @@ class HybridStep(DiscreteDynamics):
         v_next = v + dt * self.acceleration(q, v, u)
         return np.concatenate([q + dt * v_next, v_next])
 
-    def rollout(self, x0, us_ref, xs_ref, K, kff, alpha, lower, upper, xs, us) -> bool:
+    def rollout(self, x0, us_ref, xs_ref, K, kff, alpha, lower, upper, xs, us,
+                filter_a: float = 0.0) -> bool:
+        """The compiled rollout; ``filter_a`` > 0: behind ``FilteredTorques``' filter."""
         status = rollout_kernel(self._ints, self._consts, self._work, x0, us_ref, xs_ref, K,
                                 kff, float(alpha), lower, upper, self._active_i,
-                                self._passive_i, self._coefficients, self.dt, 0.0, xs, us)
+                                self._passive_i, self._coefficients, self.dt, filter_a, xs, us)
         return status == OK
 
     def linearize(self, xs, us, Fx, Fu) -> None:
@@ -134,9 +136,7 @@ class HybridStep(DiscreteDynamics):
     def derivatives(self, x: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray,
                                                                    np.ndarray]:
         """(f(x, u), F_x, F_u) of the semi-implicit Euler step: ``linearize`` on one knot."""
-        Fx, Fu = np.empty((1, self.nx, self.nx)), np.empty((1, self.nx, self.nu))
-        self.linearize(np.asarray(x, float)[None], np.asarray(u, float)[None], Fx, Fu)
-        return self(x, u), Fx[0], Fu[0]
+        return _one_knot(self, x, u)
 
 
 class FilteredTorques(DiscreteDynamics):
@@ -159,11 +159,8 @@ class FilteredTorques(DiscreteDynamics):
         return np.concatenate([self.step(x[:self.n], tau), tau + self.a * (u - tau)])
 
     def rollout(self, x0, us_ref, xs_ref, K, kff, alpha, lower, upper, xs, us) -> bool:
-        s = self.step
-        status = rollout_kernel(s._ints, s._consts, s._work, x0, us_ref, xs_ref, K, kff,
-                                float(alpha), lower, upper, s._active_i, s._passive_i,
-                                s._coefficients, self.dt, self.a, xs, us)
-        return status == OK
+        return self.step.rollout(x0, us_ref, xs_ref, K, kff, alpha, lower, upper, xs, us,
+                                 filter_a=self.a)
 
     def linearize(self, xs: np.ndarray, us: np.ndarray, Fx: np.ndarray, Fu: np.ndarray
                   ) -> None:
@@ -181,6 +178,12 @@ class FilteredTorques(DiscreteDynamics):
 
     def derivatives(self, x: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray,
                                                                    np.ndarray]:
-        Fx, Fu = np.empty((1, self.nx, self.nx)), np.empty((1, self.nx, self.nu))
-        self.linearize(np.asarray(x, float)[None], np.asarray(u, float)[None], Fx, Fu)
-        return self(x, u), Fx[0], Fu[0]
+        return _one_knot(self, x, u)
+
+
+def _one_knot(dynamics, x: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray,
+                                                               np.ndarray]:
+    """(f(x, u), F_x, F_u) from the dynamics' whole-horizon ``linearize`` on one knot."""
+    Fx, Fu = np.empty((1, dynamics.nx, dynamics.nx)), np.empty((1, dynamics.nx, dynamics.nu))
+    dynamics.linearize(np.asarray(x, float)[None], np.asarray(u, float)[None], Fx, Fu)
+    return dynamics(x, u), Fx[0], Fu[0]

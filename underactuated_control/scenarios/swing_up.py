@@ -157,7 +157,8 @@ def simulate_offline(urdf: str, duration: float = 10.0, settings: dict | None = 
     phase = np.zeros(steps + 1, dtype=np.int8)
     gave_up = [False]
 
-    knocks = sorted((int(round(when / timestep)), np.asarray(dv, float)) for when, dv in pushes)
+    knocks = sorted(((int(round(when / timestep)), np.asarray(dv, float)) for when, dv in pushes),
+                    key=lambda knock: knock[0])  # by step (two at one step: both act)
     rng = np.random.default_rng(seed)
 
     def control(k: int, qk: np.ndarray, vk: np.ndarray) -> list[float]:
