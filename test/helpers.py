@@ -19,6 +19,12 @@ def scaled_tolerance(reference, tol: float, floor: float = 1.0) -> float:
     return tol * max(floor, np.abs(reference).max(initial=0.0))
 
 
+def within(actual, reference, tol: float, scale: float = 1.0) -> tuple[bool, float]:
+    """(ok, err): err = max|actual − reference| ≤ scale · scaled_tolerance(reference, tol)."""
+    err = float(np.abs(np.asarray(actual) - np.asarray(reference)).max(initial=0.0))
+    return err <= scaled_tolerance(reference, tol, 1.0) * scale, err
+
+
 def assert_close(actual, desired, tol: float, floor: float = 1.0, **kwargs) -> None:
     """``np.testing.assert_allclose`` with ``atol = scaled_tolerance(desired, tol, floor)``;
     other arguments (``rtol``, ``err_msg``) pass through, numpy's default rtol included."""

@@ -6,7 +6,7 @@ dense references built from Pinocchio's M, nle and frame Jacobians."""
 import numpy as np
 import pinocchio as pin
 import pytest
-from helpers import random_passive_set, scaled_tolerance
+from helpers import random_passive_set, within
 from oracle import EXAMPLE_URDFS, PinRef, random_tree_urdf
 
 from underactuated_control import RobotModel
@@ -59,8 +59,7 @@ def jt_fext(ref: PinRef, q, f_ext):
 
 
 def close(a, b, scale=1.0):
-    err = np.abs(np.asarray(a) - np.asarray(b)).max(initial=0.0)
-    return err <= scaled_tolerance(b, RTOL, 1.0) * scale, err
+    return within(a, b, RTOL, scale)
 
 
 def check(model, ref, rng, n_states=3, floating=False):

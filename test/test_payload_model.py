@@ -5,7 +5,7 @@ original model exactly; bad inputs are one-line errors naming the field."""
 import numpy as np
 import pinocchio as pin
 import pytest
-from helpers import random_passive_set, scaled_tolerance
+from helpers import random_passive_set, within
 from oracle import EXAMPLE_URDFS, PinRef, random_tree_urdf
 
 from underactuated_control import RobotModel
@@ -39,8 +39,7 @@ def loaded_ref(text, model, frame, mass, com, inertia, floating=False) -> PinRef
 
 
 def close(a, b, scale=1.0):
-    err = np.abs(np.asarray(a) - np.asarray(b)).max(initial=0.0)
-    return err <= scaled_tolerance(b, RTOL, 1.0) * scale, err
+    return within(a, b, RTOL, scale)
 
 
 def check(model, loaded, ref, rng, n_states=3, floating=False):
