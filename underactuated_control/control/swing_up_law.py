@@ -59,7 +59,7 @@ balancing (0: no limit); the region-of-attraction simulation uses the same rate 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -137,6 +137,16 @@ _MAX_STEP = 0.05  # s: a longer gap between states does not advance the torque f
 def _kinds(name: str) -> str:
     """The kinds' defaults of ``name`` for its description: "acrobot 5.44, pendubot 2.48"."""
     return ", ".join(f"{kind} {values[name]:.3g}" for kind, values in KIND_DEFAULTS.items())
+
+
+def _rk4_step(rate: Callable[[np.ndarray], np.ndarray], x: np.ndarray, h: float
+              ) -> np.ndarray:
+    """One classical Runge–Kutta step of dx/dt = rate(x)."""
+    k1 = rate(x)
+    k2 = rate(x + 0.5 * h * k1)
+    k3 = rate(x + 0.5 * h * k2)
+    k4 = rate(x + h * k3)
+    return x + h / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4)
 
 
 def _wrap(x):
@@ -572,10 +582,14 @@ class SwingUpLaw(ControlLaw):
         Tb[4, 0] = 1.0 / self.filter_time
         return Ta, Tb
 
+    def _balancing_command(self, z: np.ndarray) -> float:
+        """The balancing LQR's motor command −K z, within the effort limit."""
+        return float(np.clip(-(self.K @ z)[0], -self.effort_limit, self.effort_limit))
+
     def _closed_loop_rate(self, z: np.ndarray) -> np.ndarray:
         """dz/dt of the nonlinear robot under the (saturated) LQR command."""
         q, v = self.q_up + z[:2], z[2:4]
-        command = float(np.clip(-(self.K @ z)[0], -self.effort_limit, self.effort_limit))
+        command = self._balancing_command(z)
         if self.filter_time > 0.0:
             tau = z[4]
             rate = (command - tau) / self.filter_time
@@ -619,11 +633,7 @@ class SwingUpLaw(ControlLaw):
         rest upright within ``duration``."""
         z = z.copy()
         for _ in range(int(duration / dt)):
-            k1 = self._closed_loop_rate(z)
-            k2 = self._closed_loop_rate(z + 0.5 * dt * k1)
-            k3 = self._closed_loop_rate(z + 0.5 * dt * k2)
-            k4 = self._closed_loop_rate(z + dt * k3)
-            z = z + dt / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4)
+            z = _rk4_step(self._closed_loop_rate, z, dt)
             if not np.all(np.abs(z[:4]) < 10.0):
                 return False
         return bool(np.abs(z[:2]).max() < 1e-3 and np.abs(z[2:4]).max() < 1e-2)
@@ -680,7 +690,7 @@ class SwingUpLaw(ControlLaw):
                 self._request_plan(q, v, t)
         limit = self.effort_limit
         if self.phase == BALANCING:
-            command = float(np.clip(-(self.K @ z)[0], -limit, limit))
+            command = self._balancing_command(z)
         elif self.planned:
             command = self._follow_plan(q, v, t, compensation)
         else:
@@ -751,11 +761,7 @@ class SwingUpLaw(ControlLaw):
             return np.concatenate([y[2:], self._qdd(y[:2], y[2:], 0.0)])
 
         for _ in range(steps):
-            k1 = rate(x)
-            k2 = rate(x + 0.5 * h * k1)
-            k3 = rate(x + 0.5 * h * k2)
-            k4 = rate(x + h * k3)
-            x = x + h / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4)
+            x = _rk4_step(rate, x, h)
         offset = self._turns(x[:2], np.zeros(2))
         x[:2] -= offset
         self.tracker = None
@@ -790,8 +796,7 @@ class SwingUpLaw(ControlLaw):
             if self.level < self.rho_out:
                 self.phase = BALANCING
                 self.switches += 1
-                return float(np.clip(-(self.K @ self.state_error(q, v))[0],
-                                     -self.effort_limit, self.effort_limit))
+                return self._balancing_command(self.state_error(q, v))
             self._request_plan(q, v, t)
             return 0.0
         if self._deviation(self.tracker, t, q, v) > self.settings["plan_deviation"]:
