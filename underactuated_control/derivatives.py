@@ -635,9 +635,13 @@ def derivatives_steps(ints, consts, work, dof_end, q, v, qdd_active, tau_passive
     return OK
 
 
-# Two entry points with fixed signatures, like dynamics.run_steps: ``run_derivatives_at`` (the
-# workspace's: subtree ranges precomputed, BLAS path optional) and ``run_derivatives`` (a
-# buffer of ``dwork_size``; compiled callers, e.g. optimal_control, call it in their loops).
+# Two entry points, compiled on first use and not at import (each takes tens of seconds on a
+# fresh kernel cache; a node that needs no derivatives never pays it): ``run_derivatives_at``
+# (the workspace's: subtree ranges precomputed, BLAS path optional), its one signature
+# compiled by ``compile_derivatives`` when the first workspace is built, like
+# ``dynamics.run_steps``; ``run_derivatives`` (a buffer of ``dwork_size``), compiled for the
+# argument types of its first caller (compiled callers, e.g. optimal_control, call it in their
+# loops with the types of RUN_SIGNATURE).
 _VECTOR = types.float64[::1]
 _INDICES = types.int64[::1]
 RUN_SIGNATURE = types.int64(_INDICES, _VECTOR, _VECTOR, _VECTOR, _VECTOR, _VECTOR, _VECTOR)
@@ -645,7 +649,7 @@ RUN_AT_SIGNATURE = types.int64(_INDICES, _VECTOR, _VECTOR, _INDICES, _VECTOR, _V
                                _VECTOR, types.int64)
 
 
-@njit(RUN_AT_SIGNATURE, cache=True, error_model="numpy", fastmath=FAST)
+@njit(cache=True, error_model="numpy", fastmath=FAST)
 def run_derivatives_at(ints, consts, work, dof_end, q, v, qdd_active, tau_passive, blas):
     """(D1)-(D16) in one call; ``dof_end`` from ``subtree_dof_end``, ``work`` of
     ``dwork_layout_size(..., blas)``."""
@@ -665,13 +669,21 @@ def subtree_ends(m, out):
         out[i] = m.v_start[out[i]] + m.nv_joint[out[i]]
 
 
-@njit(RUN_SIGNATURE, cache=True, error_model="numpy", fastmath=FAST)
+@njit(cache=True, error_model="numpy", fastmath=FAST)
 def run_derivatives(ints, consts, work, q, v, qdd_active, tau_passive):
     """(D1)-(D16) in one call on a buffer of ``dwork_size`` (compiled products)."""
     m, _ = int_views(ints)
     dof_end = np.empty(m.nb, np.int64)
     subtree_ends(m, dof_end)
     return derivatives_steps(ints, consts, work, dof_end, q, v, qdd_active, tau_passive, 0)
+
+
+def compile_derivatives() -> None:
+    """Compile ``run_derivatives_at``'s one signature (or load it from the cache), then refuse
+    any other argument type (the workspace then converts); a no-op once done."""
+    if run_derivatives_at._can_compile:
+        run_derivatives_at.compile(RUN_AT_SIGNATURE)
+        run_derivatives_at.disable_compile()
 
 
 # ================================================================ Python front end
@@ -713,6 +725,7 @@ class DerivativesWorkspace:
     BLAS_FROM_NV = 24
 
     def __init__(self, model: RobotModel, shared: Workspace | None = None) -> None:
+        compile_derivatives()
         self.model = model
         hd: HybridDynamics = (shared if shared is not None else Workspace(model)).hybrid("model")
         self._hybrid = hd

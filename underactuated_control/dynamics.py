@@ -25,6 +25,8 @@ the base acceleration alpha(n+1) = [0; -g].
 The sweeps read three buffers through named layouts (``Topology``, ``Constants``, ``Work`` and
 ``Scratch``, cut by ``int_views``, ``const_views`` and ``work_views``) and are inlined into the
 one compiled call ``run_steps``, which returns a status code (``OK``, ``NONFINITE_Q``, ...).
+Arrays are copied by element loops, never ``x[:] = y`` from another array: numba compiles the
+shape-mismatch message of such an assignment, seconds per process on a fresh kernel cache.
 ``configure`` runs steps 0 and 2 for every kernel of the package and skips them when the buffer
 is at that q already; a ``Workspace`` (one per model and cycle) holds one ``HybridDynamics``
 per passive set for the dynamics, the Jacobians and the operational space alike.
@@ -314,7 +316,10 @@ def articulated_sweep(m, c, w, s):
     body whose D_p(k) is singular. (The OCR of (4.6) swaps its two branches; this is the
     published algorithm: an active hinge has tau_bar = I, so P+(k) = P(k).)"""
     E, r, P, U, G, Dinv = w.E_up, w.r_up, w.P, w.U, w.G, w.Dinv
-    P[:] = c.inertia                                # P(k) = M(k) + the children's terms below
+    for i in range(m.nb):                           # P(k) = M(k) + the children's terms below
+        for a in range(6):
+            for b in range(6):
+                P[i, a, b] = c.inertia[i, a, b]
     for i in range(m.nb - 1, -1, -1):
         H, n, P_plus = c.S[i], m.nv_joint[i], P[i]  # active: P+(k) = P(k)
         if m.passive[i]:
@@ -336,7 +341,9 @@ def residual_force_sweep(m, c, w, s, external):
     ``external``: the external wrenches ``w.f_ext`` act on the bodies (doc/theory/
     external_wrenches.md, (E.2)); False: none (not read)."""
     E, r, P, a, z, y, zp = w.E_up, w.r_up, w.P, w.coriolis, w.z, s.x6, s.y6
-    z[:] = w.gyro                                   # z(k) = b(k) + the terms below
+    for i in range(m.nb):                           # z(k) = b(k) + the terms below
+        for a6 in range(6):
+            z[i, a6] = w.gyro[i, a6]
     if external:
         for i in range(m.nb):                       # z(k) = b(k) - f_ext(k) + ...  (E.2)
             for a6 in range(6):
@@ -463,10 +470,9 @@ def run_steps(ints, consts, work, q, v, qdd_active, tau_passive, flags):
             w.qdd[m.active_dofs[k]] = qdd_active[k]
         for k in range(m.npas):
             w.tau[m.passive_dofs[k]] = tau_passive[k]
-        if flags & GRAVITY:
-            w.alpha_base[:] = c.gravity_base
-        else:
-            w.alpha_base[:] = 0.0
+        gravity = (flags & GRAVITY) != 0
+        for a in range(6):
+            w.alpha_base[a] = c.gravity_base[a] if gravity else 0.0
         residual_force_sweep(m, c, w, s, (flags & EXTERNAL) != 0)
         outward_sweep(m, c, w, s)
         for k in range(m.na):
@@ -717,7 +723,9 @@ def external_joint_force_kernel(ints, consts, work, z, tau):
     m, _ = int_views(ints)
     c, _ = const_views(consts, m.nb)
     w, _, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
-    z[:] = w.f_ext
+    for i in range(m.nb):
+        for a in range(6):
+            z[i, a] = w.f_ext[i, a]
     for i in range(m.nb - 1, -1, -1):
         hinge_force(c.S[i], z[i], dofs(tau, m, i))
         if m.parent[i] >= 0:

@@ -101,7 +101,8 @@ def generalized_jacobian_sweeps(ints, consts, work, q, configure, E_world, p_wor
             J_D[j, k] = w.qdd[m.passive_dofs[j]]  # (6.13)
         if with_frame:
             classical_acceleration(E_world[body], w.alpha[body], w.vel[body], offset, column)
-            J_G[:, k] = column  # (6.11)
+            for a in range(6):
+                J_G[a, k] = column[a]  # (6.11)
     return OK
 
 

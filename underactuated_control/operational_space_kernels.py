@@ -423,7 +423,8 @@ def task_free_motion(m, c, w, s, o, v, tau, body, k):
     w.coriolis[:] = 0.0
     w.gyro[:] = 0.0
     w.tau[:] = 0.0
-    w.alpha_base[:] = c.gravity_base
+    for a in range(6):  # (an element copy: no compiled shape-error message)
+        w.alpha_base[a] = c.gravity_base[a]
     free_frame_acceleration(m, c, w, s, o, body, o.a_grav)
     for a in range(k):  # μ = −Λ S a_v,  p = −Λ S a_g  (24), (25)
         sv = 0.0

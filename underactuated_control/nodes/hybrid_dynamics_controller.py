@@ -204,6 +204,13 @@ class Plan:
     active_slots: np.ndarray
 
 
+def _warm_observer(observer: MomentumObserver, model: RobotModel) -> None:
+    """Compile (or load) the observer's kernels with one throwaway step."""
+    q0 = model.neutral_configuration()
+    observer.update(q0, np.zeros(model.nv), np.zeros(model.n_active), 0.0)
+    observer.wrench(q0, axes="frame")
+
+
 class HybridDynamicsController(Node):
     """See the module docstring; parameters are listed in the README."""
 
@@ -211,6 +218,7 @@ class HybridDynamicsController(Node):
         super().__init__("hybrid_dynamics_controller", **kwargs)
         # fresh kernel cache: run_steps compiles in a worker process from here on (warmup.py)
         worker = KernelWorker.start()
+        self._warm_observer_later = worker is not None  # it runs run_steps: after warm_law
         try:
             self.params = NodeParameters(self, PARAMETERS)
             robot = self.params.declare(["robot_description", "urdf_path", "root_link", "tip_link"])
@@ -235,6 +243,11 @@ class HybridDynamicsController(Node):
         warm_s = warm_law(CONTROL_LAWS[p["mode"]], self.plan.model, p,
                           p["task_frame"] or self.default_frame, worker=worker,
                           report=self.get_logger().warning)
+        if self._warm_observer_later and self.plan.observer is not None:
+            t0 = time.perf_counter()
+            _warm_observer(self.plan.observer, self.plan.model)
+            warm_s += time.perf_counter() - t0
+        self._warm_observer_later = False
         self.reference: Any = None  # the law's reference; None: latch at the next state
         self.trajectory: SplineTrajectory | None = None
         self.params.on_update(self._build, self._commit)
@@ -329,10 +342,8 @@ class HybridDynamicsController(Node):
         frame = p["task_frame"] or self.default_frame
         observer = MomentumObserver(model, p["observer_gain"], frame=frame) \
             if p["observer_gain"] > 0.0 and not self.floating else None
-        if observer is not None:  # its kernels compiled (or loaded) here, not at a cycle
-            q0 = model.neutral_configuration()
-            observer.update(q0, np.zeros(model.nv), np.zeros(model.n_active), 0.0)
-            observer.wrench(q0, axes="frame")
+        if observer is not None and not self._warm_observer_later:
+            _warm_observer(observer, model)  # its kernels compiled (or loaded) here, not at a cycle
         active = {self.command_joints.index(n): k for k, n in enumerate(model.active_joints)
                   if n in self.command_joints}
         return Plan(model, law, shaper, mapper,
