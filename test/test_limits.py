@@ -97,6 +97,38 @@ def test_layer_bounds_the_accelerations_of_any_torque_pinocchio_oracle(passive):
         assert "safety limits on" in out.status and layer.limited_joints
 
 
+def test_layer_keeps_room_in_the_effort_limits_for_a_later_stages_torques():
+    """``reserve`` (the friction compensation the next stage adds): an override that would need
+    more than the effort limits is scaled so that its torques plus the reserve stay within them
+    (where the least accelerations within the bounds leave room: Pinocchio's dense hybrid
+    torques of those), and its accelerations still within the bounds (Pinocchio's ABA)."""
+    model, layer, ref, LawOutput = _layer_case(["joint2"])
+    a, p = model.active_dofs, model.passive_dofs
+    effort = np.asarray(model.effort_limit, float)[a]
+    rng = np.random.default_rng(5)
+    checked = 0
+    for _ in range(20):
+        q = model.random_configuration(rng, scale=1.0)
+        v = rng.uniform(-3.0, 3.0, model.nv)
+        reserve = rng.uniform(-0.5, 0.5, len(a)) * effort
+        tau_p = layer.passive_forces(q, v).copy()
+        lo, hi = (x.copy() for x in layer.guard.bounds(q, v))
+        tau_s, _ = ref.dense_hybrid(q, v, np.clip(0.0, lo, hi), tau_p, a, p)
+        if np.any(np.abs(tau_s + reserve) >= effort):
+            continue  # no room whatever the scaling
+        out = LawOutput(rng.uniform(-1e4, 1e4, len(a)), np.zeros(len(p)))
+        assert layer.apply(q, v, out, lambda reserve=reserve: reserve)
+        assert np.all(np.abs(out.tau_active + reserve) <= effort * (1 + 1e-9))
+        tau = np.zeros(model.nv)
+        tau[a], tau[p] = out.tau_active, tau_p
+        qdd = ref.aba(q, v, tau)
+        scale = max(1.0, np.abs(qdd).max())
+        assert np.all(qdd[a] >= lo - 1e-8 * scale) and np.all(qdd[a] <= hi + 1e-8 * scale)
+        np.testing.assert_allclose(layer.acceleration, qdd[a], atol=1e-8 * scale)
+        checked += 1
+    assert checked >= 5
+
+
 def test_layer_leaves_a_command_within_the_bounds_alone_and_can_be_switched_off():
     model, layer, ref, LawOutput = _layer_case(["joint2"])
     q = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])

@@ -2,7 +2,10 @@
 
 1. ``limits.SafetyLayer``: the accelerations the law's torques would give are kept within the
    active joints' position and velocity limits (braking profile); the torques are recomputed
-   by the hybrid recursion when it overrides the law, and the law's status says so.
+   by the hybrid recursion when it overrides the law, and the law's status says so; those
+   torques are scaled to leave room in the effort limits for stage 2's compensation (at the
+   measured velocity), which the effort clamp would otherwise cut into other accelerations
+   (xarm7's joint3: 17 of its 30 N·m of damping compensation at 3.4 rad/s).
 2. ``friction.FrictionCompensation``: the URDF ``<dynamics>`` damping and dry friction of the
    active joints, compensated as feed-forward (the laws plan in a frictionless model).
 
@@ -13,6 +16,7 @@ use the same shaper, so an offline run sees the command the wire carries.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -42,11 +46,14 @@ class CommandShaper:
 
     def apply(self, q: np.ndarray, v: np.ndarray, out: LawOutput) -> LawOutput:
         """``out`` with its torques (and passive accelerations, status) shaped in place."""
-        safety = self.safety
-        safety.apply(q, v, out)
+        safety, friction = self.safety, self.friction
+        reserve = None  # what stage 2 will add (at v, a = 0): room kept in the effort limits
+        if friction.enabled and not out.friction_compensated:
+            reserve = partial(friction.compensation, q, v, out.intended_velocity)
+        safety.apply(q, v, out, reserve)
         if safety.acceleration is None or out.intended_velocity is None:
             # no joint-space intent (task-space laws): the viscous part on v, as measured
-            self.friction.apply(q, v, out)
+            friction.apply(q, v, out)
         else:
-            self.friction.apply(q, v, out, safety.acceleration, safety.braked(v))
+            friction.apply(q, v, out, safety.acceleration, safety.braked(v))
         return out

@@ -20,7 +20,7 @@ and at most 5 k (v_max − s) toward its URDF velocity limit v_max (one compiled
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -237,9 +237,10 @@ class SafetyLayer:
     hybrid recursion with every joint passive); qdd_a clipped to the guard's bounds; when a
     bound bites, T_a and qdd_p are recomputed by the hybrid recursion (section 5) with the
     bounded qdd_a and the same T_p (scaled toward the least accelerations within the bounds
-    when they would need more than the effort limits, which the motors would clip into other
-    accelerations), and the law's status names the joints. ``overrides``
-    counts the cycles it changed, ``limited_joints`` are the joints of the last one.
+    when they would need more than the effort limits, less the ``reserve`` a later stage adds,
+    which the motors would clip into other accelerations), and the law's status names the
+    joints. ``overrides`` counts the cycles it changed, ``limited_joints`` are the joints of
+    the last one.
     """
 
     parameters: ClassVar[tuple[ParameterSpec, ...]] = (
@@ -278,6 +279,7 @@ class SafetyLayer:
         effort = np.asarray(model.effort_limit, float)[self._a] * float(
             settings.get("effort_limit_scale", 1.0))
         self._effort = np.where(effort > 0, effort, np.inf)  # the node's command clamp
+        self._effort_hi, self._effort_lo = np.zeros(len(self._a)), np.zeros(len(self._a))
         self._qdd_p_out = np.zeros(len(self._p))
         self._empty = np.zeros(0)
         self.overrides = 0
@@ -291,8 +293,11 @@ class SafetyLayer:
 
     _defaults: ClassVar[dict[str, Any]] = {s.name: s.default for s in parameters}
 
-    def apply(self, q: np.ndarray, v: np.ndarray, out: LawOutput) -> bool:
-        """Bound ``out`` in place; True when it was changed (``overrode``)."""
+    def apply(self, q: np.ndarray, v: np.ndarray, out: LawOutput,
+              reserve: Callable[[], np.ndarray] | None = None) -> bool:
+        """Bound ``out`` in place; True when it was changed (``overrode``). ``reserve()``: the
+        torques a later stage adds (the friction compensation), kept room for within the
+        effort limits when the layer overrides (called only then)."""
         self.overrode = False
         self.acceleration = None
         if not self.enabled:
@@ -312,7 +317,14 @@ class SafetyLayer:
         res = self._hybrid.compute(q, v, self._qdd_a, tau_p)  # (5.4) with the bounded qdd_a
         self._tau_out[:] = res.tau_active
         self._qdd_p_out[:] = res.qdd_passive
-        if np.any(np.abs(self._tau_out) > self._effort):
+        hi, lo = self._effort_hi, self._effort_lo
+        np.copyto(hi, self._effort)
+        np.negative(self._effort, out=lo)
+        if reserve is not None:
+            r = reserve()
+            hi -= r
+            lo -= r
+        if np.any((self._tau_out > hi) | (self._tau_out < lo)):
             self._within_effort(q, v, tau_p)
         out.tau_active, out.qdd_passive = self._tau_out, self._qdd_p_out
         self.overrides += 1
@@ -343,11 +355,10 @@ class SafetyLayer:
         res = self._hybrid.compute(q, v, qdd_s, tau_p)
         tau_s, qdd_p_s = res.tau_active.copy(), res.qdd_passive.copy()
         d = self._tau_out - tau_s
-        limit = self._effort
+        hi, lo = self._effort_hi, self._effort_lo
         with np.errstate(divide="ignore", invalid="ignore"):
-            room = np.where(d > 0, (limit - tau_s) / d, np.where(d < 0, (-limit - tau_s) / d,
-                                                                   np.inf))
-        room[np.abs(tau_s) > limit] = np.inf  # saturated whatever the others do
+            room = np.where(d > 0, (hi - tau_s) / d, np.where(d < 0, (lo - tau_s) / d, np.inf))
+        room[(tau_s > hi) | (tau_s < lo)] = np.inf  # saturated whatever the others do
         alpha = float(np.clip(np.min(room, initial=1.0), 0.0, 1.0))
         self._tau_out[:] = tau_s + alpha * d
         self._qdd_p_out[:] = qdd_p_s + alpha * (self._qdd_p_out - qdd_p_s)
