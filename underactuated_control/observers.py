@@ -33,22 +33,28 @@ rule, the efforts as held over the step (what a digital controller applies), r i
 I_k = I_{k-1} + dt (b_k + b_{k-1}) / 2 + dt (tau_{k-1,k} + r_{k-1}),  P_k = p_k - p_0 - I_k,
 r_k = K_O / (1 + K_O dt) P_k. The wrench at a frame is the damped least-squares solution of
 r = Jᵀ w over the joints one trusts (doc/payloads_and_wrenches.md).
+
+``CollisionDetector``: a per-joint threshold on r (as franka's collision reflex thresholds
+each joint's estimated external torque), latched until cleared; the reaction is the caller's
+(the controller node: stop or comply).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 
-from .dynamics import HybridDynamics
+from .dynamics import HybridDynamics, Workspace
 from .jacobians import JacobianWorkspace
 from .model import FLOATING, RobotModel
 from .passive_forces import PassiveForceModel
 from .spatial import FAST, cross_force, mat_vec, xform_force_transpose
 
-__all__ = ["MomentumObserver", "coriolis_transpose_product", "kinetic_gradient"]
+__all__ = ["Collision", "CollisionDetector", "MomentumObserver", "coriolis_transpose_product",
+           "kinetic_gradient"]
 
 
 @njit(cache=True, error_model="numpy", fastmath=FAST)
@@ -69,10 +75,14 @@ def kinetic_gradient(parent, v_start, S, inertia, E_up, r_up, vel, H, h, out):
             xform_force_transpose(E_up[i], r_up[i], H[i], H[p])
 
 
-def _all_active(model: RobotModel) -> HybridDynamics:
+def _check_fixed_base(model: RobotModel) -> None:
     if (model.hinge_type == FLOATING).any():
         raise ValueError("the momentum observer needs a fixed-base model (C^T v = dT/dq holds "
                          f"for 1-DOF joints): '{model.name}' has a floating joint")
+
+
+def _all_active(model: RobotModel) -> HybridDynamics:
+    _check_fixed_base(model)
     return HybridDynamics(model, np.zeros(model.nb, bool))
 
 
@@ -97,14 +107,29 @@ class MomentumObserver:
     URDF damping and friction, ``PassiveForceModel(model)``). ``frame`` (optional): the frame
     whose wrench ``wrench()`` returns; ``trusted_joints``: the joints whose residual enters that
     least-squares fit (default all); ``damping``: its Tikhonov damping λ [N or N·m per N·m].
+    ``shared``: the model's ``dynamics.Workspace`` to build on (e.g. a control law's): the
+    observer's all-active ``HybridDynamics`` is its ``hybrid("active")`` — with no passive
+    joint the law's own, whose transforms and (4.6) at the cycle's q are then computed once —
+    and ``jacobians`` (a ``JacobianWorkspace`` on ``shared``) gives the frame Jacobian of
+    ``wrench``. Whoever shares them must be done with their buffers when ``update`` runs.
     Not thread-safe; arrays returned are the observer's own (copy what you keep).
     """
 
     def __init__(self, model: RobotModel, gain: float | Sequence[float] = 100.0,
                  passive_force: PassiveForceModel | None = None, frame: str | None = None,
-                 trusted_joints: Sequence[str] | None = None, damping: float = 1e-6) -> None:
+                 trusted_joints: Sequence[str] | None = None, damping: float = 1e-6,
+                 shared: Workspace | None = None,
+                 jacobians: JacobianWorkspace | None = None) -> None:
         self.model = model
-        self._dyn = _all_active(model)
+        if shared is None:
+            self._dyn = _all_active(model)
+        else:
+            if shared.model is not model:
+                raise ValueError("shared workspace was built for another model")
+            _check_fixed_base(model)
+            self._dyn = shared.hybrid("active")
+        if jacobians is not None and jacobians.shared is not shared:
+            raise ValueError("jacobians must be built on the shared workspace")
         nb, nv = model.nb, model.nv
         gain = np.broadcast_to(np.asarray(gain, float), (nv,)) if np.ndim(gain) == 0 \
             else np.asarray(gain, float)
@@ -121,7 +146,8 @@ class MomentumObserver:
         names = model.joint_names if trusted_joints is None else list(trusted_joints)
         self.trusted = np.array(sorted({int(model.joint_dofs(n)[0]) for n in names}), int)
         self.damping = float(damping)
-        self._jac = JacobianWorkspace(model.with_passive(()))
+        self._jac = JacobianWorkspace(model.with_passive(())) if jacobians is None \
+            else jacobians
         self.residual = np.zeros(nv)  # r: the external joint torques' estimate
         self.momentum = np.zeros(nv)
         self.coriolis_t = np.zeros(nv)  # C^T v
@@ -211,3 +237,88 @@ class MomentumObserver:
             self._wrench[:3] = R.T @ self._wrench[:3]
             self._wrench[3:] = R.T @ self._wrench[3:]
         return self._wrench
+
+
+@dataclass(frozen=True)
+class Collision:
+    """A detected collision: ``time`` [s] of the state that crossed, the ``joints`` over their
+    threshold then (names; ``dofs`` their DOF indices), their estimated external ``torques``
+    [N·m or N] and ``thresholds``."""
+
+    time: float
+    joints: tuple[str, ...]
+    dofs: tuple[int, ...]
+    torques: tuple[float, ...]
+    thresholds: tuple[float, ...]
+
+    def describe(self) -> str:
+        return ", ".join(f"{n} {t:+.3g} (threshold {h:g})"
+                         for n, t, h in zip(self.joints, self.torques, self.thresholds))
+
+
+class CollisionDetector:
+    """Collision detection on the momentum observer's external joint torques r.
+
+    ``threshold``: |r_k| above it on joint k [N·m or N] is a contact, one value or one per
+    DOF (``model.dof_names`` order); 0 leaves a joint unmonitored (all 0: off).
+    ``min_duration`` [s]: a joint must stay above its threshold this long (0: the first state
+    above it; r is already the observer's first-order filter of the external torque).
+    A detection latches (``collision``) until ``clear()``; after a clear the detector re-arms
+    once every joint is back below its threshold (hysteresis: an arm still pressed against
+    what it hit, moving away, is not stopped again).
+    """
+
+    def __init__(self, model: RobotModel, threshold: float | Sequence[float],
+                 min_duration: float = 0.0) -> None:
+        nv = model.nv
+        arr = np.atleast_1d(np.asarray(threshold, float))
+        if arr.size == 1:
+            arr = np.full(nv, float(arr[0]))
+        if arr.shape != (nv,):
+            raise ValueError(f"collision threshold must be one value or one per joint "
+                             f"{list(model.dof_names)}, got {arr.size}")
+        bad = [n for n, x in zip(model.dof_names, arr) if not (np.isfinite(x) and x >= 0.0)]
+        if bad:
+            raise ValueError(f"collision threshold must be finite and >= 0 (0: unmonitored), "
+                             f"not on {bad}")
+        if not (np.isfinite(min_duration) and min_duration >= 0.0):
+            raise ValueError(f"min_duration must be finite and >= 0, got {min_duration}")
+        self.names = tuple(model.dof_names)
+        self.threshold = arr
+        self.monitored = arr > 0.0
+        self.min_duration = float(min_duration)
+        self.collision: Collision | None = None
+        self.count = 0
+        self.armed = True
+        self._since = np.full(nv, np.nan)  # time each joint went above its threshold
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.monitored.any())
+
+    def clear(self) -> None:
+        """Forget the latched collision; re-armed once every joint is below its threshold."""
+        self.collision = None
+        self.armed = False
+        self._since[:] = np.nan
+
+    def update(self, r: np.ndarray, t: float) -> Collision | None:
+        """One state's r (all DOF) at time ``t`` [s]; the new ``Collision`` when one is
+        detected at this state, else None (also while one is latched)."""
+        over = self.monitored & (np.abs(r) > self.threshold)
+        if not self.armed:
+            self.armed = not over.any()
+            return None
+        if self.collision is not None:
+            return None
+        self._since[~over] = np.nan
+        self._since[over & np.isnan(self._since)] = t
+        hit = np.flatnonzero(over & (t - self._since >= self.min_duration - 1e-12))
+        if hit.size == 0:
+            return None
+        self.count += 1
+        self.collision = Collision(float(t), tuple(self.names[k] for k in hit),
+                                   tuple(int(k) for k in hit),
+                                   tuple(float(r[k]) for k in hit),
+                                   tuple(float(self.threshold[k]) for k in hit))
+        return self.collision

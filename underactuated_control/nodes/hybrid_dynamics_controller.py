@@ -51,7 +51,7 @@ from ..control.trajectory_sampling import (
 from ..floating_base import MomentumBaseEstimator, base_from_odometry, floating_root
 from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
-from ..observers import MomentumObserver
+from ..observers import Collision, CollisionDetector, MomentumObserver
 from ..operational_space import belted_ellipsoid
 from ..parameters import ParameterError, ParameterSpec, table
 from ..warmup import KernelWorker, warm_law
@@ -102,6 +102,12 @@ def with_payload_parameters(model: RobotModel, p: dict[str, Any]) -> RobotModel:
         field = next((f for f in ("mass", "com", "inertia") if text.startswith(f"payload {f}")),
                      "frame")
         raise ValueError(f"parameter payload_{field}: {text}") from None
+
+
+def _check_collision_threshold(value: list[float], model: RobotModel | None) -> None:
+    if model is not None and len(value) not in (1, model.nv):
+        raise ValueError(f"give one value for every joint or one per joint "
+                         f"{list(model.dof_names)}, got {len(value)}")
 
 
 def _check_pose(value: list[float], model: RobotModel | None) -> None:
@@ -182,6 +188,20 @@ PARAMETERS = table(
     ParameterSpec("observer_gain", 50.0, "bandwidth K_O of the generalised-momentum observer "
                   "publishing ~/estimated_wrench at the task frame (fixed-base models; 0: off, "
                   "no publication)", unit="1/s", low=0.0, high=1e4),
+    ParameterSpec("collision_threshold", [0.0], "collision detection: a joint whose estimated "
+                  "external torque (momentum observer, observer_gain > 0) exceeds this in "
+                  "magnitude is in collision; one value for all joints or one per joint (model "
+                  "order); 0: that joint unmonitored, all 0: off", unit="N·m|N", low=0.0,
+                  high=1e6, per_joint=True, validator=_check_collision_threshold),
+    ParameterSpec("collision_min_duration", 0.0, "collision detection: a joint must stay above "
+                  "its collision_threshold this long (0: the first state above it)", unit="s",
+                  low=0.0, high=1.0),
+    ParameterSpec("collision_reaction", "stop", "what a detected collision does until a new "
+                  "reference, goal, mode or collision_* update clears it: stop (hold the "
+                  "configuration of the detection with zero velocity, as franka's reflex), "
+                  "comply (hold, with no stiffness on the joints in collision, or along the "
+                  "estimated contact force in pose modes) or none (detect and report only)",
+                  choices=("stop", "comply", "none")),
     ParameterSpec("diagnostics_period", 1.0, "period of /diagnostics", unit="s", low=0.05,
                   high=60.0, read_only=True),
 )
@@ -199,6 +219,7 @@ class Plan:
     active_label: str
     passive_label: str
     observer: MomentumObserver | None  # ~/estimated_wrench (None: observer_gain 0)
+    collision: CollisionDetector | None  # on the observer's r (None: collision_threshold 0)
     task_frame: str
     command_slots: np.ndarray  # command k carries active DOF active_slots[k]
     active_slots: np.ndarray
@@ -286,6 +307,7 @@ class HybridDynamicsController(Node):
         self._applied = np.zeros(self.plan.model.n_active)  # efforts held since the last state
         self._observer_time: float | None = None  # the observer's last state time
         self._observing: MomentumObserver | None = None
+        self._init_collision()
         if self.base_state == "odometry":
             self.create_subscription(Odometry, p["base_odometry_topic"], self._on_odometry,
                                      sensor_qos)
@@ -307,7 +329,8 @@ class HybridDynamicsController(Node):
                       "missing_velocities": 0, "length_mismatch": 0, "duplicate_names": 0,
                       "future_stamps": 0, "out_of_order": 0, "saturated": 0,
                       "rejected_references": 0, "base_missing": 0, "base_stale": 0,
-                      "base_rejected": 0, "wrench_rejected": 0, "safety_overrides": 0}
+                      "base_rejected": 0, "wrench_rejected": 0, "safety_overrides": 0,
+                      "collisions": 0}
         self._command_publishers = 1
         self._compute_times: list[float] = []
         self._cycle_stamps: list[float] = []
@@ -340,22 +363,27 @@ class HybridDynamicsController(Node):
         shaper = CommandShaper(model, p, workspace)
         mapper = EffortMapper(model, self.command_joints, p["effort_limit_scale"])
         frame = p["task_frame"] or self.default_frame
-        observer = MomentumObserver(model, p["observer_gain"], frame=frame) \
+        # the observer on the law's workspace (its all-active dynamics is the law's own when no
+        # joint is passive): it runs at the end of the cycle, when the law's buffers are used
+        observer = MomentumObserver(model, p["observer_gain"], frame=frame,
+                                    shared=workspace.shared, jacobians=workspace) \
             if p["observer_gain"] > 0.0 and not self.floating else None
         if observer is not None and not self._warm_observer_later:
             _warm_observer(observer, model)  # its kernels compiled (or loaded) here, not at a cycle
+        collision = self._build_collision(model, p, observer)
         active = {self.command_joints.index(n): k for k, n in enumerate(model.active_joints)
                   if n in self.command_joints}
         return Plan(model, law, shaper, mapper,
                     JointStateMatcher(model, floating_from_elsewhere=True),
                     "cols:" + ",".join(model.active_joints),
-                    "rows:" + ",".join(model.passive_joints), observer, frame,
+                    "rows:" + ",".join(model.passive_joints), observer, collision, frame,
                     np.array(list(active), dtype=np.int64),
                     np.array(list(active.values()), dtype=np.int64))
 
     def _commit(self, plan: Plan, p: dict[str, Any], changed: set[str]) -> None:
         old = self.plan
         self.plan = plan
+        self._carry_collision(old, plan, changed)
         if hasattr(plan.law, "measured_wrench"):
             plan.law.measured_wrench = self.measured_wrench
         if "mode" in changed and p["mode"] != old.law.mode:
@@ -376,6 +404,8 @@ class HybridDynamicsController(Node):
         except TrajectoryError as exc:
             self.stats["rejected_references"] += 1
             self.get_logger().warning(f"~/joint_reference rejected: {exc}")
+            return
+        if self._collision_refuses("~/joint_reference"):
             return
         self.trajectory = trajectory
         if self.plan.law.reference_kind != "joint":
@@ -399,6 +429,8 @@ class HybridDynamicsController(Node):
         except ValueError as exc:
             self.stats["rejected_references"] += 1
             self.get_logger().warning(f"~/pose_reference rejected: {exc}")
+            return
+        if self._collision_refuses("~/pose_reference"):
             return
         self.reference = goal
 
@@ -618,6 +650,8 @@ class HybridDynamicsController(Node):
         plan, law = self.plan, self.plan.law
         if self.reference is None:
             self.reference = law.hold_reference(q)
+        if self._reaction is not None:
+            self._react(q)
         if law.reference_kind == "joint" and self.trajectory is not None:
             self.trajectory.sample_into(self.reference, plan.model.active_joints,
                                         self.get_clock().now().nanoseconds)
@@ -638,12 +672,12 @@ class HybridDynamicsController(Node):
         if plan.mapper.saturated.any():
             self.stats["saturated"] += 1
             self._saturated_names = plan.mapper.saturated_joints()
-        self._status = out.status
+        self._status = out.status if self._reaction is None else \
+            f"collision: {self.params['collision_reaction']}" + \
+            (f"; {out.status}" if out.status else "")
         self.command_pub.publish(Float64MultiArray(data=command.tolist()))
         if self.trajectory_action is not None:
             self.trajectory_action.after_cycle(q, v, command)
-        if plan.observer is not None:
-            self._observe(plan, q, v, command, msg.header.stamp)
         if publish_jacobians:
             self.passive_acc_pub.publish(matrix_message(
                 out.qdd_passive.reshape(-1, 1), plan.passive_label, "cols:qdd"))
@@ -651,6 +685,8 @@ class HybridDynamicsController(Node):
             self.jd_pub.publish(matrix_message(out.J_D, plan.passive_label, plan.active_label))
         if self.params["publish_ellipsoids"] and out.task_inertia_inverse is not None:
             self._publish_ellipsoids(out)
+        if plan.observer is not None:  # last: it shares the law's workspace
+            self._observe(plan, q, v, command, msg.header.stamp)
         self.stats["cycles"] += 1
         now = time.perf_counter()
         self._compute_times.append(now - t0)
@@ -680,6 +716,176 @@ class HybridDynamicsController(Node):
         f, m = msg.wrench.force, msg.wrench.torque
         f.x, f.y, f.z, m.x, m.y, m.z = map(float, w)
         self.estimated_wrench_pub.publish(msg)
+        if plan.collision is not None:
+            self._detect_collision(plan, q, stamp)
+
+    # ================================================================== collision reaction
+    _COLLISION_PARAMETERS = frozenset({"collision_threshold", "collision_min_duration",
+                                       "collision_reaction"})
+
+    def _init_collision(self) -> None:
+        self.collision_pub = self.create_publisher(JointState, "~/collision", 10)
+        self._reaction: str | None = None  # "stop" or "comply" while a reaction holds
+        self._comply_slots = np.zeros(0, dtype=np.int64)  # joint modes: reference entries
+        self._comply_direction: np.ndarray | None = None  # pose modes: unit force direction
+        self._last_collision: Collision | None = None
+
+    def _build_collision(self, model: RobotModel, p: dict[str, Any],
+                         observer: MomentumObserver | None) -> CollisionDetector | None:
+        if not any(p["collision_threshold"]):
+            return None
+        if observer is None:
+            raise ValueError("parameter collision_threshold: collision detection needs the "
+                             "momentum observer (observer_gain > 0, a fixed base)")
+        try:
+            return CollisionDetector(model, p["collision_threshold"],
+                                     p["collision_min_duration"])
+        except ValueError as exc:
+            raise ValueError(f"parameter collision_threshold: {exc}") from None
+
+    def _carry_collision(self, old: Plan, plan: Plan, changed: set[str]) -> None:
+        """A latched collision survives updates of other parameters; a collision_* update
+        (even to the same value) or a mode switch clears it (and ends the reaction)."""
+        clears = bool(changed & self._COLLISION_PARAMETERS) or \
+            plan.law.mode != old.law.mode or plan.collision is None
+        if not clears and old.collision is not None:
+            plan.collision.collision = old.collision.collision
+            plan.collision.armed = old.collision.armed
+            plan.collision.count = old.collision.count
+            return
+        if self._reaction is not None:
+            self.get_logger().info(f"collision cleared ({sorted(changed)} updated): "
+                                   "references accepted again")
+        self._reaction = None
+        self._comply_direction = None
+        if plan.collision is not None:
+            plan.collision.clear()
+
+    def _collision_refuses(self, source: str) -> bool:
+        """True (counted, logged) while a stop or comply reaction holds."""
+        if self._reaction is None:
+            return False
+        self.stats["rejected_references"] += 1
+        self.get_logger().warning(
+            f"{source} refused: collision reaction '{self._reaction}' holds until cleared "
+            "(set any collision_* parameter, e.g. collision_reaction, or switch mode)",
+            throttle_duration_sec=1.0)
+        return True
+
+    def _detect_collision(self, plan: Plan, q: np.ndarray, stamp) -> None:
+        """The detector on this state's r; on a new collision the reaction, the event on
+        ~/collision and /diagnostics."""
+        event = plan.collision.update(plan.observer.residual, self._state_time)
+        if event is None:
+            return
+        self.stats["collisions"] += 1
+        self._last_collision = event
+        reaction, law = self.params["collision_reaction"], plan.law
+        acts = reaction != "none" and law.reference_kind in ("joint", "pose")
+        if acts:
+            self._start_reaction(plan, q, event, reaction)
+        else:  # report each contact once; re-armed below the thresholds
+            plan.collision.clear()
+        msg = JointState(name=list(event.joints), effort=list(event.torques))
+        msg.header.stamp = stamp
+        msg.position = [float(q[plan.model.q_start[plan.model.joint_index(n)]])
+                        for n in event.joints]
+        self.collision_pub.publish(msg)
+        text = (f"collision at t = {event.time:.4f} s: {event.describe()}; reaction "
+                f"{reaction if acts or reaction == 'none' else 'none (mode has no reference)'}")
+        self.get_logger().error(text)
+        array = DiagnosticArray(status=[self._collision_status(plan, event, text)])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self.diag_pub.publish(array)
+
+    def _start_reaction(self, plan: Plan, q: np.ndarray, event: Collision,
+                        reaction: str) -> None:
+        """stop: hold the configuration of the detection with zero velocity (the trajectory
+        or goal dropped); comply: the same, and each cycle ``_react`` removes the stiffness
+        on the joints in collision (joint modes) or along the contact force (pose modes)."""
+        law, model = plan.law, plan.model
+        ta = self.trajectory_action
+        goal = getattr(ta, "_active", None) if ta is not None else None
+        self.trajectory = None
+        if goal is not None:
+            ta._finish(goal, "PATH_TOLERANCE_VIOLATED", f"collision: {event.describe()}")
+        self.reference = law.hold_reference(q)
+        self._reaction = reaction
+        self._comply_direction = None
+        self._comply_slots = np.zeros(0, dtype=np.int64)
+        if reaction != "comply":
+            return
+        if law.reference_kind == "joint":
+            names = list(model.active_joints)
+            self._comply_slots = np.array([names.index(n) for n in event.joints if n in names],
+                                          dtype=np.int64)
+            self._comply_q = np.array([model.q_start[model.joint_index(names[k])]
+                                       for k in self._comply_slots], dtype=np.int64)
+        else:
+            force = plan.observer.wrench(q, axes="root")[:3]
+            size = float(np.linalg.norm(force))
+            if size > 1e-9:
+                self._comply_direction = force / size
+
+    def _react(self, q: np.ndarray) -> None:
+        """While a reaction holds: a new trajectory goal is refused. comply, each cycle: the
+        reference follows the measured state on the joints in collision (joint modes) or along
+        the contact force (pose modes), so the law's stiffness there is zero; its damping,
+        gravity and the other joints' hold remain."""
+        if self.trajectory is not None and self._collision_refuses("a trajectory goal"):
+            ta = self.trajectory_action
+            goal = getattr(ta, "_active", None) if ta is not None else None
+            self.trajectory = None
+            if goal is not None:
+                ta._finish(goal, "INVALID_GOAL", "refused: a collision reaction holds until "
+                           "cleared (set any collision_* parameter)", hold=False)
+        ref = self.reference
+        if self._reaction != "comply" or ref is None:
+            return
+        if self._comply_slots.size and hasattr(ref, "velocity"):
+            ref.position[self._comply_slots] = q[self._comply_q]
+            ref.velocity[self._comply_slots] = 0.0
+            ref.acceleration[self._comply_slots] = 0.0
+        elif self._comply_direction is not None and hasattr(ref, "linear_velocity"):
+            n = self._comply_direction
+            ws = self.plan.law.workspace
+            ws.set_configuration(q)
+            position = ws.frame_placement(self.plan.task_frame)[0]
+            ref.position = ref.position + n * float(n @ (position - ref.position))
+            ref.linear_velocity = ref.linear_velocity - n * float(n @ ref.linear_velocity)
+            ref.linear_acceleration = ref.linear_acceleration - n * float(
+                n @ ref.linear_acceleration)
+
+    def _collision_status(self, plan: Plan, event: Collision | None,
+                          message: str) -> DiagnosticStatus:
+        status = DiagnosticStatus(name="hybrid_dynamics_controller: collision",
+                                  hardware_id=self.base_model.name)
+        if event is None:
+            status.level, status.message = DiagnosticStatus.OK, message
+        else:
+            status.level = DiagnosticStatus.ERROR if self._reaction else DiagnosticStatus.WARN
+            status.message = message
+            status.values = [KeyValue(key="time", value=f"{event.time:.6f}"),
+                             KeyValue(key="joints", value=",".join(event.joints)),
+                             KeyValue(key="torques", value=",".join(
+                                 f"{t:.6g}" for t in event.torques)),
+                             KeyValue(key="thresholds", value=",".join(
+                                 f"{t:g}" for t in event.thresholds))]
+        status.values.append(KeyValue(key="reaction", value=self._reaction or "none"))
+        status.values.append(KeyValue(key="collisions", value=str(self.stats["collisions"])))
+        return status
+
+    def _collision_statuses(self) -> list[DiagnosticStatus]:
+        """The periodic collision status (none when detection is off)."""
+        plan = self.plan
+        if plan.collision is None:
+            return []
+        latched = plan.collision.collision
+        if latched is not None:
+            return [self._collision_status(plan, latched, f"collision latched ({self._reaction}"
+                                           f"): {latched.describe()}")]
+        return [self._collision_status(plan, None, "armed" if plan.collision.armed else
+                                       "cleared; re-armed below the thresholds")]
 
     def _watchdog(self) -> None:
         timeout = self.params["state_timeout"]
@@ -729,7 +935,7 @@ class HybridDynamicsController(Node):
         status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
         self._saturated_names = []
         self._safety_names = []
-        msg = DiagnosticArray(status=[status])
+        msg = DiagnosticArray(status=[status, *self._collision_statuses()])
         msg.header.stamp = self.get_clock().now().to_msg()
         self.diag_pub.publish(msg)
 
