@@ -106,6 +106,37 @@ def test_seven_dof_arm_one_passive_full_pose_is_square_J_G():
     assert err_p < 1e-3 and err_r < 1e-2
 
 
+@pytest.mark.parametrize("passive", [[], ["joint1"]])
+def test_posture_term_brings_the_self_motion_back_and_leaves_the_hand(passive):
+    """Position task (4 or 3 DOF of self-motion), the hand held while the joints start 0.3 rad
+    along the self-motion from the posture; judged on the true dynamics (Pinocchio's aba, RK4):
+    with ``posture_kp`` the joints come back to the posture, without it they stay where the
+    self-motion took them, and the hand is held as well either way (the term acts in the
+    task's null space)."""
+    model = RobotModel.from_urdf(ARM7, passive_joints=passive)
+    ref = PinRef(model, ARM7)
+    a = model.active_dofs
+    J = ref.frame_jacobian(Q_ARM, "tool")[:3, a]
+    null = np.linalg.svd(J)[2][-1]  # a self-motion direction of the active joints
+    start = Q_ARM.copy()
+    start[a] += 0.3 * null / np.abs(null).max()
+    hand = frame_placement(model, start, "tool")[0]
+    errors, back = {}, {}
+    for kp in (0.0, 4.0):
+        tracker = EndEffectorTracker(model, "tool", task="position", kp_position=400,
+                                     kd_position=40, posture_kp=kp)
+        tracker.set_posture(Q_ARM)
+        err, _, qs, _, _ = simulate(model, ref, tracker, lambda t: TaskReference(position=hand),
+                                    start.copy(), np.zeros(7), 5.0)
+        errors[kp], back[kp] = err, np.abs(qs[-1, a] - Q_ARM[a]).max()
+    print(f"\n[tracking] arm7 passive={passive}, posture 0.3 rad away along the self-motion: "
+          f"after 5 s {back[0.0]:.4f} rad from it without the posture term, {back[4.0]:.4f} "
+          f"with posture_kp 4; hand error {1e3 * errors[0.0]:.4f} / {1e3 * errors[4.0]:.4f} mm")
+    assert back[0.0] > 0.25  # only damped: the self-motion stays where it was
+    assert back[4.0] < 0.03  # (s + 1)(s + 4): e^-5 of 0.3 rad, plus the manifold's curvature
+    assert errors[4.0] < 5e-4 and errors[0.0] < 5e-4
+
+
 def _bus_ur5():
     text = EXAMPLE_URDFS["ur5"].read_text()
     return text.replace('<link name="world"/>', (

@@ -80,6 +80,11 @@ class TaskLaw(ControlLaw):
                       unit="m", low=1e-3, high=10.0),
         ParameterSpec("task_max_orientation_error", 0.5, "likewise for the orientation",
                       unit="rad", low=1e-3, high=3.14),
+        # posture term (issue 23 item 4)
+        ParameterSpec("task_posture_kp", 0.0, "stiffness pulling the active joints' self-motion "
+                      "in the task's null space toward the configuration where the mode started "
+                      "(or the passive set changed); 0: self-motion only damped", unit="1/s^2",
+                      low=0.0, high=1e4),
     )
 
     def __init__(self, model: RobotModel, settings: Mapping[str, Any], frame: str,
@@ -89,7 +94,8 @@ class TaskLaw(ControlLaw):
         self.tracker = EndEffectorTracker(
             model, frame, task=settings["task"], workspace=self.workspace,
             redundancy=settings["redundancy"],
-            held_passive_dofs=[n for n in settings["hold_passive_dofs"] if n], **gains)
+            held_passive_dofs=[n for n in settings["hold_passive_dofs"] if n],
+            posture_kp=float(settings.get("task_posture_kp", 0.0)), **gains)
         self.follower = PoseSetpointFollower(
             settings["task_max_speed"], settings["task_max_acceleration"],
             settings["task_max_angular_speed"], settings["task_max_angular_acceleration"])
@@ -109,6 +115,7 @@ class TaskLaw(ControlLaw):
         position, rotation = ws.frame_placement(self.frame)
         self.follower.reset(position, rotation)
         self.tracker.set_passive_reference(q)  # passive joints (a floating base) held here
+        self.tracker.set_posture(q)  # the null space's posture (task_posture_kp)
         self._last_t = None
         return TaskReference(position=position.copy(), rotation=rotation.copy())
 

@@ -8,7 +8,9 @@ Each cycle:
    sqrt(w_p) J_D qdd_a = sqrt(w_p) (qdd_p,des - drift_D)  (6.12) either stacked with the task in
    one weighted solve as in (7.1) (``redundancy="stacked"``) or in the task's null space with
    their own damping (``"prioritized"``, the default: the frame task is never traded for
-   passive stillness); then null-space damping of the active joints' self-motion;
+   passive stillness); then null-space damping of the active joints' self-motion and, with
+   k_0 > 0, a posture term: qdd_a += N (k_0 (q_a,0 - q_a) - d_0 v_a), N the projector left by
+   the rows above (the self-motion is pulled back to the posture q_a,0 without touching them);
 4. T_a and qdd_p from the hybrid recursion (section 5) with that qdd_a.
 S selects the task rows (pose 6, position 3, orientation 3, pointing 2, planar 2:
 x, y in root axes, for robots whose joint axes are all vertical); w_p > 0 asks the
@@ -76,7 +78,8 @@ class EndEffectorTracker:
     from singularities). ``passive_weight`` w_p ≥ 0 weights the rows (7.1) that ask the passive
     joints to keep still, ``redundancy`` says how they combine with the task and
     ``secondary_damping`` is their constant damping in the prioritized scheme;
-    ``null_space_damping`` [1/s] damps self-motion of redundant arms.
+    ``null_space_damping`` [1/s] damps self-motion of redundant arms, ``posture_kp`` [1/s²]
+    pulls it toward ``posture`` (the active joints' positions; ``set_posture``).
     """
 
     def __init__(self, model: RobotModel, frame: str, task: str = "pose",
@@ -90,7 +93,8 @@ class EndEffectorTracker:
                  redundancy: str = "prioritized", secondary_damping: float = 0.1,
                  workspace: JacobianWorkspace | None = None,
                  joint_limit_guard: JointLimitGuard | None = None,
-                 held_passive_dofs: Sequence[str] | None = None) -> None:
+                 held_passive_dofs: Sequence[str] | None = None,
+                 posture_kp: float = 0.0) -> None:
         if task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {task!r}")
         if redundancy not in ("prioritized", "stacked"):
@@ -105,7 +109,8 @@ class EndEffectorTracker:
                             ("max_damping", max_damping), ("passive_weight", passive_weight),
                             ("passive_kp", passive_kp), ("passive_kd", passive_kd),
                             ("null_space_damping", null_space_damping),
-                            ("secondary_damping", secondary_damping)):
+                            ("secondary_damping", secondary_damping),
+                            ("posture_kp", posture_kp)):
             if not np.isfinite(value) or value < 0:
                 raise ValueError(f"{name} must be finite and >= 0, got {value}")
         self.model = model
@@ -118,6 +123,17 @@ class EndEffectorTracker:
         self.passive_weight = passive_weight
         self.passive_kp, self.passive_kd = passive_kp, passive_kd
         self.null_space_damping = null_space_damping
+        self.posture_kp = posture_kp
+        self.posture: np.ndarray | None = None  # active 1-DOF joints' positions (set_posture)
+        cols, q_index, col = [], [], 0  # their columns in qdd_a, their entries of q
+        for k in range(model.nb):
+            if not model.passive_joint_mask[k]:
+                if model.hinge_type[k] != FLOATING:
+                    cols.append(col)
+                    q_index.append(model.q_start[k])
+                col += int(model.nv_joint[k])
+        self._posture_cols = np.array(cols, dtype=np.int64)
+        self._posture_q = np.array(q_index, dtype=np.int64)
         self.redundancy = redundancy
         self.secondary_damping = secondary_damping
         axis = np.asarray(pointing_axis, dtype=float)
@@ -152,6 +168,10 @@ class EndEffectorTracker:
         root = 0 if self.model.hinge_type[0] == FLOATING and self.model.passive_joint_mask[0] \
             else None
         self.base_reference = None if root is None else q[:7].copy()
+
+    def set_posture(self, q: np.ndarray) -> None:
+        """Latch the posture the null space pulls toward at the configuration ``q``."""
+        self.posture = np.asarray(q, dtype=float)[self._posture_q].copy()
 
     def _passive_target(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """qdd_p,des = -kd_p v_p - kp_p e_p (passive DOF order); for a floating root e_p is
@@ -239,8 +259,14 @@ class EndEffectorTracker:
                                              eps, self.max_damping, self.secondary_damping)
                 qdd_a = x_task + N_task @ x2
                 N = N_task @ N2
-        if self.null_space_damping > 0.0:
-            qdd_a = qdd_a + N @ (-self.null_space_damping * v[m.active_dofs])
+        if self.null_space_damping > 0.0 or self.posture_kp > 0.0:
+            qdd_0 = -self.null_space_damping * v[m.active_dofs]
+            if self.posture_kp > 0.0:  # posture term (the self-motion's own PD)
+                if self.posture is None:
+                    self.set_posture(q)
+                qdd_0[self._posture_cols] += self.posture_kp * (self.posture
+                                                                - q[self._posture_q])
+            qdd_a = qdd_a + N @ qdd_0
         if self.joint_limit_guard is not None:  # brake before the URDF position limits
             qdd_a = self.joint_limit_guard.clamp(q, v, qdd_a)
         res = ws.dynamics.solve(qdd_a, tau_p)

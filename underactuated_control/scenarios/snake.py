@@ -9,7 +9,8 @@ frame is at the tip of the last link.
 Control: ``hybrid_dynamics_controller`` in task mode with ``task: planar`` — the head's x, y
 through the generalized Jacobian J_G (paper §6.2: α = J_G q̈_a + drift, (6.10)), the passive
 joints' accelerations following from the hybrid recursion (§5); the active joints' self-motion
-is damped in the task's null space; with ``passive_weight`` > 0 the rows (6.12)/(7.1) also ask
+is damped in the task's null space and pulled back to the start shape (``task_posture_kp``,
+k₀ = 4 1/s²: doc/scenarios.md); with ``passive_weight`` > 0 the rows (6.12)/(7.1) also ask
 the passive joints to slow down (``passive_kd``) in the task's null space.
 
 ``simulate_offline`` is the same loop without ROS: the controller's ``TaskLaw`` (as the node
@@ -238,6 +239,7 @@ DEFAULT_SETTINGS: dict[str, Any] = {  # task-mode parameters of the scenario (co
     "task": "planar",
     "task_kp_position": 400.0,
     "task_kd_position": 40.0,
+    "task_posture_kp": 4.0,  # the shape's self-motion pulled back to the start (long runs)
 }
 
 
