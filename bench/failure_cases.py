@@ -427,7 +427,8 @@ def print_row(r: dict) -> None:
           f"{(r['sigma_min_JG_min'] or 0):8.4f} {r['safety_fraction_after']:6.2f} "
           f"{r['leash_fraction_after']:6.2f} {drift:6.2f} "
           f"{'' if g is None else f'{g:7.2f}':>7} {'' if gm is None else f'{gm:7.3f}':>7} "
-          f"{'' if frac is None else f'{frac:6.3f}':>6}  {r['verdict']}", flush=True)
+          f"{'' if frac is None else f'{frac:6.3f}':>6}  {r['verdict']}"
+          + (f"  [{r['reaction_status']}]" if r.get("reaction_status") else ""), flush=True)
 
 
 HEADER = (f"{'setup':>12} {'failed':>7} {'RMS mm':>9} {'pre':>5} {'v/vmax':>6} {'over':>6} "
