@@ -39,11 +39,12 @@ from pathlib import Path
 import numpy as np
 
 from underactuated_control import RobotModel
+from underactuated_control.control import failure_reaction
 from underactuated_control.control.command import CommandShaper, shaper_parameters
 from underactuated_control.control.joint_space import EffortMapper
 from underactuated_control.control.registry import law_parameters
 from underactuated_control.control.task_law import TaskLaw
-from underactuated_control.control.task_space import TaskReference, rotation_error
+from underactuated_control.control.task_space import TaskReference
 from underactuated_control.dynamics import inverse_dynamics
 from underactuated_control.jacobians import JacobianWorkspace
 from underactuated_control.parameters import coerce
@@ -76,6 +77,7 @@ def arm_urdf(damping: float = DAMPING, friction: float = FRICTION, path: Path = 
 def settings(**overrides) -> dict:
     values = {s.name: coerce(s, s.default) for s in (*law_parameters(), *shaper_parameters())}
     values["effort_limit_scale"] = 1.0
+    values["failure_reaction"] = "keep_task"  # the failure table before the reaction
     values.update(overrides)
     return values
 
@@ -87,46 +89,9 @@ def task_rows(task: str) -> slice:
 
 def least_gravity_moment(model: RobotModel, q: np.ndarray, joint: int, task: str,
                          iterations: int = 300) -> tuple[float, np.ndarray]:
-    """The smallest |g_joint(q')| found on the task's self-motion manifold through ``q`` (the
-    hand pose, or position, kept; joints within their limits): projected gradient descent on
-    g_joint^2 with a Gauss-Newton pull back onto the manifold. A local search: an upper bound
-    of the true minimum."""
-    ws = JacobianWorkspace(model)
-    ws.set_configuration(q)
-    p0, R0 = (x.copy() for x in ws.frame_placement(FRAME))
-    rows = task_rows(task)
-    lo, hi = model.position_lower, model.position_upper
-    zero = np.zeros(model.nv)
-
-    def g(x: np.ndarray) -> float:
-        return float(inverse_dynamics(model, x, zero, zero)[joint])
-
-    x = q.copy()
-    best = (abs(g(x)), x.copy())
-    step = 0.05
-    for _ in range(iterations):
-        gx = g(x)
-        grad = np.array([(g(x + 1e-6 * e) - gx) / 1e-6 for e in np.eye(model.nv)])
-        ws.set_configuration(x)
-        J = ws.frame_jacobian(FRAME)[rows]
-        N = np.eye(model.nv) - np.linalg.pinv(J) @ J
-        d = N @ (gx * grad)
-        nd = np.linalg.norm(d)
-        if nd < 1e-12:
-            break
-        x = np.clip(x - step * d / max(nd, 1.0), lo, hi)
-        for _ in range(3):  # back onto the manifold
-            ws.set_configuration(x)
-            p, R = ws.frame_placement(FRAME)
-            err = np.concatenate([p0 - p, rotation_error(R0, R)])[rows]
-            J = ws.frame_jacobian(FRAME)[rows]
-            x = np.clip(x + np.linalg.pinv(J) @ err, lo, hi)
-        ws.set_configuration(x)
-        p, R = ws.frame_placement(FRAME)
-        err = np.concatenate([p0 - p, rotation_error(R0, R)])[rows]
-        if np.linalg.norm(err) < 1e-4 and abs(g(x)) < best[0]:
-            best = (abs(g(x)), x.copy())
-    return best
+    """``control.failure_reaction.least_gravity_moment`` for the hand frame (the same local
+    search the failure reaction runs)."""
+    return failure_reaction.least_gravity_moment(model, q, joint, FRAME, task, iterations)
 
 
 # ------------------------------------------------------------------------- one case
@@ -141,7 +106,10 @@ class Case:
 def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None = None,
              tune=None) -> dict:
     """One row: ``extra`` settings over the set-up's; ``tune(law)`` (optional) may change each
-    law object built (the start's and the failure's) before it runs, for experiments."""
+    law object built (the start's and the failure's) before it runs, for experiments. The
+    failure reaction (``failure_reaction`` in ``extra``; ``settings`` makes it ``keep_task``,
+    the law before the reaction, unless asked) is armed as the node arms it: the new law's
+    ``carry_reference`` with the old model."""
     g = (0.0, 0.0, -9.81) if case.gravity else (0.0, 0.0, 0.0)
     model = RobotModel.from_urdf(urdf, gravity=g)
     plant = build_plant(urdf, model, timestep=1e-3, integrator="rk4", gravity=g)
@@ -185,7 +153,9 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
         if k == k_fail:
             q_fail = q.copy()
             if failing is not None:  # passive_joints := [failing]
+                old = m
                 m, law, shaper, mapper = plan(model.with_passive([failing]))
+                ref = law.carry_reference(ref, old)  # the node's _commit
         if k >= n_settle and (k - n_settle) % 10 == 0:  # the 100 Hz stream
             ref = TaskReference(position=path(t_path), rotation=R_start.copy())
         try:
@@ -243,6 +213,8 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
     res = {
         "setup": case.setup, "gravity": case.gravity, "task": case.overrides["task"],
         "failed_joint": failing, "diverged": diverged, "law_errors": law_errors,
+        "reaction": law.reaction.mode if law.reaction is not None else "",
+        "reaction_status": law.reaction.status if law.reaction is not None else "",
         "hand_rms_before_mm": float(1e3 * np.sqrt(np.mean(err[before] ** 2))),
         "hand_rms_after_mm": float(1e3 * np.sqrt(np.mean(err[after] ** 2))),
         "hand_max_after_mm": float(1e3 * err[after].max()),
@@ -455,7 +427,8 @@ def print_row(r: dict) -> None:
           f"{(r['sigma_min_JG_min'] or 0):8.4f} {r['safety_fraction_after']:6.2f} "
           f"{r['leash_fraction_after']:6.2f} {drift:6.2f} "
           f"{'' if g is None else f'{g:7.2f}':>7} {'' if gm is None else f'{gm:7.3f}':>7} "
-          f"{'' if frac is None else f'{frac:6.3f}':>6}  {r['verdict']}", flush=True)
+          f"{'' if frac is None else f'{frac:6.3f}':>6}  {r['verdict']}"
+          + (f"  [{r['reaction_status']}]" if r.get("reaction_status") else ""), flush=True)
 
 
 HEADER = (f"{'setup':>12} {'failed':>7} {'RMS mm':>9} {'pre':>5} {'v/vmax':>6} {'over':>6} "
@@ -530,6 +503,8 @@ def main() -> None:
                     help="[N m] <dynamics friction> set on every joint")
     ap.add_argument("--no-friction-compensation", action="store_true",
                     help="friction_compensation:=false (the command stage of control/friction)")
+    ap.add_argument("--reaction", default="keep_task", choices=failure_reaction.REACTIONS,
+                    help="failure_reaction (keep_task: the law before the reaction existed)")
     ap.add_argument("--lock", default="/tmp/uc-heavy.lock",
                     help="file lock taken around each case (shared machine); '' for none")
     ap.add_argument("--json", type=Path, default=Path("bench/results/failure_cases.json"))
@@ -541,6 +516,7 @@ def main() -> None:
         return
     urdf = arm_urdf(args.damping, args.friction)
     extra = {"friction_compensation": False} if args.no_friction_compensation else {}
+    extra["failure_reaction"] = args.reaction
     rows = []
     print(f"xarm7 (example-robot-data), <dynamics damping={args.damping} "
           f"friction={args.friction}>, {extra or 'friction compensation on'}, "

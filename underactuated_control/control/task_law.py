@@ -18,6 +18,15 @@ from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
 from ..parameters import ParameterSpec
 from ..so3 import exp
+from .failure_reaction import (
+    REACTIONS,
+    Decision,
+    SafePosture,
+    decide,
+    escalate,
+    newly_passive,
+    stabilise_passive,
+)
 from .law import ControlLaw, LawOutput
 from .limits import PoseSetpointFollower, ReachCheck
 from .task_space import TASKS, EndEffectorTracker, TaskReference
@@ -85,6 +94,11 @@ class TaskLaw(ControlLaw):
                       "in the task's null space toward the configuration where the mode started "
                       "(or the passive set changed); 0: self-motion only damped", unit="1/s^2",
                       low=0.0, high=1e4),
+        ParameterSpec("failure_reaction", "auto", "what task mode does when joints go passive "
+                      "at run time (control/failure_reaction.py): auto (decide from the model "
+                      "and the state: keep_task, position or hold), keep_task (the task goes on "
+                      "unchanged), position (the orientation given up), hold (brake the active "
+                      "joints, let the failed ones settle)", choices=REACTIONS),
     )
 
     def __init__(self, model: RobotModel, settings: Mapping[str, Any], frame: str,
@@ -103,6 +117,11 @@ class TaskLaw(ControlLaw):
         self.max_error = (settings["task_max_position_error"],
                           settings["task_max_orientation_error"])
         self.reach = ReachCheck(model, frame)
+        # -- failure reaction (issue 23 item 2): armed by carry_reference, decided at a state
+        self.failure_reaction = str(settings.get("failure_reaction", "auto"))
+        self.reaction: Decision | None = None
+        self._failed: list[str] = []
+        self._posture: SafePosture | None = None
 
     def check_reference(self, reference: TaskReference) -> None:
         """``ValueError`` for a goal no configuration can reach (``ReachCheck``)."""
@@ -119,10 +138,25 @@ class TaskLaw(ControlLaw):
         self._last_t = None
         return TaskReference(position=position.copy(), rotation=rotation.copy())
 
+    def carry_reference(self, reference: TaskReference, old_model: RobotModel
+                        ) -> TaskReference:
+        """The reference as it is; joints that became passive (a motor failed) arm the
+        failure reaction, decided at the next state (``failure_reaction``)."""
+        self._failed = newly_passive(self.model, old_model)
+        return reference
+
     def compute(self, q: np.ndarray, v: np.ndarray, reference: TaskReference, t: float,
                 with_jacobians: bool) -> LawOutput:
         if self.follower.setpoint is None:  # a rebuilt law starts from the measured pose
             self.hold_reference(q)
+        if self._failed:  # failure reaction: decided once, at the first state after it
+            self._react(q)
+        if self._posture is not None:  # the safe posture: no task
+            res = self._posture.step(q, v, t)
+            ws = self.workspace
+            ws.generalized(self.frame, q)
+            return LawOutput(res.tau_active.copy(), res.qdd_passive.copy(), ws.J_G, ws.J_D,
+                             self.reaction.status)
         dt = 0.0 if self._last_t is None else min(max(t - self._last_t, 0.0), _MAX_STEP)
         self._last_t = t
         setpoint = self.follower.step(reference, dt)
@@ -130,7 +164,28 @@ class TaskLaw(ControlLaw):
         self._leash(setpoint, res.position_error, res.orientation_error)
         ws = self.workspace
         status = "singular" if res.singular else ""
+        if self.reaction is not None:  # the failure reaction's run-time check
+            nxt = escalate(self.reaction, res.sigma_min, v, self.model,
+                           self.tracker.singular_threshold)
+            if nxt is not None:
+                self._apply(nxt, q)
+            status = f"{status}; {self.reaction.status}" if status else self.reaction.status
         return LawOutput(res.tau_active, res.qdd_passive, ws.J_G, ws.J_D, status)
+
+    def _react(self, q: np.ndarray) -> None:
+        """Decide the failure reaction at ``q`` (control/failure_reaction.py) and apply it."""
+        d = decide(self.model, self._failed, q, self.frame, self.tracker.task,
+                   self.failure_reaction, self.tracker.singular_threshold, self.workspace)
+        self._failed = []
+        self._apply(d, q)
+
+    def _apply(self, d: Decision, q: np.ndarray) -> None:
+        self.reaction = d
+        if d.mode == "position":
+            self.tracker.task = "position"
+            stabilise_passive(self.tracker, d, q)
+        elif d.mode == "hold":
+            self._posture = SafePosture(self.model, self.workspace, d.failed)
 
     def _leash(self, setpoint: TaskReference, e_position: np.ndarray,
                e_orientation: np.ndarray) -> None:

@@ -928,6 +928,8 @@ class HybridDynamicsController(Node):
             "safety_joints": ",".join(self._safety_names),
             "missing_joints": ",".join(self._missing),
             "law_status": self._status,
+            # task mode's reaction to a motor failed at run time (control/failure_reaction.py)
+            "failure_reaction": getattr(getattr(self.plan.law, "reaction", None), "status", ""),
             "command_publishers": str(self._command_publishers),
             "base_state": self.base_state or "fixed",
         }

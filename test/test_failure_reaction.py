@@ -1,0 +1,118 @@
+"""The failure reaction of task mode (control/failure_reaction.py, issue 23 item 2), with MuJoCo
+as the physics: an arm the package was not tuned on (example-robot-data's xarm7 with the
+issue's joint damping 0.3 N m s/rad and friction 0.05 N m) holds its hand in task mode; a motor
+fails at run time as the node does it (a new law for ``model.with_passive``, armed by its
+``carry_reference`` with the old model); no joint may then run faster than 1.2x its URDF limit,
+and the reaction chosen is in the law's status."""
+
+from __future__ import annotations
+
+import re
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from underactuated_control import RobotModel
+from underactuated_control.control.command import CommandShaper, shaper_parameters
+from underactuated_control.control.failure_reaction import decide
+from underactuated_control.control.joint_space import EffortMapper
+from underactuated_control.control.registry import law_parameters
+from underactuated_control.control.task_law import TaskLaw
+from underactuated_control.dynamics import inverse_dynamics
+from underactuated_control.jacobians import JacobianWorkspace
+from underactuated_control.parameters import coerce
+
+mujoco = pytest.importorskip("mujoco")
+from underactuated_control.sim import build_plant  # noqa: E402
+
+ROBOTS = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
+XARM7 = re.sub(r"<dynamics[^>]*/>", '<dynamics damping="0.3" friction="0.05"/>',
+               (ROBOTS / "xarm_description/urdf/xarm7.urdf").read_text())
+FRAME = "link_eef"
+Q0 = np.array([0.0, -0.4, 0.0, 0.9, 0.0, 1.3, 0.0])  # hand down, 0.36 m out, 0.44 m up
+
+
+def _settings(**overrides) -> dict:
+    values = {s.name: coerce(s, s.default) for s in (*law_parameters(), *shaper_parameters())}
+    values.update(overrides)
+    return values
+
+
+def _fail(joint: str, task: str, reaction: str = "auto", before: float = 0.3,
+          after: float = 2.5) -> dict:
+    """Hold the hand at Q0's pose, ``joint``'s motor fails after ``before`` s; figures over
+    the ``after`` s that follow (MuJoCo RK4, 1 kHz, one command per state)."""
+    model = RobotModel.from_urdf(XARM7)
+    plant = build_plant(XARM7, model, timestep=1e-3, integrator="rk4")
+    s = _settings(task=task, failure_reaction=reaction)
+    names = list(model.joint_names)
+
+    def plan(m: RobotModel):
+        ws = JacobianWorkspace(m)
+        return TaskLaw(m, s, FRAME, ws), CommandShaper(m, s, ws), EffortMapper(m, names, 1.0)
+
+    law, shaper, mapper = plan(model)
+    plant.set_state(Q0, np.zeros(7))
+    ref = law.hold_reference(Q0)
+    check = JacobianWorkspace(model)
+    vmax = np.asarray(model.velocity_limit, float)
+    n_before, n_after = round(before / 1e-3), round(after / 1e-3)
+    err, speed, statuses = [], [], set()
+    for k in range(n_before + n_after):
+        q, v = plant.state()
+        if k == n_before:
+            old = law.model
+            law, shaper, mapper = plan(model.with_passive([joint]))
+            ref = law.carry_reference(ref, old)
+        out = law.compute(q, v, ref, k * 1e-3, False)
+        shaper.apply(q, v, out)
+        plant.d.ctrl[plant.ctrl] = plant.clip(mapper.map(out.tau_active).copy())
+        if k >= n_before:
+            check.set_configuration(q)
+            err.append(np.linalg.norm(check.frame_placement(FRAME)[0] - ref.position))
+            speed.append(np.abs(v) / vmax)
+            statuses.add(out.status)
+        plant.step()
+    peak = np.max(speed, axis=0)  # per joint
+    k = model.joint_index(joint)
+    return {"hand_rms_mm": 1e3 * float(np.sqrt(np.mean(np.square(err)))),
+            "peak_speed_ratio": float(peak.max()), "reaction": law.reaction,
+            "peak_active_ratio": float(np.delete(peak, k).max()),
+            "peak_passive_ratio": float(peak[k]), "statuses": statuses}
+
+
+def test_vertical_axis_failure_keeps_the_pose():
+    """joint1 (vertical base axis: no gravity moment, the pose rows keep rank): kept."""
+    r = _fail("joint1", "pose")
+    print(f"\n[joint1] {r['reaction'].status}: hand {r['hand_rms_mm']:.2f} mm RMS, "
+          f"peak v/v_max {r['peak_speed_ratio']:.2f}")
+    assert r["reaction"].mode == "keep_task"
+    assert r["hand_rms_mm"] <= 10.0
+    assert r["peak_speed_ratio"] <= 1.2
+    assert any("failure reaction keep_task" in s for s in r["statuses"])
+
+
+def test_upper_arm_roll_failure_under_gravity_does_not_flail():
+    """joint3 (upper-arm roll, 0.2 N m of gravity about it at Q0: more than its 0.05 N m of
+    friction, so the whole pose has no static hold): the pose is not kept as it was (issue 23:
+    the law drove it to 4.7x the speed limit), no joint passes 1.2x its URDF speed limit, and
+    the reaction chosen is in the law's status."""
+    model = RobotModel.from_urdf(XARM7)
+    zero = np.zeros(7)
+    assert abs(inverse_dynamics(model, Q0, zero, zero)[2]) > 0.1  # the premise: loaded axis
+    r = _fail("joint3", "pose")
+    print(f"\n[joint3] {r['reaction'].status}: hand {r['hand_rms_mm']:.1f} mm RMS, "
+          f"peak v/v_max {r['peak_speed_ratio']:.2f}")
+    assert r["reaction"].mode in ("position", "hold")
+    assert r["peak_speed_ratio"] <= 1.2
+    assert any(f"failure reaction {r['reaction'].mode}" in s for s in r["statuses"])
+
+
+def test_forced_choice_and_bad_choice():
+    model = RobotModel.from_urdf(XARM7).with_passive(["joint3"])
+    d = decide(model, ["joint3"], Q0, FRAME, "pose", "hold")
+    assert d.mode == "hold" and "failure_reaction:=hold" in d.status
+    with pytest.raises(ValueError, match="failure_reaction"):
+        decide(model, ["joint3"], Q0, FRAME, "pose", "flail")

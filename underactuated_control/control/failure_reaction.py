@@ -1,0 +1,275 @@
+"""What task mode does when joints go passive at run time (issue 23 item 2; ROS-free).
+
+When a motor fails (the node's ``passive_joints`` grows), ``decide`` looks at the model and the
+measured state and picks what is still attainable (doc/failure_analysis.md, "Failure reaction"):
+
+- ``keep_task``: the configured task goes on unchanged. Chosen when the task rows of J_G (6.10)
+  keep full rank with margin (σ_min(S J_G) ≥ ``RANK_MARGIN`` ε) and the failed joints can hold
+  their static load where they are (|g_k(q)| within their dry friction + ``MOMENT_MARGIN``);
+- ``position``: the orientation is given up, the hand position kept (pose task only, position
+  rows of full rank with margin, and a configuration with that hand position whose gravity
+  moment about every failed axis is holdable exists — found by ``least_gravity_moment``, a
+  local search on the position's self-motion manifold — at most ``REACH`` rad away); the
+  freed redundancy damps the failed joints through J_D (6.12) toward it;
+- ``hold`` (the safe posture): the active joints are braked to rest and held where they stop
+  (qdd_a = -kd v_a - kp (q_a - q_a,hold), then T_a from the hybrid recursion, section 5);
+  the failed joints settle under gravity and their own damping. Nothing is chased.
+
+``failure_reaction`` (parameter) forces a choice: ``keep_task`` (the law as before the
+reaction existed), ``position``, ``hold``; ``auto`` decides as above. Free-flying bases and
+a task other than pose/position are left to ``keep_task``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dynamics import inverse_dynamics
+from ..jacobians import JacobianWorkspace
+from ..model import FLOATING, RobotModel
+from ..passive_forces import PassiveForceModel
+from ..so3 import rotation_error
+
+__all__ = ["REACTIONS", "Decision", "decide", "escalate", "newly_passive",
+           "least_gravity_moment", "stabilise_passive", "SafePosture"]
+
+REACTIONS = ("auto", "keep_task", "position", "hold")
+RANK_MARGIN = 1.0  # σ_min(S J_G) ≥ RANK_MARGIN ε keeps a task (ε: singular_threshold)
+ESCALATE_SPEED = 0.8  # of a joint's speed limit: a kept task that needs more is given up
+ESCALATE_SIGMA = 0.25  # of ε: a kept task whose σ_min(S J_G) falls below is given up
+MOMENT_MARGIN = 0.05  # N m over the dry friction: a static load the failed joint can hold
+REACH = 1.0  # rad: farthest a balanced configuration may lie for the position reaction
+HOLD_KP, HOLD_KD = 25.0, 10.0  # 1/s², 1/s: the safe posture's brake on the active joints
+UNLOAD_SPEED = 0.5  # of each joint's speed limit: how fast the safe posture unloads the axes
+UNLOAD_MOMENT = 1.0  # N m: below this static moment the unloading slows down in proportion
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the reaction chose and the evidence (SI units)."""
+
+    mode: str  # keep_task | position | hold
+    reason: str
+    failed: tuple[str, ...]
+    sigma_min: float  # of the configured task's rows of J_G at the failure
+    gravity_moment: float  # largest |g_k| over the failed joints at the failure [N m]
+    target: np.ndarray | None = None  # position: the balanced configuration found
+    task: str = "pose"  # the task configured when the joints failed
+    forced: bool = False  # chosen by failure_reaction, not auto: never escalated
+
+    @property
+    def status(self) -> str:
+        return f"failure reaction {self.mode} ({','.join(self.failed)}: {self.reason})"
+
+
+def newly_passive(model: RobotModel, old_model: RobotModel) -> list[str]:
+    """Joints passive in ``model`` and active in ``old_model`` (a motor failed)."""
+    return [n for n in model.passive_joints if n not in old_model.passive_joints]
+
+
+def _rows(task: str) -> slice:
+    return slice(0, 6) if task == "pose" else slice(0, 3)
+
+
+def _sigma_min(A: np.ndarray) -> float:
+    if A.shape[0] > A.shape[1]:
+        return 0.0
+    return float(np.linalg.svd(A, compute_uv=False)[-1])
+
+
+def least_gravity_moment(model: RobotModel, q: np.ndarray, joint: int, frame: str, task: str,
+                         iterations: int = 300) -> tuple[float, np.ndarray]:
+    """The smallest |g_joint(q')| found on the task's self-motion manifold through ``q`` (the
+    frame's pose, or position, kept; joints within their limits): projected gradient descent on
+    g_joint² with a Gauss-Newton pull back onto the manifold. ``joint``: DOF index. A local
+    search: an upper bound of the true minimum."""
+    ws = JacobianWorkspace(model)
+    ws.set_configuration(q)
+    p0, R0 = (x.copy() for x in ws.frame_placement(frame))
+    rows = _rows(task)
+    lo, hi = model.position_lower, model.position_upper
+    zero = np.zeros(model.nv)
+
+    def g(x: np.ndarray) -> float:
+        return float(inverse_dynamics(model, x, zero, zero)[joint])
+
+    def error(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ws.set_configuration(x)
+        p, R = ws.frame_placement(frame)
+        err = np.concatenate([p0 - p, rotation_error(R0, R)])[rows]
+        return err, ws.frame_jacobian(frame)[rows]
+
+    x = np.asarray(q, float).copy()
+    best = (abs(g(x)), x.copy())
+    step = 0.05
+    for _ in range(iterations):
+        gx = g(x)
+        grad = np.array([(g(x + 1e-6 * e) - gx) / 1e-6 for e in np.eye(model.nv)])
+        _, J = error(x)
+        N = np.eye(model.nv) - np.linalg.pinv(J) @ J
+        d = N @ (gx * grad)
+        nd = np.linalg.norm(d)
+        if nd < 1e-12:
+            break
+        x = np.clip(x - step * d / max(nd, 1.0), lo, hi)
+        for _ in range(3):  # back onto the manifold
+            err, J = error(x)
+            x = np.clip(x + np.linalg.pinv(J) @ err, lo, hi)
+        err, _ = error(x)
+        if np.linalg.norm(err) < 1e-4 and abs(g(x)) < best[0]:
+            best = (abs(g(x)), x.copy())
+    return best
+
+
+def decide(model: RobotModel, failed: Sequence[str], q: np.ndarray, frame: str, task: str,
+           choice: str = "auto", singular_threshold: float = 1e-2,
+           workspace: JacobianWorkspace | None = None) -> Decision:
+    """The reaction to ``failed`` (joints of ``model`` that just became passive) at the
+    measured configuration ``q``; ``choice`` one of ``REACTIONS``."""
+    if choice not in REACTIONS:
+        raise ValueError(f"failure_reaction must be one of {REACTIONS}, got {choice!r}")
+    ws = workspace if workspace is not None else JacobianWorkspace(model)
+    J_G, _ = ws.generalized(frame, q)
+    rows = _rows(task)
+    sigma = _sigma_min(J_G[rows]) if task in ("pose", "position") else np.inf
+    zero = np.zeros(model.nv)
+    g_all = inverse_dynamics(model, q, zero, zero) if np.any(model.gravity) else zero
+    g = [float(abs(g_all[model.joint_dofs(n)[0]])) for n in failed]
+    friction = [float(model.friction[model.joint_dofs(n)[0]]) for n in failed]
+    g_max = max(g, default=0.0)
+    holdable = all(gk <= fk + MOMENT_MARGIN for gk, fk in zip(g, friction))
+    failed = tuple(failed)
+
+    def made(mode: str, reason: str, target: np.ndarray | None = None,
+             forced: bool = choice != "auto") -> Decision:
+        return Decision(mode, reason, failed, float(sigma), g_max, target, task, forced)
+
+    if choice != "auto":
+        return made(choice, "failure_reaction:=" + choice)
+    floating = bool(np.any(np.asarray(model.hinge_type) == FLOATING))
+    if floating or task not in ("pose", "position") or not failed:
+        return made("keep_task", f"task {task} kept", forced=True)
+    eps = RANK_MARGIN * singular_threshold
+    if sigma >= eps and holdable:
+        return made("keep_task", f"σ_min {sigma:.3f}, |g| {g_max:.2f} N m holdable")
+    why = (f"σ_min {sigma:.3f} < {eps:.3f}" if sigma < eps else
+           f"|g| {g_max:.2f} N m > friction")
+    sigma_p = _sigma_min(J_G[:3])
+    if sigma_p >= eps:
+        if holdable:
+            return made("position", why + f"; position σ_min {sigma_p:.3f}, static load held")
+        ok, target = True, np.asarray(q, float).copy()
+        for n in failed:
+            k = model.joint_dofs(n)[0]
+            least, x = least_gravity_moment(model, target, k, frame, "position", 150)
+            ok &= least <= float(model.friction[k]) + MOMENT_MARGIN
+            target = x
+        if ok and np.abs(target - q).max() <= REACH:
+            return made("position", why + "; a balanced configuration with this hand position "
+                        "is near", target)
+    return made("hold", why + "; no attainable task: active joints braked, "
+                "failed joints settle")
+
+
+def escalate(decision: Decision, sigma_min: float, v: np.ndarray, model: RobotModel,
+             singular_threshold: float) -> Decision | None:
+    """The run-time check of a ``keep_task``/``position`` reaction (auto only), each cycle:
+    the next, safer reaction when the kept task's rows of J_G reach rank loss (σ_min below
+    ``ESCALATE_SIGMA`` ε, ε the law's own threshold) or a joint passes ``ESCALATE_SPEED`` of
+    its speed limit (the zero dynamics the decision could not see); None while it holds."""
+    if decision.mode == "hold" or decision.forced:
+        return None
+    vmax = np.asarray(model.velocity_limit, float)
+    speed = float(np.max(np.abs(v) / np.where(vmax > 0, vmax, np.inf)))
+    eps = ESCALATE_SIGMA * singular_threshold
+    if sigma_min >= eps and speed <= ESCALATE_SPEED:
+        return None
+    why = (f"σ_min {sigma_min:.4f} < {eps:.4f}" if sigma_min < eps
+           else f"a joint at {speed:.2f} of its speed limit")
+    mode = "position" if decision.mode == "keep_task" and decision.task == "pose" and \
+        speed <= ESCALATE_SPEED else "hold"
+    return Decision(mode, f"{decision.mode} given up at run time: {why}", decision.failed,
+                    sigma_min, decision.gravity_moment, None, decision.task)
+
+
+def stabilise_passive(tracker, decision: Decision, q: np.ndarray) -> None:
+    """The ``position`` reaction's use of the freed redundancy: rows of J_D (6.12) on the
+    failed joints, in the position task's null space, asking qdd_k = -kd v_k - kp (q_k -
+    q_k,target) (the balanced configuration's angle, else where it failed), weighted so that
+    √w σ_max(J_D N_task) = 1 (the rows' full effect against the secondary damping, whatever
+    the scale of J_D; issue 23 item 3)."""
+    m, ws = tracker.model, tracker.workspace
+    passive = [m.dof_names[i] for i in m.passive_dofs]
+    rows = np.array([passive.index(m.dof_names[m.joint_dofs(n)[0]]) for n in decision.failed],
+                    dtype=np.int64)
+    J_G, J_D = ws.generalized(tracker.frame, q)
+    A = J_G[:3]
+    _, sig, Vt = np.linalg.svd(A, full_matrices=False)
+    N = np.eye(A.shape[1]) - Vt.T @ Vt
+    s_max = float(np.linalg.norm(J_D[rows] @ N, 2))
+    tracker.held_rows = rows
+    tracker.passive_weight = 1.0 / max(s_max, 1e-6) ** 2
+    tracker.passive_kp, tracker.passive_kd = HOLD_KP, HOLD_KD
+    target = np.asarray(q if decision.target is None else decision.target, float)
+    tracker.set_passive_reference(target)
+
+
+class SafePosture:
+    """The ``hold`` reaction: brake the active joints and hold them, qdd_a = -kd v_a - kp (q_a -
+    q_a,hold), T_a and qdd_p from the hybrid recursion (section 5) with the passive joints' own
+    forces. ``unload`` (failed joints under a gravity moment): the hold point walks, at most
+    ``UNLOAD_SPEED`` of each joint's speed limit, down the gradient of ½ Σ g_k² over the active
+    joints (within their limits): the arm folds so that its weight passes through the failed
+    axes instead of swinging the whole arm about them."""
+
+    def __init__(self, model: RobotModel, workspace: JacobianWorkspace,
+                 failed: Sequence[str] = (), kp: float = HOLD_KP, kd: float = HOLD_KD,
+                 unload: bool = True) -> None:
+        self.model, self.workspace = model, workspace
+        self.kp, self.kd = kp, kd
+        self.passive_forces = PassiveForceModel(model)
+        self._q_index = np.array([model.q_start[model.joint_index(n)]
+                                  for n in model.active_joints], dtype=np.int64)
+        self._failed = np.array([model.joint_dofs(n)[0] for n in failed], dtype=np.int64)
+        self.unload = bool(unload and self._failed.size and np.any(model.gravity)
+                           and model.nq == model.nv)
+        vmax = np.asarray(model.velocity_limit, float)[model.active_dofs]
+        self._rate = UNLOAD_SPEED * np.where(np.isfinite(vmax) & (vmax > 0), vmax, 1.0)
+        margin = 0.05
+        self._lo = np.asarray(model.position_lower, float)[self._q_index] + margin
+        self._hi = np.asarray(model.position_upper, float)[self._q_index] - margin
+        self._zero = np.zeros(model.nv)
+        self.hold: np.ndarray | None = None
+        self._t: float | None = None
+
+    def _walk(self, q: np.ndarray, dt: float) -> None:
+        """Move the hold point down ∇_a ½ Σ g_k² (finite differences of the static moments)."""
+        m, x = self.model, q.copy()
+        x[self._q_index] = self.hold
+        g0 = inverse_dynamics(m, x, self._zero, self._zero)[self._failed]
+        grad = np.empty(self._q_index.size)
+        for i, j in enumerate(self._q_index):
+            x[j] += 1e-6
+            grad[i] = g0 @ (inverse_dynamics(m, x, self._zero, self._zero)[self._failed] - g0)
+            x[j] -= 1e-6
+        grad /= 1e-6
+        n = float(np.abs(grad / self._rate).max())
+        if n > 1e-12:  # at most the rate, slowing as the moment falls below UNLOAD_MOMENT
+            slow = min(1.0, float(np.linalg.norm(g0)) / UNLOAD_MOMENT)
+            self.hold = np.clip(self.hold - dt * slow * grad / n, self._lo, self._hi)
+
+    def step(self, q: np.ndarray, v: np.ndarray, t: float):
+        """T_a, qdd_p (the hybrid recursion's result) for the measured state at time ``t``."""
+        m, ws = self.model, self.workspace
+        qa, va = q[self._q_index], v[m.active_dofs]
+        if self.hold is None:
+            self.hold = np.clip(qa.copy(), self._lo, self._hi)
+        dt = 0.0 if self._t is None else min(max(t - self._t, 0.0), 0.1)
+        self._t = t
+        if self.unload and dt > 0.0:
+            self._walk(q, dt)
+        qdd_a = -self.kd * va - self.kp * (qa - self.hold)
+        return ws.dynamics.compute(q, v, qdd_a, self.passive_forces(q, v))
