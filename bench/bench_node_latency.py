@@ -53,9 +53,12 @@ def start_controller(args, package_root: Path | None, limit_s: int,
         exe = [sys.executable, "-c", "import sys; from underactuated_control.nodes."
                "hybrid_dynamics_controller import main; sys.exit(main(sys.argv))"]
     cmd = ["timeout", "-k", "5", str(limit_s), *exe, "--ros-args",
-           "-p", f"urdf_path:={ROOT / 'urdf/arm7.urdf'}", "-p", "passive_joints:=[joint2,joint4]",
+           "-p", f"urdf_path:={ROOT / 'urdf/arm7.urdf'}",
+           "-p", f"passive_joints:={args.passive_joints}",
            "-p", "mode:=joint", "-p", "state_timeout:=1.0",
            "-p", f"publish_jacobians:={args.publish_jacobians}", "--log-level", "warn"]
+    if args.observer_gain is not None:
+        cmd[-2:-2] = ["-p", f"observer_gain:={args.observer_gain}"]
     return subprocess.Popen(cmd, env=env, cwd=package_root or ROOT)
 
 
@@ -100,6 +103,16 @@ class Driver:
                                       lambda _m: self.received.append(time.perf_counter_ns()),
                                       100)
         self.pub = self.node.create_publisher(JointState, "/joint_states", 100)
+        from diagnostic_msgs.msg import DiagnosticArray
+
+        self.compute_us: list[float] = []  # the controller's compute_time_mean_us (per second)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
+
+    def _on_diagnostics(self, msg) -> None:
+        for status in msg.status:
+            for kv in status.values:
+                if kv.key == "compute_time_mean_us" and kv.value != "nan":
+                    self.compute_us.append(float(kv.value))
 
     def spin(self, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -127,6 +140,7 @@ class Driver:
 
     def run(self, rate: float, seconds: float) -> dict:
         self.received.clear()
+        self.compute_us.clear()
         sent: list[int] = []
         period_ns = int(1e9 / rate)
         t0 = time.perf_counter_ns() + 10_000_000
@@ -155,6 +169,9 @@ class Driver:
         for key, pct in (("p50", 50), ("p99", 99), ("p999", 99.9)):
             result[f"latency_{key}_ms"] = float(np.percentile(lat, pct)) if valid else None
         result["latency_max_ms"] = float(lat.max()) if valid else None
+        # the controller's own cycle time (state in to end of cycle, observer included)
+        result["compute_time_mean_us"] = float(np.median(self.compute_us[1:])) \
+            if len(self.compute_us) > 1 else None
         return result
 
     def close(self) -> None:
@@ -188,6 +205,10 @@ def main() -> int:
     parser.add_argument("--before", help="git revision whose controller runs interleaved")
     parser.add_argument("--rounds", type=int, default=3, help="rounds with --before")
     parser.add_argument("--publish-jacobians", choices=("true", "false"), default="true")
+    parser.add_argument("--passive-joints", default="[joint2,joint4]",
+                        help="the controller's passive_joints ('[\"\"]': none)")
+    parser.add_argument("--observer-gain", type=float, default=None,
+                        help="the controller's observer_gain (default: its default, 50; 0: off)")
     parser.add_argument("--out", default=str(ROOT / "bench/results"))
     args = parser.parse_args()
     os.environ["ROS_DOMAIN_ID"] = str(150 + os.getpid() % 50)
@@ -215,7 +236,7 @@ def main() -> int:
         driver.close()
     print(HEADER)
     for rate, r in results.items():
-        print(row(rate, r))
+        print(row(rate, r) + f"   cycle {r['compute_time_mean_us'] or float('nan'):.1f} us")
     (out / "node_latency.json").write_text(json.dumps(
         {"robot": "arm7, joints 2 and 4 passive", "publish_jacobians": args.publish_jacobians,
          "results": results}, indent=2))

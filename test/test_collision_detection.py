@@ -122,3 +122,29 @@ def test_mujoco_push_detected_within_20_ms_on_the_joints_that_feel_it():
     assert model.dof_names[int(np.argmax(np.abs(tau_push)))] in events[0].joints
     assert set(events[0].joints) <= {model.dof_names[k] for k in
                                      np.flatnonzero(np.abs(tau_push) > threshold)}
+
+
+def test_observer_on_a_shared_workspace_matches_its_own():
+    """The node's observer shares the law's workspace (its all-active dynamics: the law's own
+    without passive joints; with some, the shared Workspace's "active" entry): the same r and
+    wrench as on its own workspace, with the law's dynamics used in between."""
+    from test_observers import trajectory
+
+    from underactuated_control.jacobians import JacobianWorkspace
+
+    for passive in ((), ("joint2", "joint4")):
+        model = RobotModel.from_urdf(ARM7, passive_joints=passive)
+        ws = JacobianWorkspace(model)
+        own = MomentumObserver(model, 50.0, frame="tool")
+        shared = MomentumObserver(model, 50.0, frame="tool", shared=ws.shared, jacobians=ws)
+        tau = np.linspace(-3.0, 3.0, model.n_active)
+        for k in range(50):
+            q, v, a = trajectory(model, 1e-3 * k)
+            ws.dynamics.set_configuration(q + 0.1)  # the law elsewhere in between
+            ws.set_configuration(q - 0.1)
+            r0 = own.update(q, v, tau, 1e-3).copy()
+            r1 = shared.update(q, v, tau, 1e-3)
+            np.testing.assert_allclose(r1, r0, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(shared.wrench(), own.wrench(), rtol=0, atol=1e-10)
+    with pytest.raises(ValueError, match="another model"):
+        MomentumObserver(model.with_passive(()), shared=ws.shared)

@@ -36,6 +36,7 @@ from ..control.command import CommandShaper, shaper_parameters
 from ..control.joint_space import (
     DuplicateJointsError,
     EffortMapper,
+    JointReference,
     JointStateMatcher,
     MissingJointsError,
 )
@@ -728,7 +729,6 @@ class HybridDynamicsController(Node):
         self._reaction: str | None = None  # "stop" or "comply" while a reaction holds
         self._comply_slots = np.zeros(0, dtype=np.int64)  # joint modes: reference entries
         self._comply_direction: np.ndarray | None = None  # pose modes: unit force direction
-        self._last_collision: Collision | None = None
 
     def _build_collision(self, model: RobotModel, p: dict[str, Any],
                          observer: MomentumObserver | None) -> CollisionDetector | None:
@@ -779,9 +779,9 @@ class HybridDynamicsController(Node):
         if event is None:
             return
         self.stats["collisions"] += 1
-        self._last_collision = event
-        reaction, law = self.params["collision_reaction"], plan.law
-        acts = reaction != "none" and law.reference_kind in ("joint", "pose")
+        reaction = self.params["collision_reaction"]
+        # a law holding a joint or pose reference (joint, hold, task, operational_space)
+        acts = reaction != "none" and isinstance(self.reference, (JointReference, TaskReference))
         if acts:
             self._start_reaction(plan, q, event, reaction)
         else:  # report each contact once; re-armed below the thresholds
@@ -815,7 +815,7 @@ class HybridDynamicsController(Node):
         self._comply_slots = np.zeros(0, dtype=np.int64)
         if reaction != "comply":
             return
-        if law.reference_kind == "joint":
+        if isinstance(self.reference, JointReference):
             names = list(model.active_joints)
             self._comply_slots = np.array([names.index(n) for n in event.joints if n in names],
                                           dtype=np.int64)
