@@ -804,11 +804,10 @@ class HybridDynamicsController(Node):
         or goal dropped); comply: the same, and each cycle ``_react`` removes the stiffness
         on the joints in collision (joint modes) or along the contact force (pose modes)."""
         law, model = plan.law, plan.model
-        ta = self.trajectory_action
-        goal = getattr(ta, "_active", None) if ta is not None else None
         self.trajectory = None
-        if goal is not None:
-            ta._finish(goal, "PATH_TOLERANCE_VIOLATED", f"collision: {event.describe()}")
+        if self.trajectory_action is not None:
+            self.trajectory_action.abort_active("PATH_TOLERANCE_VIOLATED",
+                                                f"collision: {event.describe()}")
         self.reference = law.hold_reference(q)
         self._reaction = reaction
         self._comply_direction = None
@@ -833,12 +832,11 @@ class HybridDynamicsController(Node):
         the contact force (pose modes), so the law's stiffness there is zero; its damping,
         gravity and the other joints' hold remain."""
         if self.trajectory is not None and self._collision_refuses("a trajectory goal"):
-            ta = self.trajectory_action
-            goal = getattr(ta, "_active", None) if ta is not None else None
             self.trajectory = None
-            if goal is not None:
-                ta._finish(goal, "INVALID_GOAL", "refused: a collision reaction holds until "
-                           "cleared (set any collision_* parameter)", hold=False)
+            if self.trajectory_action is not None:
+                self.trajectory_action.abort_active(
+                    "INVALID_GOAL", "refused: a collision reaction holds until cleared (set any "
+                    "collision_* parameter)", hold=False)
         ref = self.reference
         if self._reaction != "comply" or ref is None:
             return

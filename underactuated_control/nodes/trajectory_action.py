@@ -258,6 +258,12 @@ class TrajectoryActionServer:
             if hold:
                 self.node.reference = None
 
+    def abort_active(self, code: str, message: str, hold: bool = True) -> None:
+        """End the running goal, if any, with ``code`` (a Result error name) for a reason of
+        the node's own (a collision reaction)."""
+        if self._active is not None:
+            self._finish(self._active, code, message, hold)
+
     def _finish(self, goal: _Goal, code: str, message: str, hold: bool = True,
                 preempted: bool = False) -> None:
         self._stop(goal, hold)
