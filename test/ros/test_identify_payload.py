@@ -80,6 +80,41 @@ def test_identify_payload_finds_the_box_the_simulator_carries(ros, launch, domai
           f"{left:.3f} N (the box weighs {MASS * 9.81:.2f} N)")
     assert left < 0.05 * MASS * 9.81
 
+def test_identify_payload_service_on_the_controller(ros, launch, tmp_path):
+    from diagnostic_msgs.srv import SelfTest
+
+    text = ARM7.read_text().replace('friction="0.1"', 'friction="0"')
+    arm = tmp_path / "arm7.urdf"
+    arm.write_text(text)
+    plant = tmp_path / "arm7_payload.urdf"
+    plant.write_text(with_payload(text, "tool", MASS, COM, INERTIA))
+    sim = launch("mujoco_sim", {"urdf_path": str(plant), "initial_positions": Q0.tolist(),
+                                "lockstep": True, "use_sim_time": True})
+    node = launch(NODE, {"urdf_path": str(arm), "mode": "joint", "ki": 0.0,
+                         "publish_jacobians": False,
+                         "state_timeout": 0.5, "task_frame": "tool", "use_sim_time": True})
+    client = ros.node.create_client(SelfTest, f"/{NODE}/identify_payload")
+    assert client.wait_for_service(120.0), node.log()
+    states = States(ros)
+    assert ros.wait_for(lambda: len(states.q) > 10, 60), sim.log()
+    future = client.call_async(SelfTest.Request())
+    assert ros.wait_for(future.done, 240), node.log()[-3000:]
+    status = future.result().status[0]
+    log = node.log()
+    print(f"\n[identify-payload service] {status.message}")
+    assert future.result().passed == b"\x01", status.message + log[-3000:]
+    assert log.count("~/identify_payload: pose ") == 6  # progress per pose
+    values = {kv.key: float(kv.value) for kv in status.values}
+    com = np.array([values["com_x"], values["com_y"], values["com_z"]])
+    assert abs(values["mass"] - MASS) / MASS < 0.02
+    assert np.linalg.norm(com - COM) < 5e-3
+    params = AsyncParameterClient(ros.node, NODE).get_parameters(["payload_frame",
+                                                                  "payload_mass"])
+    assert ros.wait_for(params.done, 30)
+    got = params.result().values
+    assert got[0].string_value == "tool" and abs(got[1].double_value - values["mass"]) < 1e-5
+
+
 def test_holding_recorder_waits_for_stillness_then_averages():
     rec = HoldingRecorder(settle_velocity=0.01, settle_time=0.2, record_time=0.1)
     q, e = np.zeros(2), np.array([1.0, 2.0])
