@@ -406,6 +406,27 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     return 0 if sol.converged else 1
 
 
+def cmd_identify_payload(args: argparse.Namespace) -> int:
+    """Holding poses on a running controller (and robot), the payload estimated from the
+    efforts (nodes/identify_payload.py)."""
+    from .nodes.identify_payload import IdentificationError, IdentifyOptions, run_identify_payload
+
+    if args.out is not None:
+        _check_output(args.out, "--out", (".yaml", ".yml"))
+    opts = IdentifyOptions(controller=args.controller, frame=args.frame or "", poses=args.poses,
+                           span=args.span, seed=args.seed, effort=args.effort,
+                           speed=args.speed, settle_velocity=args.settle_velocity,
+                           settle_time=args.settle_time, record_time=args.record_time,
+                           timeout=args.timeout, out=args.out or "",
+                           set_parameters=args.set_parameters)
+    try:
+        run_identify_payload(opts)
+    except IdentificationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_robots(_: argparse.Namespace) -> int:
     for name, path in builtin_robots().items():
         print(f"{name:<16}{path}")
@@ -563,6 +584,31 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--out", default="optimize_out", help="output directory")
     o.add_argument("--quiet", action="store_true", help="no line per iteration")
     o.set_defaults(func=cmd_optimize)
+    ip = sub.add_parser("identify-payload", help="move a running controller's arm through "
+                        "holding poses and estimate the payload at a frame from the efforts")
+    ip.add_argument("--controller", default="hybrid_dynamics_controller",
+                    help="the controller node's name (default hybrid_dynamics_controller)")
+    ip.add_argument("--frame", help="frame holding the payload (default: the controller's "
+                                    "task_frame, else its tip)")
+    ip.add_argument("--poses", type=int, default=6, help="number of holding poses (default 6)")
+    ip.add_argument("--span", type=float, default=1.0,
+                    help="[rad] how far the last three joints may turn from the start pose")
+    ip.add_argument("--seed", type=int, default=0, help="seed of the pose proposal")
+    ip.add_argument("--effort", choices=("auto", "measured", "commanded"), default="auto",
+                    help="/joint_states effort (measured) or the controller's command "
+                         "(commanded); auto: measured when the robot reports it")
+    ip.add_argument("--speed", type=float, default=0.3, help="[rad/s] mean speed of the moves")
+    ip.add_argument("--settle-velocity", type=float, default=0.005,
+                    help="[rad/s] settled below this joint speed (default 0.005)")
+    ip.add_argument("--settle-time", type=float, default=0.5, help="[s] still for this long "
+                                                                   "before recording")
+    ip.add_argument("--record-time", type=float, default=0.5, help="[s] averaging window")
+    ip.add_argument("--timeout", type=float, default=60.0,
+                    help="[s] wall time allowed for discovery and for each pose")
+    ip.add_argument("--out", help="write the estimate as payload_* parameters (.yaml)")
+    ip.add_argument("--set", dest="set_parameters", action="store_true",
+                    help="set the estimate on the controller (one atomic parameter call)")
+    ip.set_defaults(func=cmd_identify_payload)
     r = sub.add_parser("robots", help="list bundled robots")
     r.set_defaults(func=cmd_robots)
     w = sub.add_parser("warm-up", help="compile every numba kernel once (numba's on-disk cache), "

@@ -37,8 +37,9 @@ from .model import FLOATING, RobotModel
 from .passive_forces import PassiveForceModel
 from .spatial import skew
 
-__all__ = ["PayloadEstimate", "HoldingPoses", "identify_payload", "payload_regressor",
-           "propose_holding_poses", "static_regressor"]
+__all__ = ["PayloadEstimate", "HoldingPoses", "HoldingRecorder", "identify_payload",
+           "move_duration", "payload_parameters", "payload_regressor", "propose_holding_poses",
+           "static_regressor"]
 
 
 @dataclass(frozen=True)
@@ -274,3 +275,64 @@ def propose_holding_poses(model: RobotModel, frame: str, q_start: np.ndarray, co
         chosen.append(pool[best])
         A = np.vstack([A, blocks[best]])
     return HoldingPoses(poses=np.array(chosen), condition_number=_scaled_condition(A))
+
+
+def move_duration(q_from: np.ndarray, q_to: np.ndarray, speed: float = 0.3,
+                  minimum: float = 2.0) -> float:
+    """Duration (s) of a rest-to-rest move between two holding poses: the largest joint
+    distance at ``speed`` (rad/s or m/s, the quintic's mean speed), at least ``minimum``."""
+    return max(minimum, float(np.abs(np.asarray(q_to) - np.asarray(q_from)).max()) / speed)
+
+
+class HoldingRecorder:
+    """Holding still in one pose, from a stream of states: settled once every joint speed has
+    stayed below ``settle_velocity`` for ``settle_time``, then the configuration and the efforts
+    averaged over the next ``record_time`` (restarted if the arm moves again). Times in s of
+    the states' clock (the simulator's under ``use_sim_time``)."""
+
+    def __init__(self, settle_velocity: float = 0.005, settle_time: float = 0.5,
+                 record_time: float = 0.5) -> None:
+        if not (settle_velocity > 0 and settle_time >= 0 and record_time > 0):
+            raise ValueError("settle_velocity and record_time must be > 0, settle_time >= 0")
+        self.settle_velocity, self.settle_time = settle_velocity, settle_time
+        self.record_time = record_time
+        self._still_since: float | None = None
+        self._q: list[np.ndarray] = []
+        self._effort: list[np.ndarray] = []
+        self._record_start = 0.0
+        self.max_speed = np.inf  # of the last state
+
+    @property
+    def phase(self) -> str:
+        """'settling' or 'recording'."""
+        return "recording" if self._q else "settling"
+
+    def feed(self, t: float, q: np.ndarray, v: np.ndarray, effort: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray] | None:
+        """One state; (mean q, mean effort) once recorded, else None."""
+        self.max_speed = float(np.abs(v).max()) if len(v) else 0.0
+        if self.max_speed > self.settle_velocity or not np.isfinite(effort).all():
+            self._still_since = None
+            self._q, self._effort = [], []
+            return None
+        if self._still_since is None:
+            self._still_since = t
+        if t - self._still_since < self.settle_time:
+            return None
+        if not self._q:
+            self._record_start = t
+        self._q.append(np.array(q, dtype=float))
+        self._effort.append(np.array(effort, dtype=float))
+        if t - self._record_start < self.record_time:
+            return None
+        return np.mean(self._q, axis=0), np.mean(self._effort, axis=0)
+
+
+def payload_parameters(estimate: PayloadEstimate) -> dict[str, object]:
+    """The controller's ``payload_*`` parameters of an estimate (inertia: zero when not
+    identified, a point mass at the centre of mass)."""
+    inertia = np.zeros((3, 3)) if estimate.inertia is None else estimate.inertia
+    return {"payload_frame": estimate.frame, "payload_mass": float(estimate.mass),
+            "payload_com": [float(x) for x in estimate.com],
+            "payload_inertia": [float(inertia[i, j]) for i, j in
+                                ((0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2))]}

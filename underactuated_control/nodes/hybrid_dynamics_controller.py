@@ -29,7 +29,7 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
-from trajectory_msgs.msg import JointTrajectory
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from visualization_msgs.msg import Marker, MarkerArray
 
 from ..control.command import CommandShaper, shaper_parameters
@@ -49,12 +49,20 @@ from ..control.trajectory_sampling import (
     trajectory_from_message,
     trajectory_rules,
 )
+from ..control.wrench_sensor import WrenchSensor
 from ..floating_base import MomentumBaseEstimator, base_from_odometry, floating_root
 from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
 from ..observers import Collision, CollisionDetector, MomentumObserver
 from ..operational_space import belted_ellipsoid
 from ..parameters import ParameterError, ParameterSpec, table
+from ..payload_identification import (
+    HoldingRecorder,
+    identify_payload,
+    move_duration,
+    payload_parameters,
+    propose_holding_poses,
+)
 from ..warmup import KernelWorker, warm_law
 from .common import matrix_message, pose_from_message, process_age, run_node
 from .parameters import NodeParameters
@@ -109,6 +117,19 @@ def _check_collision_threshold(value: list[float], model: RobotModel | None) -> 
     if model is not None and len(value) not in (1, model.nv):
         raise ValueError(f"give one value for every joint or one per joint "
                          f"{list(model.dof_names)}, got {len(value)}")
+
+
+WRENCH_SENSOR_PARAMETERS = (
+    ParameterSpec("wrench_filter_cutoff", 0.0, "first-order low-pass filter of the measured "
+                  "wrench (in the sensor's frame, before it is carried to the task frame; 0: "
+                  "off)", unit="Hz", low=0.0, high=1e4),
+    ParameterSpec("wrench_zero_on_start", False, "take the F/T sensor's bias from the first "
+                  "wrench after start-up and after every switch to mode operational_space "
+                  "(the robot free of contact then); ~/zero_wrench_bias does it on demand"),
+    ParameterSpec("wrench_payload_compensation", True, "remove the weight of the payload_* "
+                  "tool from readings of a sensor it hangs beyond (payload_frame's link at or "
+                  "below the sensor frame's)"),
+)
 
 
 def _check_pose(value: list[float], model: RobotModel | None) -> None:
@@ -175,9 +196,12 @@ PARAMETERS = table(
                   "10 Hz; modes that compute the task inertia: operational_space)"),
     ParameterSpec("ellipsoid_scale", 0.05, "size of the drawn ellipsoids per unit of "
                   "effective mass", unit="m/kg", low=1e-4, high=10.0),
-    ParameterSpec("wrench_topic", "~/wrench", "geometry_msgs/WrenchStamped measured at the "
-                  "task frame (root axes: frame_id empty or the root link), for force-"
-                  "controlled directions", read_only=True),
+    ParameterSpec("wrench_topic", "~/wrench", "geometry_msgs/WrenchStamped for force-"
+                  "controlled directions: the wrench the robot applies through its end "
+                  "effector; frame_id empty or the root link: at the task frame in root axes; "
+                  "any other frame (an F/T sensor's): about its origin in its axes, carried to "
+                  "the task frame", read_only=True),
+    *WRENCH_SENSOR_PARAMETERS,
     ParameterSpec("wrench_limit_scale", 5.0, "a measured wrench is refused as implausible when "
                   "the torque it gives some active joint through the task frame's Jacobian "
                   "(|J^T w|) exceeds that joint's URDF effort limit times this", unit="1",
@@ -300,6 +324,7 @@ class HybridDynamicsController(Node):
                                  10)
         self.create_subscription(PoseStamped, "~/pose_reference", self._on_pose_reference, 10)
         self.measured_wrench: np.ndarray | None = None
+        self._init_wrench_sensor(p)
         self._wrench_ws = JacobianWorkspace(self.base_model)  # the plausibility check's J
         self._last_q = self.base_model.neutral_configuration()  # of the last good state
         self.create_subscription(WrenchStamped, p["wrench_topic"], self._on_wrench, sensor_qos)
@@ -340,6 +365,7 @@ class HybridDynamicsController(Node):
         self._zero = np.zeros(len(self.command_joints))
         # ~/follow_joint_trajectory and ~/controller_state (None without control_msgs)
         self.trajectory_action = TrajectoryActionServer.attach(self)
+        self._init_identification()
         model = self.plan.model
         base = (f"floating base '{model.joint_names[0]}' from {self.base_state}" if
                 self.floating else "fixed base")
@@ -387,6 +413,7 @@ class HybridDynamicsController(Node):
         self._carry_collision(old, plan, changed)
         if hasattr(plan.law, "measured_wrench"):
             plan.law.measured_wrench = self.measured_wrench
+        self._update_wrench_sensor(plan, p, changed)
         if "mode" in changed and p["mode"] != old.law.mode:
             self.reference = None  # a new law starts from the measured state
         elif self.reference is not None:
@@ -496,13 +523,64 @@ class HybridDynamicsController(Node):
         twist.angular.x, twist.angular.y, twist.angular.z = map(float, v[3:6])
         self.base_estimate_pub.publish(msg)
 
+    # ================================================================== F/T sensor
+    def _wrench_sensor(self, plan: Plan, p: dict[str, Any]) -> WrenchSensor:
+        payload = (p["payload_frame"], p["payload_mass"], np.array(p["payload_com"])) \
+            if p["payload_frame"] and p["wrench_payload_compensation"] else None
+        return WrenchSensor(plan.model, plan.task_frame, p["wrench_filter_cutoff"], payload)
+
+    def _init_wrench_sensor(self, p: dict[str, Any]) -> None:
+        """The F/T sensor's processing (control/wrench_sensor.py) and ~/zero_wrench_bias
+        (diagnostic_msgs/SelfTest: no std_srvs/Trigger among the interfaces; passed and the
+        bias in its status values)."""
+        from diagnostic_msgs.srv import SelfTest
+
+        self._ft = self._wrench_sensor(self.plan, p)
+        self._ft_last: tuple[np.ndarray, str, np.ndarray] | None = None  # raw, frame, q
+        if p["wrench_zero_on_start"]:
+            self._ft.request_zero()
+        self.create_service(SelfTest, "~/zero_wrench_bias", self._on_zero_wrench_bias)
+
+    def _update_wrench_sensor(self, plan: Plan, p: dict[str, Any], changed: set[str]) -> None:
+        """A new plan: the sensor's processing rebuilt, its bias kept; zeroed again on a switch
+        to operational_space when wrench_zero_on_start."""
+        old = self._ft
+        self._ft = self._wrench_sensor(plan, p)
+        self._ft.keep_state_of(old)
+        if p["wrench_zero_on_start"] and "mode" in changed and \
+                p["mode"] == "operational_space":
+            self._ft.request_zero()
+
+    def _on_zero_wrench_bias(self, request, response):
+        status = DiagnosticStatus(name="hybrid_dynamics_controller: wrench bias",
+                                  hardware_id=self.base_model.name)
+        if self._ft_last is None:
+            self._ft.request_zero()
+            status.message = "no wrench received yet: the first one becomes the zero"
+        else:
+            raw, frame, q = self._ft_last
+            bias = self._ft.zero(raw, frame, q)
+            status.message = f"zeroed on the last wrench (frame '{frame or 'root'}')"
+            status.values = [KeyValue(key=k, value=f"{x:.6g}") for k, x in zip(
+                ("force_x", "force_y", "force_z", "torque_x", "torque_y", "torque_z"),
+                bias)]
+        self.get_logger().info(f"~/zero_wrench_bias: {status.message}")
+        response.id = "zero_wrench_bias"
+        response.passed = b"\x01"
+        response.status = [status]
+        return response
+
     def _on_wrench(self, msg: WrenchStamped) -> None:
         f, m = msg.wrench.force, msg.wrench.torque
-        wrench = np.array([f.x, f.y, f.z, m.x, m.y, m.z])
+        raw = np.array([f.x, f.y, f.z, m.x, m.y, m.z])
+        frame = msg.header.frame_id
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         try:
-            if msg.header.frame_id not in ("", self.plan.model.root_link) or \
-                    not np.all(np.isfinite(wrench)):
-                raise ValueError(f"give a finite wrench in '{self.plan.model.root_link}' axes")
+            if not np.all(np.isfinite(raw)):
+                raise ValueError(f"give a finite wrench (frame '{frame}')")
+            q = self._last_q.copy()
+            wrench = self._ft.process(raw, frame, q, stamp or time.monotonic())
+            self._ft_last = (raw, frame, q)
             self._check_wrench(wrench)
         except ValueError as exc:  # the law keeps the last good wrench
             self.stats["wrench_rejected"] += 1
@@ -688,6 +766,8 @@ class HybridDynamicsController(Node):
             self._publish_ellipsoids(out)
         if plan.observer is not None:  # last: it shares the law's workspace
             self._observe(plan, q, v, command, msg.header.stamp)
+        if self._ident is not None:
+            self._identify_step(plan, q, v, command)
         self.stats["cycles"] += 1
         now = time.perf_counter()
         self._compute_times.append(now - t0)
@@ -884,6 +964,112 @@ class HybridDynamicsController(Node):
                                            f"): {latched.describe()}")]
         return [self._collision_status(plan, None, "armed" if plan.collision.armed else
                                        "cleared; re-armed below the thresholds")]
+
+    # ================================================================== payload identification
+    def _init_identification(self) -> None:
+        """~/identify_payload (diagnostic_msgs/SelfTest, answered when the run ends): the
+        holding poses of ``propose_holding_poses`` at payload_frame (else the task frame), in
+        mode joint, from the efforts this node commands; the estimate set as payload_*."""
+        from diagnostic_msgs.srv import SelfTest
+
+        self._ident: tuple[HoldingRecorder, float, Any, float] | None = None
+        self.create_service(SelfTest, "~/identify_payload", self._on_identify_payload)
+        self.create_timer(0.5, self._identify_watchdog)
+
+    def _identify_step(self, plan: Plan, q: np.ndarray, v: np.ndarray,
+                       command: np.ndarray) -> None:
+        recorder, start, future, _ = self._ident
+        if future.done() or self._state_time < start:
+            return
+        effort = np.zeros(plan.model.n_active)
+        effort[plan.active_slots] = command[plan.command_slots]
+        out = recorder.feed(self._state_time, q, v, effort)
+        if out is not None:
+            future.set_result(out)
+
+    def _identify_watchdog(self) -> None:
+        if self._ident is not None and not self._ident[2].done() and \
+                time.monotonic() > self._ident[3]:
+            self._ident[2].set_result(None)
+
+    async def _on_identify_payload(self, request, response):
+        from rclpy.parameter import Parameter
+        from rclpy.task import Future
+
+        status = DiagnosticStatus(name="hybrid_dynamics_controller: identify payload",
+                                  hardware_id=self.base_model.name)
+        response.id, response.passed, response.status = "identify_payload", b"\x00", [status]
+        p = self.params
+        frame = p["payload_frame"] or self.plan.task_frame
+        if self._ident is not None:
+            status.message = "an identification is already running"
+        elif self.plan.law.mode != "joint":
+            status.message = (f"mode is '{self.plan.law.mode}': the run drives the joint "
+                              "reference (set mode:=joint first)")
+        elif self.floating:
+            status.message = "payload identification needs a fixed-base model"
+        elif self._last_receipt is None or self._silenced:
+            status.message = "no valid fresh /joint_states"
+        if status.message:
+            status.level = DiagnosticStatus.ERROR
+            self.get_logger().warning(f"~/identify_payload refused: {status.message}")
+            return response
+        model = with_passive(self.base_model, p["passive_joints"])
+        active = model.active_dofs
+        q_start = self._last_q.copy()
+        poses = propose_holding_poses(model, frame, q_start, 6, span=1.0)
+        log = self.get_logger()
+        log.info(f"~/identify_payload: frame '{frame}', {len(poses.poses)} poses (condition "
+                 f"number {poses.condition_number:.3g}), commanded efforts")
+        Q, T = [], []
+        try:
+            for k, pose in enumerate([*poses.poses, q_start]):
+                duration = move_duration(self._last_q[active], pose[active])
+                goal = JointTrajectory(joint_names=list(model.active_joints))
+                point = JointTrajectoryPoint(positions=[float(x) for x in pose[active]],
+                                             velocities=[0.0] * len(active))
+                point.time_from_start.sec = int(duration)
+                point.time_from_start.nanosec = int((duration - int(duration)) * 1e9)
+                goal.points = [point]
+                self._on_joint_reference(goal)
+                future = Future()
+                self._ident = (HoldingRecorder(), self._state_time + duration, future,
+                               time.monotonic() + 60.0 + 3.0 * duration)
+                out = await future
+                what = "the start pose" if k == len(poses.poses) else f"pose {k + 1}"
+                if out is None:
+                    raise ValueError(f"{what}: not settled within "
+                                     f"{60.0 + 3.0 * duration:.0f} s")
+                if k < len(poses.poses):
+                    Q.append(out[0])
+                    T.append(out[1])
+                    log.info(f"~/identify_payload: pose {k + 1}/{len(poses.poses)} recorded: "
+                             f"q {np.round(out[0], 3).tolist()}")
+            est = identify_payload(model, frame, np.array(Q), np.array(T))
+        except ValueError as exc:
+            status.level, status.message = DiagnosticStatus.ERROR, str(exc)
+            log.warning(f"~/identify_payload failed: {exc}")
+            return response
+        finally:
+            self._ident = None
+        values = payload_parameters(est)
+        result = self.set_parameters_atomically([Parameter(k, value=v)
+                                                 for k, v in values.items()])
+        status.message = (f"mass {est.mass:.4f} ± {est.mass_std:.4f} kg, com "
+                          f"{np.round(1e3 * est.com, 2).tolist()} ± "
+                          f"{np.round(1e3 * est.com_std, 2).tolist()} mm at '{frame}'; "
+                          + ("set as payload_*" if result.successful else
+                             f"not set: {result.reason}"))
+        status.values = [KeyValue(key="mass", value=f"{est.mass:.6g}"),
+                         KeyValue(key="mass_std", value=f"{est.mass_std:.6g}"),
+                         *[KeyValue(key=f"com_{a}", value=f"{x:.6g}")
+                           for a, x in zip("xyz", est.com)],
+                         *[KeyValue(key=f"com_{a}_std", value=f"{x:.6g}")
+                           for a, x in zip("xyz", est.com_std)],
+                         KeyValue(key="residual_rms", value=f"{est.residual_rms:.6g}")]
+        response.passed = b"\x01" if result.successful else b"\x00"
+        log.info(f"~/identify_payload: {status.message}")
+        return response
 
     def _watchdog(self) -> None:
         timeout = self.params["state_timeout"]

@@ -1,0 +1,132 @@
+"""F/T sensor handling of hybrid_dynamics_controller over DDS (issue 24): the force-controlled
+push of test_operational_space_closed_loop (z at -10 N against a box, MuJoCo's contact force)
+with the wrench relayed by the test as two different sensors would publish it: in the root
+link's axes at the task frame (as before), and as a sensor mounted at link7 reads it (its
+frame, about its origin, Pinocchio's kinematics at the last state: not the controller's code)
+with a constant bias the controller zeroes on activation (``wrench_zero_on_start``: the first
+reading after the switch from hold to operational_space, the hand in free air).
+The same force control either way: the contact force MuJoCo reports."""
+
+import time
+
+import numpy as np
+import pinocchio as pin
+from diagnostic_msgs.srv import SelfTest
+from geometry_msgs.msg import PoseStamped, WrenchStamped
+from helpers import ROOT
+from rclpy.parameter import Parameter
+from rclpy.parameter_client import AsyncParameterClient
+from sensor_msgs.msg import JointState
+
+ARM7 = ROOT / "urdf/arm7.urdf"
+Q0 = [0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8]
+NODE = "/hybrid_dynamics_controller"
+BIAS = np.array([4.0, -3.0, 6.0, 0.2, -0.1, 0.3])  # the sensor's own offset, its frame
+
+
+def push(ros, launch, sensor: str) -> tuple[float, float, str]:
+    pm = pin.buildModelFromUrdf(str(ARM7))
+    pd = pm.createData()
+    pin.framesForwardKinematics(pm, pd, np.array(Q0))
+    start = pd.oMf[pm.getFrameId("tool")].translation.copy()
+    radius, gap, half = 0.02, 0.03, 0.05
+    box = [start[0], start[1], start[2] - radius - gap - half, 0.2, 0.2, half]
+    sim = launch("mujoco_sim", {"urdf_path": str(ARM7), "initial_positions": Q0,
+                                "contact_box": box, "contact_link": "tool",
+                                "contact_radius": radius})
+    node = launch("hybrid_dynamics_controller", {
+        "urdf_path": str(ARM7), "mode": "hold", "os_task": "position",
+        "task_frame": "tool", "publish_jacobians": False, "force_axes": [0.0, 0.0, 1.0],
+        "force_target": [0.0, 0.0, -10.0], "wrench_topic": "/ft_sensor",
+        "wrench_zero_on_start": True})
+    relay = ros.node.create_publisher(WrenchStamped, "/ft_sensor", 10)
+    last_q, contact = [], []
+
+    def on_state(m):
+        last_q[:] = [np.array(m.position)]
+
+    def on_contact(m):
+        F = np.array([m.wrench.force.x, m.wrench.force.y, m.wrench.force.z])
+        contact.append((time.monotonic(), F[2]))
+        if sensor != "base_link" and not last_q:
+            return  # the sensor's reading needs its pose
+        out = WrenchStamped()
+        out.header.stamp, out.header.frame_id = m.header.stamp, sensor
+        w = np.concatenate([F, np.zeros(3)])  # at the tool frame, root axes
+        if sensor != "base_link":
+            pin.framesForwardKinematics(pm, pd, last_q[0])
+            oS, oT = pd.oMf[pm.getFrameId(sensor)], pd.oMf[pm.getFrameId("tool")]
+            at_s = (oS.inverse() * pin.SE3(np.eye(3), oT.translation)).act(pin.Force(F, w[3:]))
+            w = np.concatenate([at_s.linear, at_s.angular]) + BIAS
+        f, t = out.wrench.force, out.wrench.torque
+        f.x, f.y, f.z, t.x, t.y, t.z = map(float, w)
+        relay.publish(out)
+
+    subs = [ros.node.create_subscription(JointState, "/joint_states", on_state, 100),
+            ros.node.create_subscription(WrenchStamped, "/mujoco_sim/contact_wrench",
+                                         on_contact, 100)]
+    pose_pub = ros.node.create_publisher(PoseStamped, f"{NODE}/pose_reference", 10)
+    assert ros.wait_for(lambda: len(contact) > 200 and pose_pub.get_subscription_count(), 60), \
+        node.log() + sim.log()
+    # activation: held in free air, the sensor's wrenches flowing, then the force-control mode
+    # (its first wrench becomes the zero)
+    assert ros.wait_for(lambda: relay.get_subscription_count() > 0, 30)
+    ros.spin_for(1.0)
+    client = AsyncParameterClient(ros.node, NODE)
+    assert client.wait_for_services(30.0)
+    future = client.set_parameters([Parameter("mode", value="operational_space")])
+    assert ros.wait_for(future.done, 30) and future.result().results[0].successful
+    hold = PoseStamped()
+    hold.pose.position.x, hold.pose.position.y, hold.pose.position.z = map(float, start)
+    hold.pose.orientation.w = 1.0
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 5.0:
+        pose_pub.publish(hold)
+        ros.spin_for(0.05)
+    last = np.array([f for t, f in contact if t > t0 + 4.0])
+    log = node.log()
+    for s in subs:
+        ros.node.destroy_subscription(s)
+    ros.node.destroy_publisher(relay)
+    ros.node.destroy_publisher(pose_pub)
+    sim.stop()
+    node.stop()
+    assert len(last) > 200, log
+    return float(last.mean()), float(last.std()), log
+
+
+def test_a_wrench_in_a_sensor_frame_gives_the_same_force_control(ros, launch):
+    root_mean, root_std, _ = push(ros, launch, "base_link")
+    sensor_mean, sensor_std, log = push(ros, launch, "link7")
+    print(f"\n[F/T] force control along z at -10 N, contact force over the last second: wrench "
+          f"in root axes {root_mean:.2f} ± {root_std:.3f} N; in link7's frame with a bias "
+          f"zeroed at start {sensor_mean:.2f} ± {sensor_std:.3f} N")
+    assert "ignored" not in log, log[-2000:]
+    assert abs(root_mean + 10.0) < 1.0
+    assert abs(sensor_mean + 10.0) < 1.0
+    assert abs(sensor_mean - root_mean) < 0.5
+
+
+def test_zero_wrench_bias_service_answers(ros, launch):
+    node = launch("hybrid_dynamics_controller", {"urdf_path": str(ARM7), "mode": "hold",
+                                                 "publish_jacobians": False,
+                                                 "wrench_topic": "/ft_sensor"})
+    client = ros.node.create_client(SelfTest, f"{NODE}/zero_wrench_bias")
+    assert client.wait_for_service(120.0), node.log()
+    future = client.call_async(SelfTest.Request())
+    assert ros.wait_for(future.done, 30)
+    answer = future.result()
+    assert answer.passed == b"\x01" and "first one becomes the zero" in answer.status[0].message
+    pub = ros.node.create_publisher(WrenchStamped, "/ft_sensor", 10)
+    msg = WrenchStamped()
+    msg.header.frame_id = "link7"
+    msg.wrench.force.x, msg.wrench.torque.z = 2.0, 0.5
+    assert ros.wait_for(lambda: pub.get_subscription_count() > 0, 30)
+    for _ in range(5):
+        pub.publish(msg)
+        ros.spin_for(0.1)
+    future = client.call_async(SelfTest.Request())
+    assert ros.wait_for(future.done, 30)
+    values = {kv.key: float(kv.value) for kv in future.result().status[0].values}
+    assert values["force_x"] == 2.0 and values["torque_z"] == 0.5, values
+    assert "link7" in future.result().status[0].message
