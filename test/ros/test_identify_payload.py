@@ -16,8 +16,8 @@ import yaml
 from harness import child_env
 from helpers import ROOT
 from rclpy.parameter_client import AsyncParameterClient
-from test_payload_identification import COM, INERTIA, MASS, with_payload
-from test_payload_node import ARM7, NODE, Q0, States
+from test_payload_identification import COM, MASS
+from test_payload_node import NODE, States, launch_arm_carrying_box
 
 from underactuated_control.payload_identification import HoldingRecorder
 
@@ -29,16 +29,7 @@ def cli(domain, *args, timeout=600):
 
 
 def test_identify_payload_finds_the_box_the_simulator_carries(ros, launch, domain, tmp_path):
-    text = ARM7.read_text().replace('friction="0.1"', 'friction="0"')
-    arm = tmp_path / "arm7.urdf"
-    arm.write_text(text)
-    plant = tmp_path / "arm7_payload.urdf"
-    plant.write_text(with_payload(text, "tool", MASS, COM, INERTIA))
-    sim = launch("mujoco_sim", {"urdf_path": str(plant), "initial_positions": Q0.tolist(),
-                                "lockstep": True, "use_sim_time": True})
-    node = launch(NODE, {"urdf_path": str(arm), "mode": "hold", "ki": 0.0,
-                         "publish_jacobians": False, "state_timeout": 0.5, "task_frame": "tool",
-                         "use_sim_time": True})
+    sim, node, _ = launch_arm_carrying_box(launch, tmp_path)
     client = AsyncParameterClient(ros.node, NODE)
     assert client.wait_for_services(120.0), node.log()
     states = States(ros)
@@ -83,16 +74,7 @@ def test_identify_payload_finds_the_box_the_simulator_carries(ros, launch, domai
 def test_identify_payload_service_on_the_controller(ros, launch, tmp_path):
     from diagnostic_msgs.srv import SelfTest
 
-    text = ARM7.read_text().replace('friction="0.1"', 'friction="0"')
-    arm = tmp_path / "arm7.urdf"
-    arm.write_text(text)
-    plant = tmp_path / "arm7_payload.urdf"
-    plant.write_text(with_payload(text, "tool", MASS, COM, INERTIA))
-    sim = launch("mujoco_sim", {"urdf_path": str(plant), "initial_positions": Q0.tolist(),
-                                "lockstep": True, "use_sim_time": True})
-    node = launch(NODE, {"urdf_path": str(arm), "mode": "joint", "ki": 0.0,
-                         "publish_jacobians": False,
-                         "state_timeout": 0.5, "task_frame": "tool", "use_sim_time": True})
+    sim, node, _ = launch_arm_carrying_box(launch, tmp_path, mode="joint")
     client = ros.node.create_client(SelfTest, f"/{NODE}/identify_payload")
     assert client.wait_for_service(120.0), node.log()
     states = States(ros)

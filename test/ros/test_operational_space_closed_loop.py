@@ -107,19 +107,26 @@ def test_operational_space_tracks_a_circle_and_moves_the_posture_in_the_null_spa
     assert last[0].header.frame_id == "base_link"
 
 
-def test_a_force_controlled_direction_holds_a_force_against_a_contact(ros, launch):
-    """z force-controlled at -10 N (pushing down) through the simulator's contact wrench."""
-    from geometry_msgs.msg import WrenchStamped
-
+def launch_sim_with_box_under_the_tool(launch, radius=0.02, gap=0.03, half=0.05):
+    """mujoco_sim with a 0.4 m square box ``gap`` below the tool's contact sphere at Q0
+    (Pinocchio's kinematics); the box's contact wrench on ~/contact_wrench.
+    Returns (sim, Pinocchio model, its data, the tool's start position)."""
     pm = pin.buildModelFromUrdf(str(ARM7))
     pd = pm.createData()
     pin.framesForwardKinematics(pm, pd, np.array(Q0))
     start = pd.oMf[pm.getFrameId("tool")].translation.copy()
-    radius, gap, half = 0.02, 0.03, 0.05
     box = [start[0], start[1], start[2] - radius - gap - half, 0.2, 0.2, half]
     sim = launch("mujoco_sim", {"urdf_path": str(ARM7), "initial_positions": Q0,
                                 "contact_box": box, "contact_link": "tool",
                                 "contact_radius": radius})
+    return sim, pm, pd, start
+
+
+def test_a_force_controlled_direction_holds_a_force_against_a_contact(ros, launch):
+    """z force-controlled at -10 N (pushing down) through the simulator's contact wrench."""
+    from geometry_msgs.msg import WrenchStamped
+
+    sim, pm, pd, start = launch_sim_with_box_under_the_tool(launch)
     node = launch("hybrid_dynamics_controller", {
         "urdf_path": str(ARM7), "mode": "operational_space", "os_task": "position",
         "task_frame": "tool", "publish_jacobians": False, "force_axes": [0.0, 0.0, 1.0],

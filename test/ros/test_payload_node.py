@@ -42,6 +42,24 @@ def set_atomically(ros, client, params) -> SetParametersResult:
     return future.result().result
 
 
+def launch_arm_carrying_box(launch, tmp_path, mode: str = "hold"):
+    """mujoco_sim with the arm carrying the box at `tool`, the controller on the arm's own URDF
+    (told nothing), both without dry friction, lock-stepped: (sim, controller, URDF text)."""
+    text = ARM7.read_text()
+    assert text.count('friction="0.1"') == 7
+    text = text.replace('friction="0.1"', 'friction="0"')
+    arm = tmp_path / "arm7.urdf"
+    arm.write_text(text)
+    plant = tmp_path / "arm7_payload.urdf"
+    plant.write_text(with_payload(text, "tool", MASS, COM, INERTIA))
+    sim = launch("mujoco_sim", {"urdf_path": str(plant), "initial_positions": Q0.tolist(),
+                                "lockstep": True, "use_sim_time": True})
+    node = launch(NODE, {"urdf_path": str(arm), "mode": mode, "ki": 0.0,
+                         "publish_jacobians": False, "state_timeout": 0.5, "task_frame": "tool",
+                         "use_sim_time": True})
+    return sim, node, text
+
+
 class States:
     def __init__(self, ros):
         self.ros, self.q, self.wrench = ros, [], []
@@ -69,18 +87,7 @@ class States:
 def test_payload_told_at_run_time_holds_the_loaded_arm_as_without_it(ros, launch, tmp_path):
     # no dry friction (MuJoCo's frictionloss holds any torque below it, a band no model
     # states): what is left of the hold error and of the wrench is the payload's alone
-    text = ARM7.read_text()
-    assert text.count('friction="0.1"') == 7
-    text = text.replace('friction="0.1"', 'friction="0"')
-    arm = tmp_path / "arm7.urdf"
-    arm.write_text(text)
-    plant = tmp_path / "arm7_payload.urdf"
-    plant.write_text(with_payload(text, "tool", MASS, COM, INERTIA))
-    sim = launch("mujoco_sim", {"urdf_path": str(plant), "initial_positions": Q0.tolist(),
-                                "lockstep": True, "use_sim_time": True})
-    node = launch(NODE, {"urdf_path": str(arm), "mode": "hold", "ki": 0.0,
-                         "publish_jacobians": False, "state_timeout": 0.5, "task_frame": "tool",
-                         "use_sim_time": True})
+    sim, node, text = launch_arm_carrying_box(launch, tmp_path)
     client = AsyncParameterClient(ros.node, NODE)
     assert client.wait_for_services(120.0), node.log()
     states = States(ros)

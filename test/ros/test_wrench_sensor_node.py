@@ -17,6 +17,7 @@ from helpers import ROOT
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import JointState
+from test_operational_space_closed_loop import launch_sim_with_box_under_the_tool
 
 ARM7 = ROOT / "urdf/arm7.urdf"
 Q0 = [0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8]
@@ -25,15 +26,7 @@ BIAS = np.array([4.0, -3.0, 6.0, 0.2, -0.1, 0.3])  # the sensor's own offset, it
 
 
 def push(ros, launch, sensor: str) -> tuple[float, float, str]:
-    pm = pin.buildModelFromUrdf(str(ARM7))
-    pd = pm.createData()
-    pin.framesForwardKinematics(pm, pd, np.array(Q0))
-    start = pd.oMf[pm.getFrameId("tool")].translation.copy()
-    radius, gap, half = 0.02, 0.03, 0.05
-    box = [start[0], start[1], start[2] - radius - gap - half, 0.2, 0.2, half]
-    sim = launch("mujoco_sim", {"urdf_path": str(ARM7), "initial_positions": Q0,
-                                "contact_box": box, "contact_link": "tool",
-                                "contact_radius": radius})
+    sim, pm, pd, start = launch_sim_with_box_under_the_tool(launch)
     node = launch("hybrid_dynamics_controller", {
         "urdf_path": str(ARM7), "mode": "hold", "os_task": "position",
         "task_frame": "tool", "publish_jacobians": False, "force_axes": [0.0, 0.0, 1.0],
