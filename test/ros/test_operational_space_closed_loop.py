@@ -107,6 +107,19 @@ def test_operational_space_tracks_a_circle_and_moves_the_posture_in_the_null_spa
     assert last[0].header.frame_id == "base_link"
 
 
+def stream_position(ros, pose_pub, position, seconds: float) -> float:
+    """Publish the pose reference ``position`` (identity orientation) every 50 ms for
+    ``seconds``; returns the monotonic start time."""
+    hold = PoseStamped()
+    hold.pose.position.x, hold.pose.position.y, hold.pose.position.z = map(float, position)
+    hold.pose.orientation.w = 1.0
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        pose_pub.publish(hold)
+        ros.spin_for(0.05)
+    return t0
+
+
 def launch_sim_with_box_under_the_tool(launch, radius=0.02, gap=0.03, half=0.05):
     """mujoco_sim with a 0.4 m square box ``gap`` below the tool's contact sphere at Q0
     (Pinocchio's kinematics); the box's contact wrench on ~/contact_wrench.
@@ -140,13 +153,7 @@ def test_a_force_controlled_direction_holds_a_force_against_a_contact(ros, launc
     pose_pub = ros.node.create_publisher(PoseStamped, f"{NODE}/pose_reference", 10)
     assert ros.wait_for(lambda: len(states) > 200 and pose_pub.get_subscription_count(), 60), \
         node.log() + sim.log()
-    hold = PoseStamped()
-    hold.pose.position.x, hold.pose.position.y, hold.pose.position.z = map(float, start)
-    hold.pose.orientation.w = 1.0
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < 5.0:
-        pose_pub.publish(hold)
-        ros.spin_for(0.05)
+    t0 = stream_position(ros, pose_pub, start, 5.0)
     last = np.array([f for t, f in wrenches if t > t0 + 4.0])
     pin.framesForwardKinematics(pm, pd, states[-1])
     hand = pd.oMf[pm.getFrameId("tool")].translation

@@ -17,7 +17,7 @@ from helpers import ROOT
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import JointState
-from test_operational_space_closed_loop import launch_sim_with_box_under_the_tool
+from test_operational_space_closed_loop import launch_sim_with_box_under_the_tool, stream_position
 
 ARM7 = ROOT / "urdf/arm7.urdf"
 Q0 = [0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8]
@@ -69,13 +69,7 @@ def push(ros, launch, sensor: str) -> tuple[float, float, str]:
     assert client.wait_for_services(30.0)
     future = client.set_parameters([Parameter("mode", value="operational_space")])
     assert ros.wait_for(future.done, 30) and future.result().results[0].successful
-    hold = PoseStamped()
-    hold.pose.position.x, hold.pose.position.y, hold.pose.position.z = map(float, start)
-    hold.pose.orientation.w = 1.0
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < 5.0:
-        pose_pub.publish(hold)
-        ros.spin_for(0.05)
+    t0 = stream_position(ros, pose_pub, start, 5.0)
     last = np.array([f for t, f in contact if t > t0 + 4.0])
     log = node.log()
     for s in subs:
