@@ -33,12 +33,15 @@ def push(ros, launch, sensor: str) -> tuple[float, float, str]:
         "force_target": [0.0, 0.0, -10.0], "wrench_topic": "/ft_sensor",
         "wrench_zero_on_start": True})
     relay = ros.node.create_publisher(WrenchStamped, "/ft_sensor", 10)
+    relay_closed = False
     last_q, contact = [], []
 
     def on_state(m):
         last_q[:] = [np.array(m.position)]
 
     def on_contact(m):
+        if relay_closed:  # a message the executor took before its subscription was destroyed
+            return
         F = np.array([m.wrench.force.x, m.wrench.force.y, m.wrench.force.z])
         contact.append((time.monotonic(), F[2]))
         if sensor != "base_link" and not last_q:
@@ -72,6 +75,7 @@ def push(ros, launch, sensor: str) -> tuple[float, float, str]:
     t0 = stream_position(ros, pose_pub, start, 5.0)
     last = np.array([f for t, f in contact if t > t0 + 4.0])
     log = node.log()
+    relay_closed = True
     for s in subs:
         ros.node.destroy_subscription(s)
     ros.node.destroy_publisher(relay)

@@ -221,8 +221,9 @@ PARAMETERS = table(
     ParameterSpec("collision_min_duration", 0.0, "collision detection: a joint must stay above "
                   "its collision_threshold this long (0: the first state above it)", unit="s",
                   low=0.0, high=1.0),
-    ParameterSpec("collision_reaction", "stop", "what a detected collision does until a new "
-                  "reference, goal, mode or collision_* update clears it: stop (hold the "
+    ParameterSpec("collision_reaction", "stop", "what a detected collision does until a mode "
+                  "switch or a collision_* update clears it (references and goals are refused "
+                  "meanwhile): stop (hold the "
                   "configuration of the detection with zero velocity, as franka's reflex), "
                   "comply (hold, with no stiffness on the joints in collision, or along the "
                   "estimated contact force in pose modes) or none (detect and report only)",
