@@ -23,9 +23,7 @@ from underactuated_control.control.task_law import TaskLaw
 from underactuated_control.dynamics import inverse_dynamics
 from underactuated_control.jacobians import JacobianWorkspace
 from underactuated_control.parameters import coerce
-
-mujoco = pytest.importorskip("mujoco")
-from underactuated_control.sim import build_plant  # noqa: E402
+from underactuated_control.sim import build_plant
 
 ROBOTS = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
 XARM7 = re.sub(r"<dynamics[^>]*/>", '<dynamics damping="0.3" friction="0.05"/>',
@@ -116,3 +114,47 @@ def test_forced_choice_and_bad_choice():
     assert d.mode == "hold" and "failure_reaction:=hold" in d.status
     with pytest.raises(ValueError, match="failure_reaction"):
         decide(model, ["joint3"], Q0, FRAME, "pose", "flail")
+
+
+def test_task_mode_keeps_the_self_motion_on_a_light_wrist_with_friction():
+    """The xarm7 with the issue's <dynamics> (0.3 N m s/rad, 0.05 N m: its wrist joint7 has
+    1.4e-4 kg m², so 0.05 N m is 360 rad/s²), hand once round a 5 cm circle in 4 s in
+    `task:=pose`, friction compensation on (the default), no failure. The compensation's dry
+    part follows the joint velocity the task's PD drives toward (resolved rate through J_G),
+    not the measured one: through the steep smooth sign on a sampled velocity the wrist was
+    kicked into coasting and dragged the self-motion 1.9 rad away while the hand missed its
+    path by 13 mm RMS on the 8 s circle (doc/failure_analysis.md; on this 4 s one 2.6 rad and
+    3.5 mm). Judged on MuJoCo's state: the joints stay near the start (the self-motion of a
+    pose task is 1-D and damped) and the hand on its path."""
+    from underactuated_control.scenarios.harness import circle_path
+    from underactuated_control.sim import closed_loop
+
+    model = RobotModel.from_urdf(XARM7)
+    plant = build_plant(XARM7, model, timestep=1e-3, integrator="rk4")
+    s = _settings(task="pose")
+    ws = JacobianWorkspace(model)
+    law, shaper = TaskLaw(model, s, FRAME, ws), CommandShaper(model, s, ws)
+    mapper = EffortMapper(model, list(model.joint_names), 1.0)
+    plant.set_state(Q0, np.zeros(7))
+    ref = law.hold_reference(Q0)
+    path = circle_path(ref.position.copy(), 0.05, [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], 4.0)
+    check = JacobianWorkspace(model)
+    err, drift = [], []
+
+    def control(k: int, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        t = k * 1e-3
+        goal = path(t - 0.3)
+        if k % 10 == 0:  # the 100 Hz stream of scenarios.harness.stream_path
+            ref.position = goal
+        out = shaper.apply(q, v, law.compute(q, v, ref, t, False))
+        check.set_configuration(q)
+        err.append(np.linalg.norm(check.frame_placement(FRAME)[0] - goal))
+        drift.append(np.abs(q - Q0).max())
+        return plant.clip(mapper.map(out.tau_active).copy())
+
+    closed_loop(plant, control, 5000)
+    rms = 1e3 * float(np.sqrt(np.mean(np.square(err))))
+    print(f"\n[self-motion] pose task, 5 cm circle on xarm7 with friction: hand {rms:.2f} mm "
+          f"RMS, joints at most {max(drift):.3f} rad from the start")
+    assert max(drift) < 0.5
+    assert rms < 4.0

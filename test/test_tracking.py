@@ -254,3 +254,34 @@ def test_offline_plan_cli_replays_on_the_true_dynamics(tmp_path):
         q = q + v * dt
         np.testing.assert_allclose(q, plan["q"][k + 1], atol=1e-9)
     assert plan["position_error"].max() < 0.01
+
+
+@pytest.mark.parametrize("passive", [[], ["joint3"]])
+@pytest.mark.parametrize("task", ["pose", "position"])
+def test_intended_velocity_is_the_joint_velocity_of_the_pd_target(task, passive):
+    """``TrackingResult.intended_velocity`` (the sign of the friction compensation) maps through
+    the task rows of J_G (Pinocchio's dense J_a + J_p J_D) onto the twist the PD drives the
+    frame toward, v_ref + (kp/kd) e, away from singularities."""
+    model = RobotModel.from_urdf(ARM7, passive_joints=passive)
+    ref = PinRef(model, ARM7)
+    tracker = EndEffectorTracker(model, "tool", task=task, kp_position=400, kd_position=40,
+                                 kp_orientation=100, kd_orientation=20)
+    rng = np.random.default_rng(3)
+    a, p = model.active_dofs, model.passive_dofs
+    for _ in range(5):
+        q = Q_ARM + rng.uniform(-0.3, 0.3, 7)
+        v = rng.uniform(-0.5, 0.5, 7)
+        p0, R0 = frame_placement(model, q, "tool")
+        goal = TaskReference(position=p0 + rng.uniform(-0.02, 0.02, 3),
+                             rotation=R0 @ pin.exp3(rng.uniform(-0.05, 0.05, 3)),
+                             linear_velocity=rng.uniform(-0.1, 0.1, 3),
+                             angular_velocity=rng.uniform(-0.2, 0.2, 3))
+        res = tracker.step(q, v, goal)
+        J_G = ref.generalized_jacobians(q, "tool", a, p)[0] if passive else \
+            ref.frame_jacobian(q, "tool")
+        rows = slice(0, 6) if task == "pose" else slice(0, 3)
+        target = np.concatenate([goal.linear_velocity + 10.0 * res.position_error,
+                                 goal.angular_velocity + 5.0 * res.orientation_error])
+        assert res.sigma_min > tracker.singular_threshold
+        np.testing.assert_allclose(J_G[rows] @ res.intended_velocity, target[rows],
+                                   atol=1e-9 * max(1.0, np.abs(target).max()))

@@ -326,7 +326,7 @@ def test_task_mode_tracks_a_pose_reference_through_J_G(ros, launch):
     node = launch("hybrid_dynamics_controller", {
         "urdf_path": str(ARM7_PATH), "passive_joints": ["joint1"], "mode": "task",
         "task": "pose", "task_frame": "tool", "task_kp_position": 100.0,
-        "state_timeout": 0.5})
+        "state_timeout": 0.5, "friction_compensation": False})  # the law alone: its oracle
     driver = Driver(ros, [f"joint{i}" for i in range(1, 8)])
     pose_pub = ros.node.create_publisher(PoseStamped, f"{NODE}/pose_reference", 10)
     assert ros.wait_for(lambda: driver.connected() and pose_pub.get_subscription_count(), 30), \

@@ -22,11 +22,14 @@ q_rest)) as feed-forward:
   friction) w already says which way it must break away, and at rest on the reference (w = 0)
   the compensation fades out instead of chattering on the sign of a noisy velocity; no
   feedback of the measured velocity through the steep smooth sign (on a light joint, f_c/v_s
-  on a sampled velocity is a negative damping the loop cannot carry). Laws without a
-  joint-space intent (task, operational_space) give none: w = α v, α = min(1, |v|/v_s) — the
-  friction that opposes the actual motion beyond v_s, and a zero slope at v = 0, so the dry
-  friction that holds a resting joint is not turned into a negative damping;
-- (joint-space laws; a task-space law's command goes through on v and w = α v as before)
+  on a sampled velocity is a negative damping the loop cannot carry). The task law gives the
+  joint velocity its PD drives the frame toward, (S J_G)⁺ S (v_ref + (kp/kd) e) (resolved
+  rate). A law without a joint-space intent (operational_space) gives none: w = α v, α =
+  min(1, |v|/v_s) — the friction that opposes the actual motion beyond v_s, and a zero slope
+  at v = 0, so the dry friction that holds a resting joint is not turned into a negative
+  damping (near v_s the slope is still f_c/v_s: on xarm7's light wrist that kicked the task
+  law's self-motion 1.9 rad away before the task law gave its intent);
+- (laws with a joint intent; operational_space's command goes through on v and w = α v)
   a joint the command slows down where a safety bound bit, or beyond its speed bound
   (``SafetyLayer.braked``), gets no Coulomb part: its friction helps the braking. Compensated,
   a light joint moving against the law's intent (a reversing step reference) or braked by the

@@ -170,7 +170,8 @@ class TaskLaw(ControlLaw):
             if nxt is not None:
                 self._apply(nxt, q)
             status = f"{status}; {self.reaction.status}" if status else self.reaction.status
-        return LawOutput(res.tau_active, res.qdd_passive, ws.J_G, ws.J_D, status)
+        return LawOutput(res.tau_active, res.qdd_passive, ws.J_G, ws.J_D, status,
+                         intended_velocity=res.intended_velocity)
 
     def _react(self, q: np.ndarray) -> None:
         """Decide the failure reaction at ``q`` (control/failure_reaction.py) and apply it."""

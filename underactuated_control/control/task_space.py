@@ -67,6 +67,9 @@ class TrackingResult:
     singular: bool  # the task cannot be met exactly: S J_G lost row rank (σ_m < threshold)
     sigma_min: float  # σ_m of S J_G (m task rows; 0 when there are fewer actuators than rows)
     damping: float  # lambda used by the damped least squares
+    # (n_active,) the joint velocity the task's PD pulls toward, v_a = (S J_G)^+ S (v_ref +
+    # (kp/kd) e) through the same damped inverse: the sign of the friction compensation
+    intended_velocity: np.ndarray | None = None
 
 
 class EndEffectorTracker:
@@ -240,6 +243,12 @@ class EndEffectorTracker:
         b = S @ (a_des - drift_G)
         eps = self.singular_threshold
         x_task, N_task, task_sigma_min, lam = _damped_solve(A, b, eps, self.max_damping)
+        # the velocity the PD drives the frame toward, v_ref + (kp/kd) e, as the joint
+        # velocity that gives it (the joint law's v_ref + kp e / kd, control/friction.py)
+        v_des = np.concatenate([
+            ref.linear_velocity + _ratio(self.kp_position, self.kd_position) * e_pos,
+            ref.angular_velocity + _ratio(self.kp_orientation, self.kd_orientation) * e_rot])
+        intended, _, _, _ = _damped_solve(A, S @ v_des, eps, self.max_damping)
         if A.shape[0] > A.shape[1]:  # more task rows than actuators: the task's rank falls short
             task_sigma_min = 0.0
         qdd_a = x_task
@@ -274,7 +283,12 @@ class EndEffectorTracker:
             qdd_active=qdd_a, tau_active=res.tau_active.copy(),
             qdd_passive=res.qdd_passive.copy(), qdd=res.qdd.copy(),
             frame_acceleration_desired=a_des, position_error=e_pos, orientation_error=e_rot,
-            singular=bool(task_sigma_min < eps), sigma_min=task_sigma_min, damping=lam)
+            singular=bool(task_sigma_min < eps), sigma_min=task_sigma_min, damping=lam,
+            intended_velocity=intended)
+
+
+def _ratio(kp: float, kd: float) -> float:
+    return kp / kd if kd > 0.0 else 0.0
 
 
 def _damped_solve(A: np.ndarray, b: np.ndarray, eps: float, max_damping: float,
