@@ -10,7 +10,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 from helpers import ARM7_PATH, ROOT, SPACE_ARM_PATH
-from oracle import EXAMPLE_URDFS, PinRef
+from oracle import EXAMPLE_URDFS, ROBOTS, PinRef
 
 from underactuated_control import RobotModel
 from underactuated_control.control import EndEffectorTracker, TaskReference
@@ -285,3 +285,30 @@ def test_intended_velocity_is_the_joint_velocity_of_the_pd_target(task, passive)
         assert res.sigma_min > tracker.singular_threshold
         np.testing.assert_allclose(J_G[rows] @ res.intended_velocity, target[rows],
                                    atol=1e-9 * max(1.0, np.abs(target).max()))
+
+
+def test_a_passive_joint_that_does_not_move_the_frame_is_not_held():
+    """By default (no ``held_passive_dofs``) the J_D rows (6.12) act on the passive DOF whose
+    column of the task rows of J moves the frame: a roll about the tool's own axis (xarm7's
+    joint7 under link_eef, Pinocchio's Jacobian column zero in position) is left to itself
+    (holding it asked the wrist for the hand's roll inertia: joints at their speed limits,
+    doc/failure_analysis.md), the same command as with ``passive_weight`` 0; a joint that
+    moves the frame (joint6) is still held; naming the DOF holds it."""
+    xarm = (ROBOTS / "xarm_description/urdf/xarm7.urdf").read_text()
+    q = np.array([0.0, -0.4, 0.0, 0.9, 0.0, 1.3, 0.0])
+    v = np.array([0.1, -0.2, 0.1, 0.2, -0.3, 0.2, 0.4])
+    for joint, held in (("joint7", False), ("joint6", True)):
+        model = RobotModel.from_urdf(xarm, passive_joints=[joint])
+        column = PinRef(model, xarm).frame_jacobian(q, "link_eef")[:3, model.passive_dofs]
+        assert (np.linalg.norm(column) > 1e-3) == held  # the premise, from Pinocchio
+        goal = TaskReference(position=frame_placement(model, q, "link_eef")[0] + 0.01)
+        out = {}
+        for name, kw in (("free", {"passive_weight": 0.0}),
+                         ("default", {"passive_weight": 1.0}),
+                         ("named", {"passive_weight": 1.0, "held_passive_dofs": [joint]})):
+            tracker = EndEffectorTracker(model, "link_eef", task="position", passive_kp=25.0,
+                                         passive_kd=10.0, **kw)
+            out[name] = tracker.step(q, v, goal).qdd_active
+        same = np.allclose(out["default"], out["free"], rtol=0, atol=1e-12)
+        assert same != held
+        assert not np.allclose(out["named"], out["free"], rtol=0, atol=1e-9)

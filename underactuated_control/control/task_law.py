@@ -71,7 +71,9 @@ class TaskLaw(ControlLaw):
                       low=0.0, high=1e4),
         ParameterSpec("hold_passive_dofs", [""], "passive DOF whose rows of J_D the "
                       "passive_weight rows act on, e.g. root_joint/rx (a floating joint's DOF "
-                      "are <joint>/x, /y, /z, /rx, /ry, /rz); empty: every passive DOF",
+                      "are <joint>/x, /y, /z, /rx, /ry, /rz); empty: every passive DOF whose "
+                      "motion moves the task frame (a roll about the tool's own axis is left "
+                      "free)",
                       validator=_check_passive_dofs),
         ParameterSpec("redundancy", "prioritized", "how the passive rows combine with the task: "
                       "prioritized (in the task's null space) or stacked (one weighted solve, "

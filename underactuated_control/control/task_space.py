@@ -14,7 +14,9 @@ Each cycle:
 4. T_a and qdd_p from the hybrid recursion (section 5) with that qdd_a.
 S selects the task rows (pose 6, position 3, orientation 3, pointing 2, planar 2:
 x, y in root axes, for robots whose joint axes are all vertical); w_p > 0 asks the
-passive joints (a free-flying base) to keep still (qdd_p,des = -kd_p v_p - kp_p (q_p - q_p,ref)).
+passive joints (a free-flying base) to keep still (qdd_p,des = -kd_p v_p - kp_p (q_p - q_p,ref));
+by default on every passive DOF whose column of S J moves the frame (holding a roll about the
+tool's own axis would only ask the arm for the hand's roll inertia).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = ["TaskReference", "TrackingResult", "EndEffectorTracker", "rotation_er
            "TASKS"]
 
 TASKS = ("pose", "position", "orientation", "pointing", "planar")
+_UNSEEN = 1e-9  # a passive DOF's task column below this (relative): it does not move the frame
 
 
 @dataclass
@@ -148,6 +151,9 @@ class EndEffectorTracker:
             raise ValueError(f"held passive DOF {unknown} are not passive DOF of the model "
                              f"({passive_names})")
         self.held_rows = np.array([passive_names.index(n) for n in held], dtype=np.int64)
+        # every passive DOF by default: then those whose motion does not move the task frame
+        # (their task rows of J are zero, e.g. a roll about the tool's own axis) are left free
+        self.skip_unseen_passive = not held_passive_dofs
         self.base_reference: np.ndarray | None = None  # floating root pose for passive_kp
         self.passive_forces = passive_forces if passive_forces is not None else \
             PassiveForceModel(model)
@@ -253,8 +259,12 @@ class EndEffectorTracker:
             task_sigma_min = 0.0
         qdd_a = x_task
         N = N_task
-        if self.passive_weight > 0.0 and m.n_passive and self.held_rows.size:
-            rows = self.held_rows  # the held passive DOF: rows of J_D (6.12)
+        rows = self.held_rows  # the held passive DOF: rows of J_D (6.12)
+        if self.passive_weight > 0.0 and rows.size and self.skip_unseen_passive:
+            SJ = S @ ws.frame_jacobian(self.frame)
+            seen = np.linalg.norm(SJ[:, m.passive_dofs[rows]], axis=0)
+            rows = rows[seen > _UNSEEN * max(1.0, float(np.abs(SJ).max()))]
+        if self.passive_weight > 0.0 and m.n_passive and rows.size:
             qdd_p_des = self._passive_target(q, v)[rows]
             J_Dh, drift_Dh = J_D[rows], drift_D[rows]
             w = np.sqrt(self.passive_weight)
