@@ -16,8 +16,9 @@ measured state and picks what is still attainable (doc/failure_analysis.md, "Fai
   the failed joints settle under gravity and their own damping. Nothing is chased.
 
 ``failure_reaction`` (parameter) forces a choice: ``keep_task`` (the law as before the
-reaction existed), ``position``, ``hold``; ``auto`` decides as above. Free-flying bases and
-a task other than pose/position are left to ``keep_task``.
+reaction existed), ``position``, ``hold``; ``auto`` (the default) decides as above and gives a
+kept task up at run time (``escalate``). Free-flying bases and a task other than
+pose/position are left to ``keep_task``.
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ __all__ = ["REACTIONS", "Decision", "decide", "escalate", "newly_passive",
 
 REACTIONS = ("auto", "keep_task", "position", "hold")
 RANK_MARGIN = 1.0  # σ_min(S J_G) ≥ RANK_MARGIN ε keeps a task (ε: singular_threshold)
-ESCALATE_SPEED = 0.8  # of a joint's speed limit: a kept task that needs more is given up
+ESCALATE_SPEED = 0.8  # of a joint's speed limit: a kept task losing the hand beyond it is given up
+ESCALATE_ERROR = 0.01  # m: the hand this far from its setpoint is losing it
+RUNAWAY_SPEED = 1.1  # of a joint's speed limit: beyond, the task is given up whatever the hand
 ESCALATE_SIGMA = 0.25  # of ε: a kept task whose σ_min(S J_G) falls below is given up
 MOMENT_MARGIN = 0.05  # N m over the dry friction: a static load the failed joint can hold
 REACH = 1.0  # rad: farthest a balanced configuration may lie for the position reaction
@@ -175,20 +178,25 @@ def decide(model: RobotModel, failed: Sequence[str], q: np.ndarray, frame: str, 
 
 
 def escalate(decision: Decision, sigma_min: float, v: np.ndarray, model: RobotModel,
-             singular_threshold: float) -> Decision | None:
+             singular_threshold: float, position_error: float = 0.0) -> Decision | None:
     """The run-time check of a ``keep_task``/``position`` reaction (auto only), each cycle:
     the next, safer reaction when the kept task's rows of J_G reach rank loss (σ_min below
-    ``ESCALATE_SIGMA`` ε, ε the law's own threshold) or a joint passes ``ESCALATE_SPEED`` of
-    its speed limit (the zero dynamics the decision could not see); None while it holds."""
+    ``ESCALATE_SIGMA`` ε, ε the law's own threshold), or when a joint passes ``ESCALATE_SPEED``
+    of its speed limit while the hand is more than ``ESCALATE_ERROR`` from its setpoint, or
+    passes ``RUNAWAY_SPEED`` whatever the hand does (the zero dynamics the decision could not
+    see); None while it holds. A task that keeps the hand with joints at their speed limits
+    (the safety layer holding them there) is kept."""
     if decision.mode == "hold" or decision.forced:
         return None
     vmax = np.asarray(model.velocity_limit, float)
     speed = float(np.max(np.abs(v) / np.where(vmax > 0, vmax, np.inf)))
     eps = ESCALATE_SIGMA * singular_threshold
-    if sigma_min >= eps and speed <= ESCALATE_SPEED:
+    losing = speed > ESCALATE_SPEED and position_error > ESCALATE_ERROR
+    if sigma_min >= eps and not losing and speed <= RUNAWAY_SPEED:
         return None
     why = (f"σ_min {sigma_min:.4f} < {eps:.4f}" if sigma_min < eps
-           else f"a joint at {speed:.2f} of its speed limit")
+           else f"a joint at {speed:.2f} of its speed limit, the hand "
+                f"{1e3 * position_error:.0f} mm off")
     mode = "position" if decision.mode == "keep_task" and decision.task == "pose" and \
         speed <= ESCALATE_SPEED else "hold"
     return Decision(mode, f"{decision.mode} given up at run time: {why}", decision.failed,
@@ -198,20 +206,16 @@ def escalate(decision: Decision, sigma_min: float, v: np.ndarray, model: RobotMo
 def stabilise_passive(tracker, decision: Decision, q: np.ndarray) -> None:
     """The ``position`` reaction's use of the freed redundancy: rows of J_D (6.12) on the
     failed joints, in the position task's null space, asking qdd_k = -kd v_k - kp (q_k -
-    q_k,target) (the balanced configuration's angle, else where it failed), weighted so that
-    √w σ_max(J_D N_task) = 1 (the rows' full effect against the secondary damping, whatever
-    the scale of J_D; issue 23 item 3)."""
-    m, ws = tracker.model, tracker.workspace
+    q_k,target) (the balanced configuration's angle, else where it failed), at
+    ``passive_weight`` 1 at least. (Weighting them to their full effect, √w σ_max(J_D N_task) =
+    1, asked more of the joints than they give on a passive shoulder in zero g: 53 mm against
+    2.2 mm, doc/failure_analysis.md.)"""
+    m = tracker.model
     passive = [m.dof_names[i] for i in m.passive_dofs]
     rows = np.array([passive.index(m.dof_names[m.joint_dofs(n)[0]]) for n in decision.failed],
                     dtype=np.int64)
-    J_G, J_D = ws.generalized(tracker.frame, q)
-    A = J_G[:3]
-    _, sig, Vt = np.linalg.svd(A, full_matrices=False)
-    N = np.eye(A.shape[1]) - Vt.T @ Vt
-    s_max = float(np.linalg.norm(J_D[rows] @ N, 2))
     tracker.held_rows = rows
-    tracker.passive_weight = 1.0 / max(s_max, 1e-6) ** 2
+    tracker.passive_weight = max(tracker.passive_weight, 1.0)
     tracker.passive_kp, tracker.passive_kd = HOLD_KP, HOLD_KD
     target = np.asarray(q if decision.target is None else decision.target, float)
     tracker.set_passive_reference(target)

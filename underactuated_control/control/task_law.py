@@ -96,7 +96,7 @@ class TaskLaw(ControlLaw):
                       "in the task's null space toward the configuration where the mode started "
                       "(or the passive set changed); 0: self-motion only damped", unit="1/s^2",
                       low=0.0, high=1e4),
-        ParameterSpec("failure_reaction", "keep_task", "what task mode does when joints go passive "
+        ParameterSpec("failure_reaction", "auto", "what task mode does when joints go passive "
                       "at run time (control/failure_reaction.py): auto (decide from the model "
                       "and the state: keep_task, position or hold), keep_task (the task goes on "
                       "unchanged), position (the orientation given up), hold (brake the active "
@@ -120,7 +120,7 @@ class TaskLaw(ControlLaw):
                           settings["task_max_orientation_error"])
         self.reach = ReachCheck(model, frame)
         # -- failure reaction (issue 23 item 2): armed by carry_reference, decided at a state
-        self.failure_reaction = str(settings.get("failure_reaction", "keep_task"))
+        self.failure_reaction = str(settings.get("failure_reaction", "auto"))
         self.reaction: Decision | None = None
         self._failed: list[str] = []
         self._posture: SafePosture | None = None
@@ -168,7 +168,8 @@ class TaskLaw(ControlLaw):
         status = "singular" if res.singular else ""
         if self.reaction is not None:  # the failure reaction's run-time check
             nxt = escalate(self.reaction, res.sigma_min, v, self.model,
-                           self.tracker.singular_threshold)
+                           self.tracker.singular_threshold,
+                           float(np.linalg.norm(res.position_error)))
             if nxt is not None:
                 self._apply(nxt, q)
             status = f"{status}; {self.reaction.status}" if status else self.reaction.status
