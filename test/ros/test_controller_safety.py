@@ -167,6 +167,56 @@ def test_trajectories_survive_unrelated_updates_and_wait_for_joint_mode(ros, lau
     assert_converges(driver, Q0, expected)
 
 
+def test_a_trajectory_waits_for_the_first_clock_under_use_sim_time(ros, launch):
+    """use_sim_time with no /clock yet (the node's clock reads 0): a trajectory is not begun at
+    time 0, where it would be the simulated time into its run at the next sample (its reference
+    jumping ahead: a goal accepted before the lock-stepped simulator's first /clock jumped 61 ms
+    into a 0.19 s goal and drove xarm7's wrist to 1.55x its velocity limit); the reference holds
+    and the trajectory begins at the first state with a clock. States and /clock come from here,
+    in simulated time (t = 100 s, then 100.5 s)."""
+    from rosgraph_msgs.msg import Clock
+
+    node, driver, _ = setup(ros, launch, mode="joint", use_sim_time=True)
+    clock = ros.node.create_publisher(Clock, "/clock", 10)
+    assert ros.wait_for(lambda: clock.get_subscription_count() > 0, 10), node.log()
+    model = RobotModel.from_urdf(ARM7, passive_joints=PASSIVE)
+    a = model.active_dofs
+    offset = np.array([0.02, -0.01, 0.03, 0.0, 0.01])
+
+    def answer(t):
+        """The command answering a state at rest at Q0 stamped ``t`` s (simulated)."""
+        msg = JointState(name=JOINTS, position=[float(x) for x in Q0], velocity=[0.0] * 7)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = int(t), int(round(t % 1 * 1e9))
+        t0 = time.monotonic()
+        driver.state_pub.publish(msg)
+        return driver.command_after(t0, 5.0)
+
+    def tick(t):
+        msg = Clock()
+        msg.clock.sec, msg.clock.nanosec = int(t), int(round(t % 1 * 1e9))
+        for _ in range(5):  # the node's time source listens best effort
+            clock.publish(msg)
+            ros.spin_for(0.05)
+
+    def law(qdd):  # the dense hybrid torque of qdd_a at Q0, at rest
+        return dense_expected(PASSIVE, Q0, np.zeros(7), qdd, COMMAND_JOINTS)[0]
+
+    def close(got, expected):
+        return np.abs(got - expected).max() <= 1e-9 * np.abs(expected).max()
+
+    # from Q0 to Q0 + offset in 1 s, linear: v_ref = offset / 1 s from its start on
+    driver.ref_pub.publish(trajectory(model.active_joints, Q0[a], Q0[a] + offset, 1.0))
+    ros.spin_for(0.5)
+    first = answer(100.0)  # no /clock yet: held (before: begun at 0 -> kd v_ref = 20 offset)
+    assert close(first, holding(Q0)), (first, holding(Q0), law(20.0 * offset))
+    tick(100.0)
+    begun = answer(100.0)  # begun now: kd v_ref (before: 100 s in, the end: kp offset)
+    assert close(begun, law(20.0 * offset)), (begun, law(20.0 * offset), law(100.0 * offset))
+    tick(100.5)
+    half = answer(100.5)  # half-way: kp offset / 2 + kd v_ref
+    assert close(half, law(70.0 * offset)), (half, law(70.0 * offset))
+
+
 def test_a_future_stamp_is_refused_alone(ros, launch):
     node, driver, _ = setup(ros, launch, mode="hold")
     assert_converges(driver, Q0, holding(Q0))

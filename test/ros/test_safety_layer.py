@@ -31,6 +31,7 @@ ROWS = {  # urdf, start, a jump of the joint reference that asks for more than t
     "xarm7": (XARM7_PATH, [0.0, 0.3, 0.0, 1.2, 0.0, 0.9, 0.0],
               [1.5, 0.8, 1.5, 1.0, 1.5, 1.0, 1.5]),
 }
+HAND = {"arm7": "tool", "xarm7": "link_eef"}  # the hand frame of each robot
 
 
 class Recorder:
@@ -180,15 +181,17 @@ def test_operational_space_refuses_a_far_pose_on_xarm7(ros, launch):
     assert (np.abs(v) / limits(urdf)[2]).max() < 0.05
 
 
-def test_an_implausible_wrench_is_ignored_and_sane_ones_still_work(ros, launch):
+@pytest.mark.parametrize("robot", list(ROWS))
+def test_an_implausible_wrench_is_ignored_and_sane_ones_still_work(ros, launch, robot):
     """z force-controlled (target 0 N) on the free hand: a 1e9 N measured wrench would fling the
     arm; it is refused (counter), the law keeps the last good one; a sane 20 N afterwards moves
     the hand along z as the force law says."""
-    urdf, q0, _ = ROWS["arm7"]
+    urdf, q0, _ = ROWS[robot]
+    frame = HAND[robot]
     launch("mujoco_sim", {"urdf_path": str(urdf), "initial_positions": q0, "lockstep": True})
     node = launch("hybrid_dynamics_controller", {
         "urdf_path": str(urdf), "mode": "operational_space", "os_task": "position",
-        "task_frame": "tool", "publish_jacobians": False, "diagnostics_period": 0.2,
+        "task_frame": frame, "publish_jacobians": False, "diagnostics_period": 0.2,
         "force_axes": [0.0, 0.0, 1.0], "force_target": [0.0, 0.0, 0.0],
         "wrench_topic": "/test_wrench"})
     rec = Recorder(ros)
@@ -200,7 +203,7 @@ def test_an_implausible_wrench_is_ignored_and_sane_ones_still_work(ros, launch):
 
     def hand(q):
         pin.framesForwardKinematics(pm, pd, q)
-        return pd.oMf[pm.getFrameId("tool")].translation.copy()
+        return pd.oMf[pm.getFrameId(frame)].translation.copy()
 
     def push(fz, seconds):
         msg = WrenchStamped()
@@ -215,7 +218,7 @@ def test_an_implausible_wrench_is_ignored_and_sane_ones_still_work(ros, launch):
     push(1e9, 1.0)
     q, v = rec.since(t0)
     moved = np.linalg.norm(hand(q[-1]) - hand(q[0]))
-    print(f"\n[safety] 1e9 N wrench: hand moved {1e3 * moved:.2f} mm, joint speed max "
+    print(f"\n[safety] {robot}, 1e9 N wrench: hand moved {1e3 * moved:.2f} mm, joint speed max "
           f"{np.abs(v).max():.4f} rad/s, wrench_rejected {rec.value('wrench_rejected')}")
     assert len(q) > 200 and moved < 2e-3 and np.abs(v).max() < 0.05
     assert int(rec.value("wrench_rejected")) > 10
@@ -226,17 +229,34 @@ def test_an_implausible_wrench_is_ignored_and_sane_ones_still_work(ros, launch):
     push(20.0, 0.5)  # measured +20 N, target 0: the force law pushes the hand down
     q, _ = rec.since(t1)
     dz = hand(q[-1])[2] - hand(q[0])[2]
-    print(f"[safety] then 20 N: hand moved {1e3 * dz:+.1f} mm along z")
+    print(f"[safety] {robot}, then 20 N: hand moved {1e3 * dz:+.1f} mm along z")
     assert dz < -5e-3
     assert int(rec.value("wrench_rejected")) == rejected
 
 
-def test_joint_states_naming_a_joint_twice_are_refused(ros, launch):
-    node = start_controller(launch, mode="hold")
+def gravity_torque(urdf, q):
+    """Pinocchio's generalized gravity at q: the effort holding an all-active arm at rest."""
+    pm = pin.buildModelFromUrdf(str(urdf))
+    assert [pm.names[i] for i in range(1, pm.njoints)] == JOINTS
+    return pin.computeGeneralizedGravity(pm, pm.createData(), np.asarray(q, dtype=float))
+
+
+@pytest.mark.parametrize("robot", list(ROWS))
+def test_joint_states_naming_a_joint_twice_are_refused(ros, launch, robot):
+    if robot == "arm7":  # joint2 and joint4 passive, the law alone (test_controller_node)
+        node = start_controller(launch, mode="hold")
+        q = np.array([0.1, -0.4, 0.2, -2.0, 0.1, 1.8, 0.5])
+        expected = holding(q)
+    else:  # as written, the node's defaults: at rest on the latched reference neither the
+        # friction compensation (no intended motion, v = 0) nor the integral (no error) adds
+        # anything, so the held command is the gravity torque
+        node = launch("hybrid_dynamics_controller", {
+            "urdf_path": str(ROWS[robot][0]), "mode": "hold", "diagnostics_period": 0.2,
+            "state_timeout": 0.5, "publish_jacobians": False})
+        q = np.array([0.1, 0.4, 0.2, 1.3, 0.1, 0.8, 0.5])
+        expected = gravity_torque(ROWS[robot][0], q)
     driver = Driver(ros, JOINTS)
     assert ros.wait_for(driver.connected, 30), node.log()
-    q = np.array([0.1, -0.4, 0.2, -2.0, 0.1, 1.8, 0.5])
-    expected = holding(q)
     ros.wait_for(lambda: False, 0.2, step=lambda: driver.publish_state(q, np.zeros(7)))
     assert ros.wait_for(lambda: driver.commands and np.allclose(
         driver.commands[-1][1], expected, atol=1e-9 * np.abs(expected).max()), 10,
@@ -254,11 +274,15 @@ def test_joint_states_naming_a_joint_twice_are_refused(ros, launch):
         ros.spin_for(0.05)
     assert ros.wait_for(lambda: "names ['joint3'] more than once" in node.log(), 5), node.log()
     after = [np.array(c) for _, c in driver.commands[n:]]
+    print(f"\n[safety] {robot}, a joint named twice: {len(after)} commands after, "
+          f"{sum(np.all(c == 0.0) for c in after)} zero")
     # at most the safety stop's zero effort (and answers to good states still in flight)
     assert all(np.all(c == 0.0) or np.allclose(c, expected) for c in after)
     assert any(np.all(c == 0.0) for c in after)
     assert ros.wait_for(lambda: driver.diagnostics and int(
         driver.latest_diagnostic_values()[1]["duplicate_names"]) == 10, 5)
+    print(f"[safety] {robot}: duplicate_names "
+          f"{driver.latest_diagnostic_values()[1]['duplicate_names']}")
     # a good state again: the held command as before (the reference re-latched at q)
     assert ros.wait_for(lambda: np.allclose(driver.commands[-1][1], expected,
                                             atol=1e-9 * np.abs(expected).max()), 10,

@@ -1,16 +1,19 @@
 """mujoco_sim's command watchdog (issue 21): when the controller dies, the last effort command
 is held for a short grace, ramped to zero and the brakes put on — instead of acting for the
 whole 0.5 s ``command_timeout`` (0.53 rad of travel, 2.65 rad/s peak before). The rules
-(``CommandWatchdog``) unit-tested; then the bundled arm moving at 0.6 rad/s under the
-controller, the controller killed with SIGKILL, over DDS."""
+(``CommandWatchdog``) unit-tested; then the bundled arm, and example-robot-data's xarm7 as
+written (damping 2-10 N·m·s/rad, 1 N·m dry friction per joint, the controller's defaults),
+moving at 0.6 rad/s under the controller, the controller killed with SIGKILL, over DDS."""
 
 import math
 import re
 import time
 
 import numpy as np
+import pytest
 from builtin_interfaces.msg import Duration
 from helpers import ROOT
+from oracle import ROBOTS
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from test_closed_loop_safety import kill9
@@ -20,6 +23,11 @@ from underactuated_control.nodes.mujoco_sim import CommandWatchdog
 
 ARM7 = ROOT / "urdf/arm7.urdf"
 Q0 = [0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8]
+ROWS = {  # robot -> (URDF, start, the controller's gains); the ramp below stays within limits
+    "arm7": (ARM7, Q0, {"kp": [100.0], "kd": [20.0]}),
+    "xarm7": (ROBOTS / "xarm_description/urdf/xarm7.urdf", [0.0, -0.3, 0.0, 0.9, 0.0, 1.2, 0.0],
+              {}),
+}
 JOINTS = [f"joint{i}" for i in range(1, 8)]
 SPEED = 0.6  # rad/s of joint1 (base yaw) and joint2 (shoulder, against gravity)
 PERIOD = 0.001  # s: the default state period (timestep 1 ms, publish_every 1)
@@ -70,8 +78,8 @@ def test_explicit_timeout_and_lockstep_keep_their_meaning():
     assert CommandWatchdog(-1.0, -1.0, 0.0, PERIOD, lockstep=True).check(100.0) == (1.0, False)
 
 
-def ramp_trajectory() -> JointTrajectory:
-    """joint1 and joint2 from Q0 at SPEED for 3 s (eased in over 0.5 s), then to rest."""
+def ramp_trajectory(q0=Q0) -> JointTrajectory:
+    """joint1 and joint2 from q0 at SPEED for 3 s (eased in over 0.5 s), then to rest."""
     moving = np.array([1.0, 1.0, 0, 0, 0, 0, 0])
     points = [(0.5, 0.0, 0.0), (1.0, 0.15, SPEED)]
     points += [(1.0 + 0.5 * k, 0.15 + SPEED * 0.5 * k, SPEED) for k in range(1, 6)]
@@ -80,12 +88,13 @@ def ramp_trajectory() -> JointTrajectory:
     for t, s, v in points:
         sec, frac = divmod(t, 1.0)
         msg.points.append(JointTrajectoryPoint(
-            positions=(np.array(Q0) + s * moving).tolist(), velocities=(v * moving).tolist(),
+            positions=(np.array(q0) + s * moving).tolist(), velocities=(v * moving).tolist(),
             time_from_start=Duration(sec=int(sec), nanosec=int(frac * 1e9))))
     return msg
 
 
-def test_a_killed_controller_stops_the_moving_arm_within_the_grace(ros, launch):
+@pytest.mark.parametrize("robot", list(ROWS))
+def test_a_killed_controller_stops_the_moving_arm_within_the_grace(ros, launch, robot):
     """Defaults (not lock-stepped): the arm moving at 0.6 rad/s, the controller SIGKILLed.
     Bound from physics: the arm moves only while the held (then ramped) command acts, i.e. for
     the silence s after which the simulator braked (its log), speeding up at most at
@@ -93,9 +102,10 @@ def test_a_killed_controller_stops_the_moving_arm_within_the_grace(ros, launch):
     last command to the brakes <= that peak × (s + one state period); from the kill on (the
     kill comes after the last state this test received, up to ~50 ms late on a loaded machine)
     <= peak × (s + 50 ms); s itself at most the grace (<= 0.25 s) + the ramp (+ a late step)."""
-    sim = launch("mujoco_sim", {"urdf_path": str(ARM7), "initial_positions": Q0})
+    urdf, q0, gains = ROWS[robot]
+    sim = launch("mujoco_sim", {"urdf_path": str(urdf), "initial_positions": q0})
     controller = launch("hybrid_dynamics_controller", {
-        "urdf_path": str(ARM7), "mode": "joint", "kp": [100.0], "kd": [20.0],
+        "urdf_path": str(urdf), "mode": "joint", **gains,
         "publish_jacobians": False, "state_timeout": 0.5})
     states = []  # (receive time, stamp, position, velocity)
     ros.node.create_subscription(
@@ -111,7 +121,7 @@ def test_a_killed_controller_stops_the_moving_arm_within_the_grace(ros, launch):
     assert ros.wait_for(lambda: len(commands) > 200 and reference.get_subscription_count(),
                         90), controller.log() + sim.log()
     ros.spin_for(4.0)  # steady commands: the adaptive grace learns the controller's rhythm
-    reference.publish(ramp_trajectory())
+    reference.publish(ramp_trajectory(q0))
     ros.spin_for(2.0)  # 1 s into the 0.6 rad/s stretch
     v_kill, v0 = states[-1][3][:2], np.abs(states[-1][3]).max()  # v0: the fastest joint
     kill9(controller)
@@ -133,7 +143,7 @@ def test_a_killed_controller_stops_the_moving_arm_within_the_grace(ros, launch):
     t_brake = stamps[moving[-1] + 1]
     q_command = positions[np.searchsorted(stamps, t_brake - silence)]
     held = np.abs(positions[-1] - q_command).max()
-    print(f"\n[sim] controller killed at {v_kill.round(3)} rad/s: braked after "
+    print(f"\n[sim] {robot}: controller killed at {v_kill.round(3)} rad/s: braked after "
           f"{silence * 1e3:.1f} ms of silence (grace {grace * 1e3:.1f} ms + ramp "
           f"{ramp * 1e3:.1f} ms); {held:.4f} rad from the last command to the brakes, "
           f"{travel:.4f} rad after the kill, peak {peak:.3f} rad/s")

@@ -732,9 +732,12 @@ class HybridDynamicsController(Node):
             self.reference = law.hold_reference(q)
         if self._reaction is not None:
             self._react(q)
-        if law.reference_kind == "joint" and self.trajectory is not None:
-            self.trajectory.sample_into(self.reference, plan.model.active_joints,
-                                        self.get_clock().now().nanoseconds)
+        now_ns = self.get_clock().now().nanoseconds
+        # a clock at 0 (use_sim_time before the first /clock) is no time: a trajectory begun
+        # then would be the simulated time into its run at the next sample (its reference
+        # jumping ahead); it begins at the first cycle with a clock, the reference held till then
+        if law.reference_kind == "joint" and self.trajectory is not None and now_ns:
+            self.trajectory.sample_into(self.reference, plan.model.active_joints, now_ns)
         publish_jacobians = self.params["publish_jacobians"]
         try:
             out = law.compute(q, v, self.reference, self._state_time, publish_jacobians)
