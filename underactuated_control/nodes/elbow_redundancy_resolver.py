@@ -24,9 +24,10 @@ A timer at ``rate`` Hz runs one configuration-control step per sample and publis
 of every joint) for the controller's ``~/joint_reference``, a
 JointTrajectoryController or a position controller, and ``~/arm_angle`` (measured ψ, rad).
 
-Passive joints are locked out of direct command: the plan moves the active joints only, and a
-passive joint's setpoint is its measured position (its motion is left to the controller's
-hybrid dynamics).
+Passive joints (a failed motor) are planned by ``redundancy/resolver.py`` as
+``passive_joint_motion`` says: moved by the active joints through the disturbance Jacobian
+(dθ_p = J_D dθ_a, steps with the generalized Jacobians; Jain & Rodriguez's claims 11, 22), or
+locked at their measured angle (a braked joint).
 
 Every setpoint is inside the URDF's position and velocity limits and the ``acceleration_limit``
 (``redundancy/limits.py``): a step the limits do not allow is scaled down along its direction
@@ -99,7 +100,8 @@ def _check_stiffness(k: list[float], model: RobotModel | None) -> None:
 WAYPOINT_FIELDS = ("x", "y", "z", "qx", "qy", "qz", "qw", "psi", "duration")
 
 PARAMETERS = table(
-    *robot_parameters(passive_description="joints without actuator (planned as locked)"),
+    *robot_parameters(passive_description="joints without actuator (a failed motor; planned "
+                      "as passive_joint_motion says)"),
     ParameterSpec("shoulder_link", "", "link whose origin is S", read_only=True),
     ParameterSpec("elbow_link", "", "link whose origin is E", read_only=True),
     ParameterSpec("wrist_link", "", "link whose origin is W", read_only=True),
@@ -159,6 +161,11 @@ PARAMETERS = table(
                   "start of each goal ('' off; claim 2)", validator=_check_link),
     ParameterSpec("orientation_weight", 1.0, "W_c of the link-orientation rows", unit="1", low=0.0,
                   high=1e9),
+    ParameterSpec("passive_joint_motion", "disturbance", "how the plan moves a passive joint: "
+                  "disturbance (as the active joints' motion drives it, dθ_p = J_D dθ_a; steps "
+                  "with the generalized Jacobians J_G = J_a + J_p J_D: patent US 5,377,310 "
+                  "claims 11, 22) or locked (held at its measured angle: a braked joint)",
+                  choices=("disturbance", "locked")),
     ParameterSpec("desired_velocity_timeout", 0.5, "~/desired_joint_velocities older than this "
                   "are dropped", unit="s", low=0.0, high=60.0),
 )

@@ -8,9 +8,22 @@ Jacobian J = [J_e; J_c]:
 dθ_d: optional desired joint changes over the sample, penalised by W_v (claims 11, 18, 20;
 dθ_d = 0 is eq. 11). Solved by Cholesky, or as the least-squares problem
 [√W J; √W_v] dθ = [√W dX; √W_v dθ_d] when (JᵀWJ + W_v) is rank-deficient, over the **active**
-joints only: a passive joint is locked out of direct command (its column is dropped; its
-motion is left to the dynamics and the controller). With W_v = 0 and a square regular J this
-is the exact inverse (8). Weights may change between steps.
+joints only. With W_v = 0 and a square regular J this is the exact inverse (8). Weights may
+change between steps.
+
+Passive joints (``passive_motion``):
+
+- ``"locked"`` (default): a passive joint is locked out of direct command (its column is
+  dropped, dθ_p = 0; a braked joint, or one whose motion is left to the controller).
+- ``"disturbance"``: a passive joint moves with the active ones as the dynamics make it
+  (Jain & Rodriguez, patent US 5,377,310 claims 11, 22): q̈_p = J_D q̈_a + drift (paper
+  6.12), J_D = -M_pp⁻¹ M_pa. The step takes the first-order part, dθ_p = J_D dθ_a: every row
+  r of J becomes its generalized row r_a + r_p J_D (the hand's: J_G = J_a + J_p J_D, 6.11),
+  the weighted least squares is solved for dθ_a, and dθ_p = J_D dθ_a. That is the motion of
+  a passive joint whose generalized momentum M_pa v_a + M_pp v_p stays zero (from rest, no
+  passive joint force, no gravity moment about it, its angle cyclic in the kinetic energy;
+  doc/theory/jain_rodriguez_patent.md says what each departure costs). ``StepResult.J_D``
+  is the J_D used.
 
 The step of the built-in functions runs as one compiled call (``redundancy.kernels``); the
 Python method (``compiled=False``, or any function object of another class with a
@@ -43,20 +56,24 @@ from .functions import (
     OptimalJointMovement,
 )
 
-__all__ = ["ConfigurationControl", "StepResult", "ConfigurationTrajectory"]
+__all__ = ["ConfigurationControl", "StepResult", "ConfigurationTrajectory", "PASSIVE_MOTIONS"]
+
+PASSIVE_MOTIONS = ("locked", "disturbance")
 
 
 class StepResult:
     """One step's outcome. ``values``/``weights``/``notes``: function name -> current φ, the
     weights used, singularity notes (built on first access)."""
 
-    __slots__ = ("q_next", "dq", "position_error", "orientation_error", "_values", "_weights",
-                 "_notes", "_report")
+    __slots__ = ("q_next", "dq", "position_error", "orientation_error", "J_D", "_values",
+                 "_weights", "_notes", "_report")
 
     def __init__(self, q_next: np.ndarray, dq: np.ndarray, position_error: float,
                  orientation_error: float, values: dict | None = None,
-                 weights: dict | None = None, notes: dict | None = None, report=None) -> None:
+                 weights: dict | None = None, notes: dict | None = None, report=None,
+                 J_D: np.ndarray | None = None) -> None:
         self.q_next, self.dq = q_next, dq
+        self.J_D = J_D  # (n_passive, n_active) with passive_motion "disturbance", else None
         self.position_error = position_error  # m, |p_d(N+1) - p(N)| before the step
         self.orientation_error = orientation_error  # rad
         self._values = {} if values is None and report is None else values
@@ -181,6 +198,8 @@ class _Program:
         head = np.zeros(K.HEADER, np.int64)
         head[:5] = nv, na, nf, max_rows, _frame(m, cc.tip)[0]
         head[9] = n_spheres
+        self.coupled = cc.coupled
+        head[10] = int(self.coupled)
         int_base = K.HEADER + na + nf * (K.PROGRAM_STRIDE + K.OUTPUT_STRIDE)
         b, t, R = _frame(m, cc.tip)
         root = np.asarray(m.frame(m.root_link).translation, float)
@@ -199,11 +218,15 @@ class _Program:
                                     np.zeros(nf * K.OUTPUT_STRIDE, np.int64),
                                     np.asarray(ints, np.int64)])
         self.rflt = np.concatenate([fhead, np.asarray(floats, float)])
-        self.report, size = K.step_buffer_size(nb, nv, na, nf, max_rows, n_spheres)
+        npas = m.n_passive
+        self.report, size = K.step_buffer_size(nb, nv, na, npas, nf, max_rows, n_spheres)
         self.rwork = np.zeros(size)
         self.tgt = np.full(slot, np.nan)
         self.tgt[12:12 + nv] = 0.0
-        self.views = K.step_views(self.rwork, nb, nv, na, nf, max_rows, n_spheres)[0]
+        self.views = K.step_views(self.rwork, nb, nv, na, npas, nf, max_rows, n_spheres)[0]
+        # J_D: the report's last part
+        self.jd = slice(self.report - npas * na, self.report) if self.coupled else None
+        self.jd_shape = (npas, na)
         self.p_d, self.R_d = self.tgt[:3], self.tgt[3:12].reshape(3, 3)
         self.dq_d = self.tgt[12:12 + nv]
         self.dq_set = False
@@ -218,13 +241,17 @@ class ConfigurationControl:
 
     ``task_weights`` W_e (6: x, y, z, rx, ry, rz), ``joint_velocity_weights`` W_v (scalar or
     nv), both attributes that can change between steps (checked at the next step).
+    ``passive_motion``: ``"locked"`` or ``"disturbance"`` (see the module's docstring).
     ``compiled=False`` runs the readable Python version of the same step.
     """
 
     def __init__(self, model: RobotModel, tip: str, functions: Sequence = (),
                  task_weights: Sequence[float] | float = 1.0,
                  joint_velocity_weights: Sequence[float] | float = 0.0,
-                 compiled: bool = True) -> None:
+                 compiled: bool = True, passive_motion: str = "locked") -> None:
+        if passive_motion not in PASSIVE_MOTIONS:
+            raise ValueError(f"passive_motion must be one of {list(PASSIVE_MOTIONS)}, got "
+                             f"'{passive_motion}'")
         model.frame(tip)
         floating = [model.joint_names[k] for k in range(model.nb)
                     if model.hinge_type[k] == FLOATING]
@@ -236,6 +263,8 @@ class ConfigurationControl:
         self.joint_velocity_weights = joint_velocity_weights
         self.workspace = JacobianWorkspace(model)
         self.columns = model.active_dofs
+        # passive joints moved by the active ones (dθ_p = J_D dθ_a), not locked
+        self.coupled = passive_motion == "disturbance" and model.n_passive > 0
         self._want_compiled = compiled
         self._kinematics: HybridDynamics | None = None
         self.functions = self.functions  # decides ``compiled``
@@ -297,14 +326,18 @@ class ConfigurationControl:
                 held = value if value is not None else self._held(name)
                 tgt[slot:slot + 9] = np.asarray(held, float).ravel()
         ints, consts, work = pr.buffers
-        if K.configuration_step(ints, consts, work, pr.rint, pr.rflt, pr.rwork, q,
-                                tgt) == K.NONFINITE_Q:
+        status = K.configuration_step(ints, consts, work, pr.rint, pr.rflt, pr.rwork, q, tgt)
+        if status == K.NONFINITE_Q:
             self.model.check_state(q=q)
-        rep = pr.rwork[:pr.report].copy()  # dq, q_next, hand, outputs, W, value
+        elif status == K.SINGULAR_PASSIVE:
+            raise ValueError("the passive joints' articulated inertia is singular at this "
+                             "configuration (no J_D)")
+        rep = pr.rwork[:pr.report].copy()  # dq, q_next, hand, outputs, W, value, J_D
         res = _new_result(StepResult)
         nv = pr.nv
         res.dq, res.q_next = rep[:nv], rep[nv:2 * nv]
         res.position_error, res.orientation_error = rep[pr.errors:pr.errors + 2].tolist()
+        res.J_D = None if pr.jd is None else rep[pr.jd].reshape(pr.jd_shape)
         res._values = res._weights = res._notes = None
         res._report = (pr.names, rep, nv, pr.nf, pr.max_rows)
         return res
@@ -346,7 +379,14 @@ class ConfigurationControl:
         J_e = ws.frame_jacobian(self.tip).copy()
         p_d, R_d = np.asarray(target_pose[0], float), np.asarray(target_pose[1], float)
         dX_e = np.concatenate([p_d - p, rotation_error(R_d, R)])
-        ctx = Context(q=q, workspace=ws, hand_jacobian=J_e, targets=targets or {})
+        c, pas = self.columns, m.passive_dofs
+        J_D, hand = None, J_e
+        if self.coupled:  # J_D at q (6.13); the functions see the hand's J_G (6.11)
+            J_D = ws.generalized(None, q)[1].copy()
+            hand = J_e.copy()
+            hand[:, c] += J_e[:, pas] @ J_D
+            hand[:, pas] = 0.0
+        ctx = Context(q=q, workspace=ws, hand_jacobian=hand, targets=targets or {})
         for f in self.functions:
             if isinstance(f, CollisionAvoidance):
                 ctx.elbow_fade = min(ctx.elbow_fade, f.fade(ws))
@@ -363,10 +403,10 @@ class ConfigurationControl:
             result.weights[f.name] = r.weight
             if r.note:
                 result.notes[f.name] = r.note
-        J = np.vstack(rows_J)[:, self.columns]
+        J = np.vstack(rows_J)
+        J = J[:, c] + J[:, pas] @ J_D if self.coupled else J[:, c]  # r_a + r_p J_D
         dX = np.concatenate(rows_dX)
         W = np.concatenate(rows_W)
-        c = self.columns
         dq_d = np.zeros(m.nv) if desired_dq is None else np.asarray(desired_dq, float)
         JtW = J.T * W
         H = JtW @ J + np.diag(Wv[c])  # (10): (Jᵀ W J + W_v) dθ = Jᵀ W dX + W_v dθ_d
@@ -385,6 +425,9 @@ class ConfigurationControl:
             dq_active = np.linalg.lstsq(A, b, rcond=1e-7)[0]
         dq = np.zeros(m.nv)
         dq[c] = dq_active
+        if self.coupled:
+            dq[pas] = J_D @ dq_active  # dθ_p = J_D dθ_a (6.12, first order)
+            result.J_D = J_D
         result.dq = dq
         result.q_next = q + dq
         return result

@@ -10,6 +10,12 @@ their solve by a Cholesky factorisation of the n_a x n_a matrix, or, when it is
 rank-deficient, least squares on [√W J; √W_v] (directions weaker than 1e-7 of the strongest
 are not moved). Python only chooses which functions are on and packs their parameters.
 
+With passive joints whose motion is predicted (header ``rint[10]`` = 1, patent US 5,377,310
+claims 11, 22), the disturbance Jacobian J_D (paper 6.13) is computed at q by the §6.1 sweeps
+(``jacobians.generalized_jacobian_sweeps``), every row r of the augmented Jacobian becomes its
+generalized row r_a + r_p J_D (for the hand: J_G = J_a + J_p J_D, 6.11), the step is solved
+over the active joints and the passive ones move by dθ_p = J_D dθ_a.
+
 Beside its front end (``redundancy.configuration_control``); the package-keyed numba cache
 (``_kernel_cache``) recompiles it whenever the kernels it inlines change.
 
@@ -34,14 +40,16 @@ import numpy as np
 from numba import njit
 
 from ..buffers import take
+from ..dynamics import OK as DYNAMICS_OK
 from ..dynamics import all_finite, const_views, int_views, joint_transforms, work_views
+from ..jacobians import generalized_jacobian_sweeps
 from ..kinematics import body_placements, frame_jacobian_kernel
 from ..spatial import FAST
 
 __all__ = ["ARM_ANGLE", "ELBOW", "COLLISION", "JOINT_LIMITS", "LOCKING", "OPTIMAL",
            "MANIPULABILITY", "GRAVITY", "LINK_ORIENTATION", "HEADER", "FLOAT_HEADER",
            "StepViews", "step_views", "step_buffer_size", "configuration_step", "NOTES",
-           "WEIGHT_CAP", "jacobi_svd", "PIVOT_TOLERANCE"]
+           "WEIGHT_CAP", "jacobi_svd", "PIVOT_TOLERANCE", "SINGULAR_PASSIVE"]
 
 # function kinds of the program
 ARM_ANGLE, ELBOW, COLLISION, JOINT_LIMITS, LOCKING, OPTIMAL = 1, 2, 3, 4, 5, 6
@@ -56,7 +64,7 @@ WEIGHT_CAP = 1e8  # a weight that has gone "to infinity" (inside an inner sphere
 NOTES = ("", "shoulder and wrist coincide",
          "the shoulder-wrist line is parallel to the reference direction",
          "the elbow is on the shoulder-wrist line (stretched arm)", "degenerate")
-OK, NONFINITE_Q, NONFINITE_STEP = 0, 1, 2
+OK, NONFINITE_Q, NONFINITE_STEP, SINGULAR_PASSIVE = 0, 1, 2, 3
 # Cholesky of (JᵀWJ + W_v) is accepted when its smallest pivot is above this fraction of
 # sqrt(max diagonal), i.e. cond(√W J) below ~1e5. A rank-deficient matrix (7-DOF hand only,
 # W_v = 0) gives pivots of roundoff size, seen up to 3.5e-7: accepting those (the old bound was
@@ -72,6 +80,7 @@ class StepViews(NamedTuple):
     outputs: np.ndarray  # (nf, 3): first row, row count, note code (as floats)
     W: np.ndarray  # (max_rows,)
     value: np.ndarray  # (max_rows,) current φ per row
+    J_D: np.ndarray  # (n_passive, na) disturbance Jacobian at q (predicted passive motion)
     # the rest
     E_world: np.ndarray  # (nb, 3, 3)
     p_world: np.ndarray  # (nb, 3)
@@ -89,16 +98,18 @@ class StepViews(NamedTuple):
     N: np.ndarray  # (nv, nv) hand null-space basis (columns), first n_null used
     spheres: np.ndarray  # (n_spheres, 5): d, X_c (3), body
     point: np.ndarray  # (3,) scratch
+    column: np.ndarray  # (6,) scratch of the J_D sweeps
 
 
 @njit(cache=True, inline="always")
-def step_views(rwork, nb, nv, na, nf, max_rows, n_spheres):
+def step_views(rwork, nb, nv, na, npas, nf, max_rows, n_spheres):
     dq, o = take(rwork, 0, (nv,))
     q_next, o = take(rwork, o, (nv,))
     hand, o = take(rwork, o, (14,))
     outputs, o = take(rwork, o, (nf, 3))
     W, o = take(rwork, o, (max_rows,))
     value, o = take(rwork, o, (max_rows,))
+    J_D, o = take(rwork, o, (npas, na))
     report = o
     E_world, o = take(rwork, o, (nb, 3, 3))
     p_world, o = take(rwork, o, (nb, 3))
@@ -116,14 +127,15 @@ def step_views(rwork, nb, nv, na, nf, max_rows, n_spheres):
     N, o = take(rwork, o, (nv, nv))
     spheres, o = take(rwork, o, (max(n_spheres, 1), 5))
     point, o = take(rwork, o, (3,))
-    return StepViews(dq, q_next, hand, outputs, W, value, E_world, p_world, J_e, Jt, rows, dX,
-                     H, L, rhs, y, qp, tau, grad, N, spheres, point), report, o
+    column, o = take(rwork, o, (6,))
+    return StepViews(dq, q_next, hand, outputs, W, value, J_D, E_world, p_world, J_e, Jt, rows,
+                     dX, H, L, rhs, y, qp, tau, grad, N, spheres, point, column), report, o
 
 
 @njit(cache=True)
-def step_buffer_size(nb, nv, na, nf, max_rows, n_spheres):
+def step_buffer_size(nb, nv, na, npas, nf, max_rows, n_spheres):
     """(length of the report at the start of rwork, length of rwork)."""
-    _, report, end = step_views(np.empty(0), nb, nv, na, nf, max_rows, n_spheres)
+    _, report, end = step_views(np.empty(0), nb, nv, na, npas, nf, max_rows, n_spheres)
     return report, end
 
 
@@ -530,10 +542,12 @@ def configuration_step(ints, consts, work, rint, rflt, rwork, q, tgt):
     c, _ = const_views(consts, m.nb)
     w, s, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
     par, S_, nvj, vst = m.parent, c.S, m.nv_joint, m.v_start
-    nb, nv = m.nb, m.nv
+    nb, nv, npas = m.nb, m.nv, m.npas
     na, nf, max_rows, tip = rint[1], rint[2], rint[3], rint[4]
     n_spheres = rint[9]
-    v, _, _ = step_views(rwork, nb, nv, na, nf, max_rows, n_spheres)
+    coupled = rint[10] == 1 and npas > 0  # passive motion predicted through J_D
+    pdofs = m.passive_dofs
+    v, _, _ = step_views(rwork, nb, nv, na, npas, nf, max_rows, n_spheres)
     cols, o = take(rint, HEADER, (na,))
     prog, o = take(rint, o, (nf, PROGRAM_STRIDE))
     out, o = take(rint, o, (nf, OUTPUT_STRIDE))
@@ -565,6 +579,13 @@ def configuration_step(ints, consts, work, rint, rflt, rwork, q, tgt):
 
     # -- forward kinematics and the hand (rows 0-5): dX_e = [p_d - p; log(R_d Rᵀ)] (eq. 11)
     _forward(m, c, w, s, q, v.E_world, v.p_world)
+    if coupled:  # J_D at q (6.13): unit active accelerations, V = 0, no gravity, T_p = 0
+        status = generalized_jacobian_sweeps(ints, consts, work, q, True, v.E_world,
+                                             v.p_world, 0, point, False, v.J_e, v.J_D,
+                                             v.column)
+        if status != DYNAMICS_OK:  # a passive joint's articulated inertia D_p is singular
+            rint[5] = SINGULAR_PASSIVE
+            return SINGULAR_PASSIVE
     hp = v.hand
     tb = tip
     _point(v.E_world, v.p_world, tb, tip_off, point)
@@ -706,6 +727,9 @@ def configuration_step(ints, consts, work, rint, rflt, rwork, q, tgt):
                 for a in range(6):
                     for k in range(na):
                         Jc[a, k] = v.J_e[a, cols[k]]
+                        if coupled:  # the null space of J_G = J_a + J_p J_D (6.11)
+                            for j in range(npas):
+                                Jc[a, k] += v.J_e[a, pdofs[j]] * v.J_D[j, k]
                 jacobi_svd(Jc, Vj)
                 sv = np.empty(na)
                 smax = 0.0
@@ -749,6 +773,22 @@ def configuration_step(ints, consts, work, rint, rflt, rwork, q, tgt):
             v.outputs[f, a] = out[f, a]
     rint[6] = n
 
+    if coupled:  # generalized rows r_a + r_p J_D: what each φ does per active motion (6.11)
+        for r in range(n):
+            for k in range(na):
+                acc = v.rows[r, cols[k]]
+                for j in range(npas):
+                    acc += v.rows[r, pdofs[j]] * v.J_D[j, k]
+                v.rows[r, cols[k]] = acc
+
     # -- normal equations (eq. 10-11): (Jᵀ W J + W_v) dθ = Jᵀ W dX + W_v dθ_d
-    return _solve(v.H, v.L, v.rhs, v.y, v.rows, v.W, v.dX, v.dq, v.q_next, cols, Wv, dq_d, q,
-                  n, rint)
+    status = _solve(v.H, v.L, v.rhs, v.y, v.rows, v.W, v.dX, v.dq, v.q_next, cols, Wv, dq_d,
+                    q, n, rint)
+    if coupled and status == OK:  # the passive joints follow: dθ_p = J_D dθ_a (6.12)
+        for j in range(npas):
+            acc = 0.0
+            for k in range(na):
+                acc += v.J_D[j, k] * v.dq[cols[k]]
+            v.dq[pdofs[j]] = acc
+            v.q_next[pdofs[j]] = q[pdofs[j]] + acc
+    return status

@@ -35,13 +35,25 @@ from ..so3 import rotation_error
 from .configuration_control import ConfigurationControl, ConfigurationTrajectory
 
 __all__ = ["LimitedStep", "SetpointLimiter", "MotionPlan", "plan_motion", "reach",
-           "wrap_angle"]
+           "wrap_angle", "hand_errors"]
 
 
 
 def wrap_angle(x: float) -> float:
     """x wrapped to [-π, π)."""
     return (x + np.pi) % (2 * np.pi) - np.pi
+
+
+def hand_errors(task_weights, p_goal: np.ndarray, R_goal: np.ndarray, p: np.ndarray,
+                R: np.ndarray) -> tuple[float, float]:
+    """(|position error| [m], |orientation error| [rad], rotation vector log(R_goal Rᵀ)) of
+    the hand over the axes x, y, z, rx, ry, rz whose task weight W_e is not zero: an axis the
+    configuration control does not track (weight 0) is not judged."""
+    w = np.broadcast_to(np.asarray(task_weights, dtype=float), (6,))
+    e = np.concatenate([np.asarray(p_goal, dtype=float) - p,
+                        rotation_error(np.asarray(R_goal, dtype=float), R)])
+    e = np.where(w > 0, e, 0.0)
+    return float(np.linalg.norm(e[:3])), float(np.linalg.norm(e[3:]))
 
 
 @dataclass
@@ -169,7 +181,9 @@ def plan_motion(control: ConfigurationControl, limiter: SetpointLimiter, q0: np.
                 extra: dict | None = None) -> MotionPlan:
     """Dry run of the motion from ``start`` = (p0, R0, ψ0) to ``goal`` = (p1, R1, ψ1): the
     configuration-control step at ``samples`` points of the cycloidal path, then ``settle``
-    steps at the goal, the joints clamped to their limits (passive ones stay put).
+    steps at the goal, the joints clamped to their limits (passive ones locked, or moved by
+    dθ_p = J_D dθ_a: the step's ``passive_motion``). The hand is judged on the axes with a
+    non-zero task weight (``hand_errors``).
 
     The duration: a cycloidal motion over T moves the joints along the sampled path q_k; a
     slower one (T f) divides their velocities by f and accelerations by f². f is the largest
@@ -204,8 +218,7 @@ def plan_motion(control: ConfigurationControl, limiter: SetpointLimiter, q0: np.
             path.append(q)
     ws.set_configuration(q)
     p, R = ws.frame_placement(control.tip)
-    e_p = float(np.linalg.norm(np.asarray(p1) - p))
-    e_o = float(np.linalg.norm(rotation_error(np.asarray(R1), R)))
+    e_p, e_o = hand_errors(control.task_weights, p1, R1, p, R)
     psi_fn = next((f for f in control.functions if getattr(f, "name", "") == "arm_angle"), None)
     e_psi = abs(wrap_angle(psi1 - psi_fn.arm_angle.evaluate(q).psi)) if psi_fn else 0.0
     qs = np.array(path)

@@ -12,9 +12,21 @@ workspaces), so it may run on another thread while ``step`` runs.
 
 ``step(q_measured, dt)`` advances the running motion by one sample: the configuration-control
 step (10) toward the next sample of the segment, limited by ``SetpointLimiter`` (the segment's
-clock advances by the fraction of the step taken), passive joints held at their measured
-angles. It returns a ``Setpoint`` (positions, velocities, accelerations and what limited
-them), with an ``Arrival`` once per goal when the motion has settled.
+clock advances by the fraction of the step taken). It returns a ``Setpoint`` (positions,
+velocities, accelerations and what limited them), with an ``Arrival`` once per goal when the
+motion has settled.
+
+Passive joints (a failed motor; ``Settings.passive_joint_motion``): ``disturbance`` (default)
+plans with the generalized Jacobians of Jain & Rodriguez (patent US 5,377,310 claims 11, 22):
+a passive joint moves by dθ_p = J_D dθ_a when the active joints move by dθ_a (first order of
+q̈_p = J_D q̈_a + drift, paper 6.12), every row of the step is its generalized row
+r_a + r_p J_D (the hand's: J_G = J_a + J_p J_D, 6.11), and the setpoint of a passive joint is
+where the active setpoints take it: θ_p + J_D (θ_a,set - θ_a), from its measured angle
+corrected for the active joints' lag (``iterate_from: plan``) or from the measured joints
+(``sensed``), velocity J_D θ̇_a,set. Only the active setpoints are limited (nobody commands
+a passive joint); a dry run stretches its motion for the passive joints' predicted speeds too.
+``locked``: a passive joint is held at its measured angle and planned as locked (a braked
+joint): its column is dropped and its setpoint is its measured angle, at rest.
 
 State is explicit: ``Motion`` (segments, clocks), ``q_plan``/``v_plan`` (the last setpoint)
 and ``Anchors`` (θ(0) of the goal: locked joints, spring rest angles, held link orientations,
@@ -32,7 +44,12 @@ from ..control.trajectories import cycloidal
 from ..model import RobotModel
 from ..parameters import per_joint
 from .arm_angle import ArmAngle
-from .configuration_control import ConfigurationControl, ConfigurationTrajectory, StepResult
+from .configuration_control import (
+    PASSIVE_MOTIONS,
+    ConfigurationControl,
+    ConfigurationTrajectory,
+    StepResult,
+)
 from .functions import (
     WEIGHT_CAP,
     ArmAngleFunction,
@@ -46,7 +63,7 @@ from .functions import (
     OptimalJointMovement,
     Sphere,
 )
-from .limits import SetpointLimiter, plan_motion, reach, wrap_angle
+from .limits import SetpointLimiter, hand_errors, plan_motion, reach, wrap_angle
 
 __all__ = ["HAND_AXES", "MAX_DURATION", "Settings", "Waypoint", "Segment", "Plan",
            "PlanResult", "Motion", "Anchors", "Arrival", "Setpoint", "Configuration",
@@ -83,6 +100,7 @@ class Settings:
     gravity_torque_weight: float = 1.0
     orientation_link: str = ""  # '' off (claim 2)
     orientation_weight: float = 1.0
+    passive_joint_motion: str = "disturbance"  # passive joints moved by J_D, or "locked"
 
     @classmethod
     def from_values(cls, values: Mapping) -> Settings:
@@ -233,8 +251,9 @@ class Arrival:
 
 @dataclass
 class Setpoint:
-    """One sample of the setpoint stream (every joint; passive ones at their measured
-    angle, at rest)."""
+    """One sample of the setpoint stream (every joint; a passive one where the active
+    setpoints are predicted to take it, or with ``passive_joint_motion: locked`` at its
+    measured angle, at rest)."""
 
     q: np.ndarray
     v: np.ndarray
@@ -279,6 +298,7 @@ class ElbowPlanner:
         self.q_plan: np.ndarray | None = None  # the last setpoint
         self.v_plan = np.zeros(model.nv)
         self.at_limit: tuple[str, ...] = ()
+        self.J_D: np.ndarray | None = None  # J_D of the last step (passive_joint_motion)
 
     # ---------------------------------------------------------------- configuration
     def configure(self, settings: Settings, marker_spheres: Sequence[Sphere] | None = None
@@ -299,6 +319,9 @@ class ElbowPlanner:
                ) -> tuple[ConfigurationControl, SetpointLimiter, ArmAngle]:
         """Every kinematic function the settings switch on (claim 13: several at once)."""
         m, tip = self.model, self.tip
+        if s.passive_joint_motion not in PASSIVE_MOTIONS:
+            raise ValueError(f"passive_joint_motion must be one of {list(PASSIVE_MOTIONS)}, "
+                             f"got '{s.passive_joint_motion}'")
         arm_angle = ArmAngle(m, *self.links, reference=self.reference)
         functions = [ArmAngleFunction(arm_angle, s.arm_angle_weight)]
         for axis in s.elbow_axes:
@@ -328,7 +351,8 @@ class ElbowPlanner:
             m, tip, functions,
             task_weights=per_joint("hand_weights", s.hand_weights, HAND_AXES),
             joint_velocity_weights=per_joint("joint_velocity_weights",
-                                             s.joint_velocity_weights, m.joint_names))
+                                             s.joint_velocity_weights, m.joint_names),
+            passive_motion=s.passive_joint_motion)
         limiter = SetpointLimiter(m, per_joint("acceleration_limit", s.acceleration_limit,
                                                m.joint_names))
         return control, limiter, arm_angle
@@ -502,6 +526,9 @@ class ElbowPlanner:
         passive = self.model.passive_dofs
         sensed = config.settings.iterate_from == "sensed"
         q_from = limiter.clamp(q_measured) if sensed else self.q_plan  # claims 1, 3
+        if control.coupled and not sensed:  # the passive joints from their measured angles
+            q_from = q_from.copy()
+            q_from[passive] = self._passive_estimate(limiter.clamp(q_measured))
         res: StepResult | None = None
         try:
             res = control.step(q_from, (p_d, R_d), targets, desired_dq=desired_dq)
@@ -511,8 +538,12 @@ class ElbowPlanner:
             failure = str(exc)
         if failure:  # hold: stop the plan (at the acceleration limit), keep its clock
             dq = np.zeros(self.model.nv)
-        dq[passive] = 0.0
-        step = limiter.step(self.q_plan, self.v_plan, dq, dt)
+        dq[passive] = 0.0  # the limits bound the active setpoints (nobody commands these)
+        v_plan = self.v_plan
+        if control.coupled:
+            v_plan = v_plan.copy()
+            v_plan[passive] = 0.0
+        step = limiter.step(self.q_plan, v_plan, dq, dt)
         if not failure:
             motion.clock += step.scale * dt  # stretched in time, the path kept
         motion.elapsed += dt
@@ -524,19 +555,39 @@ class ElbowPlanner:
         inside = res is not None and bool(np.any(
             res.weights.get("collision", np.zeros(0)) >= WEIGHT_CAP))
         q_next, v_next, a_next = step.q, step.v, step.a
-        q_next[passive] = limiter.clamp(q_measured)[passive]
-        v_next[passive] = 0.0
-        a_next[passive] = 0.0
+        if control.coupled:  # where the active setpoints take the passive joints (6.12)
+            if res is not None and res.J_D is not None:
+                self.J_D = res.J_D
+            J_D = self.J_D if self.J_D is not None else np.zeros((passive.size,
+                                                                   self.model.n_active))
+            active = self.model.active_dofs
+            q_next[passive] = np.clip(q_from[passive] + J_D @ (q_next[active] - q_from[active]),
+                                      limiter.lower[passive], limiter.upper[passive])
+            v_next[passive] = J_D @ v_next[active]
+            a_next[passive] = (v_next[passive] - self.v_plan[passive]) / dt
+        else:
+            q_next[passive] = limiter.clamp(q_measured)[passive]
+            v_next[passive] = 0.0
+            a_next[passive] = 0.0
         self.q_plan, self.v_plan = q_next, v_next
-        arrival = (self._arrival(res, psi_d) if res is not None and len(motion.segments) == 1
-                   else None)
+        arrival = (self._arrival(res, psi_d, q_from)
+                   if res is not None and len(motion.segments) == 1 else None)
         return Setpoint(q=q_next, v=v_next, a=a_next, scale=step.scale,
                         limited=step.scale < 1.0 - 1e-9 or step.clipped,
                         at_limit=step.at_limit, failure=failure, inside_obstacle=inside,
                         arrival=arrival)
 
-    def _arrival(self, res: StepResult, psi_goal: float) -> Arrival | None:
-        """Once per goal, when the motion's clock has run out and the plan has stopped."""
+    def _passive_estimate(self, q_measured: np.ndarray) -> np.ndarray:
+        """The passive joints' angles once the active ones reach the last setpoint: measured,
+        plus J_D times what the active joints still lag behind it (first order of 6.12)."""
+        passive, active = self.model.passive_dofs, self.model.active_dofs
+        if self.J_D is None:
+            return q_measured[passive]
+        return q_measured[passive] + self.J_D @ (self.q_plan[active] - q_measured[active])
+
+    def _arrival(self, res: StepResult, psi_goal: float, q: np.ndarray) -> Arrival | None:
+        """Once per goal, when the motion's clock has run out and the plan has stopped (the
+        step ``res`` started from ``q``)."""
         motion = self.motion
         if motion.reported or motion.clock < motion.segments[0].duration:
             return None
@@ -544,8 +595,16 @@ class ElbowPlanner:
             return None  # still settling
         motion.reported = True
         psi_now = float(res.values.get("arm_angle", [psi_goal])[0])
-        return Arrival(position_error=res.position_error,
-                       orientation_error=res.orientation_error,
+        e_p, e_o = res.position_error, res.orientation_error
+        control = self.config.control
+        weights = np.broadcast_to(np.asarray(control.task_weights, float), (6,))
+        if np.any(weights <= 0):  # an axis the step does not track is not judged
+            ws = control.workspace
+            ws.set_configuration(q)
+            p, R = ws.frame_placement(self.tip)
+            e_p, e_o = hand_errors(weights, motion.segments[0].goal[0],
+                                   motion.segments[0].goal[1], p, R)
+        return Arrival(position_error=e_p, orientation_error=e_o,
                        arm_angle_error=abs(wrap_angle(psi_goal - psi_now)),
                        elapsed=motion.elapsed,
                        slowed=motion.elapsed > 1.05 * motion.total_duration + 0.05,
