@@ -78,7 +78,10 @@ def test_identify_payload_service_on_the_controller(ros, launch, tmp_path):
     client = ros.node.create_client(SelfTest, f"/{NODE}/identify_payload")
     assert client.wait_for_service(120.0), node.log()
     states = States(ros)
-    assert ros.wait_for(lambda: len(states.q) > 10, 60), sim.log()
+    # the controller's own states (its ~/estimated_wrench answers each one), not only this
+    # node's: the service refuses to start before the controller has a fresh state
+    assert ros.wait_for(lambda: len(states.q) > 10 and len(states.wrench) > 10, 60), \
+        sim.log() + node.log()
     future = client.call_async(SelfTest.Request())
     assert ros.wait_for(future.done, 240), node.log()[-3000:]
     status = future.result().status[0]

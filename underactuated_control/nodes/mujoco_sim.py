@@ -13,7 +13,10 @@ nav_msgs/Odometry on ``base_odometry_topic`` (pose of the floating joint's child
 ``hold_until_first_command`` the robot stays still (brakes on) until a controller sends its
 first command; when commands stop (the controller died) the last one is held for a grace that
 follows the controller's rhythm, ramped to zero and the brakes put on (``CommandWatchdog``).
-Paced to ``real_time_factor`` × wall time (0: as fast as possible).
+``~/applied_wrench`` (geometry_msgs/WrenchStamped) pushes the robot: a wrench at the origin of
+the link or frame ``header.frame_id`` names, force and torque in world axes, held until the
+next message (a zero wrench clears it), applied through MuJoCo's ``xfrc_applied``
+(``AppliedWrench``). Paced to ``real_time_factor`` × wall time (0: as fast as possible).
 MuJoCo is a simulation dependency: the controller never imports it.
 """
 
@@ -35,7 +38,7 @@ from std_msgs.msg import Float64MultiArray
 from ..floating_base import floating_root
 from ..model import RobotModel
 from ..parameters import ParameterError, ParameterSpec, per_joint, table
-from ..sim import mujoco_spec
+from ..sim import AppliedWrench, mujoco_spec
 from .common import process_age, run_node
 from .parameters import NodeParameters
 from .robot import check_joint_names, load_robot, robot_parameters, with_passive
@@ -259,6 +262,8 @@ class MujocoSim(Node):
             self.odom_frame = p["odom_frame"]
         mujoco.mj_forward(self.m, self.d)
         self._slot = [self.ctrl_index.get(n, -1) for n in self.command_joints]
+        self.applied = AppliedWrench(self.m, model)
+        self.create_subscription(WrenchStamped, "~/applied_wrench", self._on_applied_wrench, 10)
 
         if self.contact is not None:
             self.contact = (self.m.geom(self.contact[0]).id, self.m.geom(self.contact[1]).id)
@@ -314,6 +319,25 @@ class MujocoSim(Node):
             self.braked = False                   # states) does not release the brakes
             if self.commands_received > 1:
                 self.get_logger().info("effort commands are back: brakes released")
+
+    def _on_applied_wrench(self, msg: WrenchStamped) -> None:
+        f, m = msg.wrench.force, msg.wrench.torque
+        before = self.applied.frame
+        try:
+            self.applied.set(msg.header.frame_id, np.array([f.x, f.y, f.z, m.x, m.y, m.z]),
+                             self.d)
+        except ValueError as exc:
+            self.get_logger().warning(f"~/applied_wrench ignored: {exc}",
+                                      throttle_duration_sec=2.0)
+            return
+        w = self.applied.wrench
+        if self.applied.frame:  # a stream of pushes: one line in a while
+            self.get_logger().info(
+                f"applied wrench at '{self.applied.frame}': force {np.round(w[:3], 3).tolist()} "
+                f"N, torque {np.round(w[3:], 3).tolist()} N·m (world axes)",
+                throttle_duration_sec=0.5)
+        elif before:
+            self.get_logger().info(f"applied wrench at '{before}' cleared")
 
     def _add_contact(self, spec, model: RobotModel, p: dict) -> tuple[str, str]:
         """A sphere on ``contact_link`` and a fixed box: the only collision pair."""
@@ -432,6 +456,7 @@ class MujocoSim(Node):
         if self.braked:
             self.d.time += self.timestep  # brakes on: time passes, the robot does not move
             return
+        self.applied.apply(self.d)
         self.mj.mj_step(self.m, self.d)
 
 

@@ -32,7 +32,7 @@ from ..bringup import CONTROLLER, NodeLaunch, node_environment, start_node, stop
 from ..jacobians import JacobianWorkspace
 
 __all__ = ["ScenarioRun", "demo_domain", "circle_path", "frame_positions", "reference_at",
-           "stamp_seconds",
+           "stamp_seconds", "stream_path", "position_reference",
            "command_rate", "joint_positions", "pyplot", "write_summary"]
 
 REFERENCE_TOPIC = f"/{CONTROLLER}/pose_reference"
@@ -72,6 +72,50 @@ def circle_path(start: np.ndarray, radius: float, normal: np.ndarray, first: np.
         return center + radius * (np.cos(angle) * e1 + np.sin(angle) * e2)
 
     return p
+
+
+def position_reference(position: np.ndarray, stamp: float):
+    """A ~/pose_reference message (geometry_msgs/PoseStamped): ``position``, identity
+    orientation (a position task ignores it), stamped ``stamp`` s (simulated time)."""
+    from geometry_msgs.msg import PoseStamped
+
+    msg = PoseStamped()
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(max(round(stamp * 1e9), 0),
+                                                            1_000_000_000)
+    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = map(float, position)
+    msg.pose.orientation.w = 1.0
+    return msg
+
+
+def stream_path(path: Callable[[float], np.ndarray], seconds: float,
+                sim_time: Callable[[], float], publish: Callable[[np.ndarray], None],
+                spin: Callable[[], None], events: dict[float, Callable[[], None]] | None = None,
+                progress: Callable[[float], None] | None = None) -> float:
+    """Publish ``path(t)`` (``publish``) at 100 Hz of simulated time for ``seconds`` of it:
+    ``sim_time()`` is the latest /clock (s), ``spin()`` serves callbacks for a moment;
+    ``events``: {t: action} run once when the path's time t is passed; ``progress(t)`` every
+    simulated second. The path's clock follows simulated time in steps of at most 20 ms: a
+    stalled runner pauses the path instead of making the reference jump along it. Returns the
+    simulated time at which the path started."""
+    last_sim = sim_time()
+    start = last_sim
+    pending = dict(sorted((events or {}).items()))
+    next_report, sent, elapsed = 1.0, -1.0, 0.0
+    while elapsed < seconds:
+        now = sim_time()
+        elapsed += min(max(now - last_sim, 0.0), 0.02)
+        last_sim = now
+        if elapsed >= sent + 0.01:
+            publish(path(elapsed))
+            sent = elapsed
+        for at in [a for a in pending if a <= elapsed]:
+            pending.pop(at)()
+        spin()
+        if elapsed >= next_report:
+            next_report += 1.0
+            if progress is not None:
+                progress(elapsed)
+    return start
 
 
 def _receive_clock() -> Callable[[], int]:
@@ -133,7 +177,6 @@ class ScenarioRun:
         self.path_wall_start = 0.0  # s, monotonic: when stream_path started (see there)
         self.node.create_subscription(Clock, "/clock", self._on_clock, 10)
         self.reference_pub = self.node.create_publisher(PoseStamped, REFERENCE_TOPIC, 10)
-        self._pose = PoseStamped
 
     def _on_clock(self, msg) -> None:
         self.sim_time = msg.clock.sec + 1e-9 * msg.clock.nanosec
@@ -175,12 +218,7 @@ class ScenarioRun:
 
     def publish_position(self, position: np.ndarray) -> None:
         """``position`` to ~/pose_reference, stamped with the latest /clock (simulated time)."""
-        msg = self._pose()
-        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(
-            max(round(self.sim_time * 1e9), 0), 1_000_000_000)
-        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = map(float, position)
-        msg.pose.orientation.w = 1.0
-        self.reference_pub.publish(msg)
+        self.reference_pub.publish(position_reference(position, self.sim_time))
 
     def set_parameters(self, node: str, values: dict, timeout: float = 10.0,
                        check: bool = True) -> bool:
@@ -201,33 +239,23 @@ class ScenarioRun:
 
     def stream_path(self, path: Callable[[float], np.ndarray], seconds: float, tag: str,
                     events: dict[float, Callable[[], None]] | None = None) -> float:
-        """Publish ``path(t)`` at 100 Hz of simulated time for ``seconds`` of it (progress
-        every simulated second); ``events``: {t: action} run once when the path's time t is
-        passed. Returns the simulated time (s, /clock) at which the path started;
-        ``path_wall_start`` is its wall time (monotonic s, the recorder's receive clock)."""
+        """``stream_path`` (below) on this run's /clock and ~/pose_reference, progress every
+        simulated second; ``path_wall_start`` is its wall time (monotonic s, the recorder's
+        receive clock). Returns the simulated time (s, /clock) at which the path started."""
         self.wait_for(lambda: self.sim_time >= 0.0, 60.0, "no /clock from the simulator")
-        t0, last_sim = time.monotonic(), self.sim_time
-        self.path_wall_start, start = t0, last_sim
-        pending = dict(sorted((events or {}).items()))
-        next_report, sent, elapsed = 1.0, -1.0, 0.0
-        while elapsed < seconds:
-            # the path's clock follows simulated time in steps of at most 20 ms: a stalled
-            # runner pauses the path instead of making the reference jump along it
-            now = self.sim_time
-            elapsed += min(max(now - last_sim, 0.0), 0.02)
-            last_sim = now
-            if elapsed >= sent + 0.01:
-                self.publish_position(path(elapsed))
-                sent = elapsed
-            for at in [a for a in pending if a <= elapsed]:
-                pending.pop(at)()
+        t0 = time.monotonic()
+        self.path_wall_start = t0
+
+        def spin() -> None:
             self.spin(0.002)
             self.check_alive()
-            if elapsed >= next_report:
-                next_report += 1.0
-                self.log(f"[{tag}]   t = {elapsed:4.1f} s simulated ({time.monotonic() - t0:4.1f} "
-                         f"s wall), states {self.recorder.counts()['/joint_states']}")
-        return start
+
+        def progress(elapsed: float) -> None:
+            self.log(f"[{tag}]   t = {elapsed:4.1f} s simulated ({time.monotonic() - t0:4.1f} "
+                     f"s wall), states {self.recorder.counts()['/joint_states']}")
+
+        return stream_path(path, seconds, lambda: self.sim_time, self.publish_position, spin,
+                           events, progress)
 
     def close(self) -> None:
         try:

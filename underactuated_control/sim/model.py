@@ -126,3 +126,66 @@ def build_plant(urdf: str, model: RobotModel | None = None, motors: Sequence[str
     motors = list(model.active_joints) if motors is None else list(motors)
     joints = [model.joint_names[k] for k in range(model.nb) if model.nv_joint[k] == 1]
     return Plant.compile(mujoco_spec(urdf, model, motors, **spec_args), joints, motors)
+
+
+class AppliedWrench:
+    """An external wrench on one body of a compiled MuJoCo model ``m`` (built by ``mujoco_spec``
+    from ``model``, whose body names it keeps), given at a frame of ``model``:
+    force f and torque m about the frame's origin p_o, both in world axes, held until replaced.
+
+    MuJoCo's ``xfrc_applied`` acts at the body's centre of mass p_c, so the torque is carried
+    there: m_c = m + (p_o − p_c) × f (the moment of f, applied at p_o, about p_c), with p_o and
+    p_c at the configuration of the step about to be taken (``mj_kinematics`` first: the
+    positions MuJoCo keeps after a step are those of the state before it)."""
+
+    def __init__(self, m, model: RobotModel) -> None:
+        import mujoco
+
+        self.mj, self.m, self.model = mujoco, m, model
+        self.body = -1  # MuJoCo body receiving the wrench (-1: none)
+        self.offset = np.zeros(3)  # frame origin in the body's coordinates
+        self.wrench = np.zeros(6)  # [f; m] at the frame's origin, world axes
+        self.frame = ""
+
+    def set(self, frame: str, wrench: np.ndarray, d) -> None:
+        """Apply ``wrench`` at ``frame`` from the next step on (replacing the one before); a
+        zero wrench clears it. ``ValueError`` (one line) for a non-finite wrench or a frame
+        that is not in the model or does not move; the wrench before is then kept."""
+        wrench = np.asarray(wrench, dtype=float)
+        if not np.all(np.isfinite(wrench)):
+            raise ValueError(f"non-finite wrench at '{frame}'")
+        if not np.any(wrench):
+            self.clear(d)
+            return
+        if not frame:
+            raise ValueError("header.frame_id is empty: name the link (or frame) to push")
+        try:
+            f = self.model.frame(frame)
+        except ValueError:
+            raise ValueError(f"header.frame_id '{frame}' is not a link or frame of "
+                             f"'{self.model.name}'") from None
+        if f.body < 0:
+            raise ValueError(f"header.frame_id '{frame}' is fixed to the root link: nothing "
+                             "moves it")
+        self.clear(d)
+        self.body = self.m.body(self.model.body_names[f.body]).id
+        self.offset = np.array(f.translation, dtype=float)
+        self.wrench, self.frame = wrench.copy(), frame
+
+    def clear(self, d) -> None:
+        if self.body >= 0:
+            d.xfrc_applied[self.body] = 0.0
+        self.body, self.frame = -1, ""
+        self.wrench = np.zeros(6)
+
+    def apply(self, d) -> None:
+        """Write ``xfrc_applied`` for the step about to be taken."""
+        if self.body < 0:
+            return
+        self.mj.mj_kinematics(self.m, d)
+        b = self.body
+        origin = d.xpos[b] + d.xmat[b].reshape(3, 3) @ self.offset
+        f = self.wrench[:3]
+        d.xfrc_applied[b, :3] = f
+        d.xfrc_applied[b, 3:] = self.wrench[3:] + np.cross(origin - d.xipos[b], f)
+
