@@ -319,3 +319,18 @@ def test_space_scenario_holds_the_bus_attitude(tmp_path, domain):
     assert max(rms.values()) < 5.0
     assert summary["runs"]["momentum"]["estimate_attitude_error_max_deg"] < 0.1
     assert summary["success"]
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"radius": 0.0}, "radius must be > 0 m, got 0.0"),
+    ({"radius": float("nan")}, "radius must be > 0 m, got nan"),
+    ({"runs": ("held", "nope")}, "space run must be one of ['held', 'momentum', 'naive'], got "
+                                 "'nope'"),
+])
+def test_space_scenario_bad_input_is_one_line(tmp_path, kwargs, message):
+    """run_space refuses a bad radius or run name before it starts any process."""
+    from underactuated_control.scenarios.space import run_space
+
+    with pytest.raises(ValueError) as err:
+        run_space(tmp_path, None, 1, log=lambda s: None, **kwargs)
+    assert str(err.value) == message

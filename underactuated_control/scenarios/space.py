@@ -12,8 +12,9 @@ with Pinocchio. Importing this module needs no ROS.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -118,19 +119,28 @@ SPACE_RUNS = {  # run -> controller overrides
 
 def run_space(out_dir: Path, duration: float | None, domain: int,
               log: Callable[[str], None] = print, runs: tuple[str, ...] = tuple(SPACE_RUNS),
-              radius: float = 0.05) -> dict:
-    """The ``space`` scenario: one run per entry of ``runs`` (see ``SPACE_RUNS``)."""
+              radius: float = 0.05, overrides: Mapping[str, Any] | None = None) -> dict:
+    """The ``space`` scenario: one run per entry of ``runs`` (see ``SPACE_RUNS``), the hand
+    around a circle of ``radius`` [m] in ``duration`` s (default 8). ``overrides``: controller
+    parameters for every run on top of ``config/space.yaml`` (e.g. ``passive_weight``), each
+    run's own (``SPACE_RUNS``: the naive run's ``passive_weight: 0``) applied after them."""
+    if not (np.isfinite(radius) and radius > 0.0):
+        raise ValueError(f"radius must be > 0 m, got {radius}")
     period = duration or 8.0
     urdf, config = bundled("urdf", "space_arm.urdf"), bundled("config", "space.yaml")
     model = RobotModel.from_urdf(urdf, floating_base=True, gravity=(0.0, 0.0, 0.0))
     frame = "tool"
     results: dict[str, dict] = {}
+    for name in runs:
+        if name not in SPACE_RUNS:
+            raise ValueError(f"space run must be one of {sorted(SPACE_RUNS)}, got '{name}'")
     for k, name in enumerate(runs):
+        params = {**(overrides or {}), **SPACE_RUNS[name]}
         run = ScenarioRun(out_dir, domain, urdf, config, name, log)
         try:
             log(f"[space] run '{name}' ({k + 1}/{len(runs)}): starting mujoco_sim and "
-                f"{CONTROLLER} {SPACE_RUNS[name] or '(config/space.yaml)'} ...")
-            run.start(["mujoco_sim", CONTROLLER], {CONTROLLER: SPACE_RUNS[name]})
+                f"{CONTROLLER} {params or '(config/space.yaml)'} ...")
+            run.start(["mujoco_sim", CONTROLLER], {CONTROLLER: params})
             rec = run.recorder
             run.wait_for(lambda rec=rec: rec.counts()["/odom"] > 0 and
                          rec.counts()[COMMAND_TOPIC] > 5, 120.0, "the controller sent no effort")
@@ -169,7 +179,7 @@ def run_space(out_dir: Path, duration: float | None, domain: int,
                     for n, m in results.items()}
     summary = {"scenario": "space", "urdf": str(urdf), "config": str(config),
                "path": {"shape": "circle", "radius_m": radius, "period_s": period},
-               "runs": summary_runs}
+               "overrides": dict(overrides or {}), "runs": summary_runs}
     if "held" in results and "naive" in results:
         ratio = results["naive"]["base_attitude_drift_max_deg"] / max(
             results["held"]["base_attitude_drift_max_deg"], 1e-9)
