@@ -196,8 +196,9 @@ def test_an_implausible_wrench_is_ignored_and_sane_ones_still_work(ros, launch, 
         "wrench_topic": "/test_wrench"})
     rec = Recorder(ros)
     wrench_pub = ros.node.create_publisher(WrenchStamped, "/test_wrench", 10)
-    assert ros.wait_for(lambda: len(rec.q) > 200 and wrench_pub.get_subscription_count(), 60), \
-        node.log()
+    # the controller commanding (its diagnostics out), not only the simulator's states counted
+    assert ros.wait_for(lambda: len(rec.q) > 200 and wrench_pub.get_subscription_count()
+                        and rec.value("wrench_rejected") is not None, 60), node.log()
     pm = pin.buildModelFromUrdf(str(urdf))
     pd = pm.createData()
 

@@ -158,3 +158,31 @@ def test_a_killed_controller_stops_the_moving_arm_within_the_grace(ros, launch, 
     # machine this process may take them from its queue a second late)
     frozen = np.array([s[2] for s in states if s[1] > stamp_kill + 1.0])
     assert len(frozen) > 100 and np.ptp(frozen, axis=0).max() == 0.0  # brakes on
+
+
+def test_lockstep_pairing_recovers_after_a_late_answer(ros, launch):
+    """Lockstep with a controller (this test) that answers each state in turn, 3 ms after it
+    took it, state n with effort n·1e-3 on joint1, and takes 0.25 s (more than
+    lockstep_timeout) over state LATE: the next wait is for that late answer and the next
+    one, so from then on the effort acting between states n and n+1 (MuJoCo's qfrc_actuator
+    in state n+1) is again the answer to state n. Before, the late answer paired with the next
+    state and every later state with the answer to the state before it."""
+    launch("mujoco_sim", {"urdf_path": str(ARM7), "initial_positions": Q0, "lockstep": True,
+                          "lockstep_timeout": 0.2, "hold_until_first_command": False,
+                          "gravity": [0.0, 0.0, 0.0]})
+    late, efforts = 40, []
+    pub = ros.node.create_publisher(Float64MultiArray, "/effort_controller/commands", 100)
+
+    def on_state(msg: JointState) -> None:  # one state at a time, as the controller node
+        n = len(efforts)
+        efforts.append(msg.effort[0])
+        time.sleep(0.25 if n == late else 0.003)
+        pub.publish(Float64MultiArray(data=[n * 1e-3] + [0.0] * 6))
+
+    ros.node.create_subscription(JointState, "/joint_states", on_state, 100)
+    assert ros.wait_for(lambda: len(efforts) > late + 60, 60)
+    after = np.array(efforts[late + 3:late + 60])
+    paired = np.arange(late + 2, late + 59) * 1e-3  # the answer to the state before each
+    print(f"\n[sim] after the late answer: {np.sum(np.isclose(after, paired, atol=1e-9))} of "
+          f"{after.size} states paired with the answer to the state before them")
+    np.testing.assert_allclose(after, paired, atol=1e-9)

@@ -24,11 +24,18 @@ q_rest)) as feed-forward:
   feedback of the measured velocity through the steep smooth sign (on a light joint, f_c/v_s
   on a sampled velocity is a negative damping the loop cannot carry). The task law gives the
   joint velocity its PD drives the frame toward, (S J_G)⁺ S (v_ref + (kp/kd) e) (resolved
-  rate). A law without a joint-space intent (operational_space) gives none: w = α v, α =
-  min(1, |v|/v_s) — the friction that opposes the actual motion beyond v_s, and a zero slope
-  at v = 0, so the dry friction that holds a resting joint is not turned into a negative
+  rate); the operational-space law the same through a damped J⁺ of its motion rows plus its
+  posture's (kp₀/kd₀)(q₀ − q) in the null space. A law without an intent gives none: w = α v,
+  α = min(1, |v|/v_s) — the friction that opposes the actual motion beyond v_s, and a zero
+  slope at v = 0, so the dry friction that holds a resting joint is not turned into a negative
   damping (near v_s the slope is still f_c/v_s: on xarm7's light wrist that kicked the task
-  law's self-motion 1.9 rad away before the task law gave its intent);
+  law's self-motion 1.9 rad away before the task law gave its intent, and with the command one
+  cycle late it drove the operational-space law's joint7 to 7 rad/s);
+- the viscous part feeds the measured velocity back: with the command k cycles late, a joint
+  whose damping time constant I/d is far below the period (xarm7's wrist) sees d v(t) against
+  d v(t − k h), a marginally stable loop (xarm7 held in operational space, one step late:
+  joint7's speed grows 0.003 → 0.17 rad/s over 3 s). On such a robot with a late command,
+  ``damping_compensation_scale`` < 1 keeps part of the joint's own damping;
 - (laws with a joint intent; operational_space's command goes through on v and w = α v)
   a joint the command slows down where a safety bound bit, or beyond its speed bound
   (``SafetyLayer.braked``), gets no Coulomb part: its friction helps the braking. Compensated,

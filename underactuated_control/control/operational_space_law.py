@@ -35,7 +35,7 @@ from ..so3 import rotation_error
 from .law import ControlLaw, LawOutput
 from .limits import PoseSetpointFollower, ReachCheck
 from .task_law import TaskLaw
-from .task_space import TaskReference
+from .task_space import TaskReference, _damped_solve, _ratio
 
 __all__ = ["OperationalSpaceLaw"]
 
@@ -44,6 +44,7 @@ _SHARED = ("task_kp_position", "task_kd_position", "task_kp_orientation", "task_
            "task_max_speed", "task_max_acceleration", "task_max_angular_speed",
            "task_max_angular_acceleration")
 _MAX_STEP = 0.1  # s
+_INTENT_EPS, _INTENT_DAMPING = 1e-2, 5e-2  # the task law's singular_threshold, max_damping
 
 
 def _unit_flags(value: list[float], model: RobotModel | None) -> None:
@@ -176,15 +177,22 @@ class OperationalSpaceLaw(ControlLaw):
                 tau0[m.active_dofs], task)
         J_G = J_D = None
         qdd_passive = np.zeros(m.n_passive)
-        if with_jacobians:
+        if with_jacobians or m.n_passive:
             J_G, J_D = self.workspace.generalized(self.frame, q)
+        intended = self._intended_velocity(q, J[self.rows][:, m.active_dofs] if J_G is None
+                                           else J_G[self.rows], error[self.rows],
+                                           v_sp[self.rows])
+        if with_jacobians:
             if m.n_passive:  # the passive joints' response to this command (forward dynamics)
                 tau = np.zeros(m.nv)
                 tau[m.active_dofs] = tau_active
                 tau[m.passive_dofs] = tau_p
                 qdd_passive = self._forward(q, v, tau)[m.passive_dofs]
+        if not with_jacobians:
+            J_G = J_D = None
         return LawOutput(np.asarray(tau_active, float), qdd_passive, J_G, J_D,
-                         task_inertia_inverse=osp.Lambda_inv_full, task_point=position)
+                         task_inertia_inverse=osp.Lambda_inv_full, task_point=position,
+                         intended_velocity=intended)
 
     # -- pieces ---------------------------------------------------------------------------
     def gains_full(self, error: np.ndarray) -> np.ndarray:
@@ -207,6 +215,24 @@ class OperationalSpaceLaw(ControlLaw):
                    * (self.force_target - measured[self.rows]))
         f_force = f_force - Lam @ (self.force_kd * twist[self.rows] * omega_bar)
         return Lam @ ((1.0 - omega_bar) * f_star) + omega_bar * f_force + mu + p
+
+    def _intended_velocity(self, q: np.ndarray, J_a: np.ndarray, error: np.ndarray,
+                           v_sp: np.ndarray) -> np.ndarray:
+        """w: the active joints' velocity this law drives toward, the sign of the friction
+        stage's Coulomb part (friction.py): the motion rows' PD target twist v_sp + (kp/kd) e
+        (none on force rows) through a damped J_a⁺ (J_G's rows with passive joints), plus the
+        posture's (kp₀/kd₀)(q₀ − q) in J_a's null space (resolved rate, as the task law's
+        intent). Without it the stage follows the measured velocity: a command one cycle late
+        made that a push along the motion on xarm7's light wrist (joint7 to 7 rad/s)."""
+        kd = np.where(self.damping > 0.0, self.damping, 1.0)
+        x_w = (1.0 - self.force_select) * (v_sp + np.where(self.damping > 0.0,
+                                                           self.gains / kd, 0.0) * error)
+        w, N, _, _ = _damped_solve(J_a, x_w, _INTENT_EPS, _INTENT_DAMPING)
+        kp0, kd0 = self.posture_gains
+        pull = _ratio(kp0, kd0) * (self.posture - q[self._q_joints])  # per 1-DOF joint
+        if pull.size == self.model.nv:  # (a floating base's self-motion: no posture intent)
+            w += N @ pull[self.model.active_dofs]
+        return w
 
     def _posture_torque(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Γ₀ = A (kp₀ (q₀ − q) − kd₀ q̇) + b + g: the posture's joint-space law with the full

@@ -168,7 +168,9 @@ PARAMETERS = table(
                   "loaded the machine (simulated time may fall behind wall time)",
                   read_only=True),
     ParameterSpec("lockstep_timeout", 0.05, "lockstep: longest wait for a command, then the "
-                  "held command acts", unit="s", low=1e-3, high=10.0, read_only=True),
+                  "held command acts (the next wait is also for the late answer, so the "
+                  "pairing of states and commands recovers)", unit="s", low=1e-3, high=10.0,
+                  read_only=True),
     ParameterSpec("hold_until_first_command", True, "keep the robot still (brakes on) until "
                   "the first non-zero effort command arrives", read_only=True),
     ParameterSpec("command_grace", -1.0, "watchdog (not in lockstep): the last effort command "
@@ -473,7 +475,7 @@ def spin_simulation(node: MujocoSim, should_stop: Callable[[], bool] = lambda: F
     period = node.timestep * node.publish_every
     rtf = node.real_time_factor
     next_wall = time.perf_counter()
-    answered = 0
+    answered = owed = 0
     try:
         node.publish_state()
         while rclpy.ok(context=node.context) and not should_stop():
@@ -489,12 +491,18 @@ def spin_simulation(node: MujocoSim, should_stop: Callable[[], bool] = lambda: F
             else:
                 executor.spin_once(timeout_sec=0.0)
             if node.lockstep:  # the answer to the last state, from the first state on (a
-                # command answering an earlier state would pair every later one a state late)
+                # command answering an earlier state would pair every later one a state late:
+                # after a timeout the late answer is still owed, and the wait is for it and the
+                # answer to this state, so one slow cycle does not leave a lasting delay)
                 deadline = time.perf_counter() + node.lockstep_timeout
-                while node.commands_received == answered and time.perf_counter() < deadline:
+                wanted = answered + 1 + owed
+                while node.commands_received < wanted and time.perf_counter() < deadline:
                     executor.spin_once(timeout_sec=0.002)
-                if node.commands_received == answered and answered > 0:
-                    node.lockstep_timeouts += 1  # a late answer will pair with the next state
+                # owed again only when nothing came (a state the controller refused is never
+                # answered: one more short wait, not a slow simulation from then on)
+                owed = int(node.commands_received == answered and answered > 0)
+                if owed:
+                    node.lockstep_timeouts += 1
                     node.get_logger().warning(
                         f"lockstep: no command within lockstep_timeout {node.lockstep_timeout} s "
                         f"({node.lockstep_timeouts} so far); stepping on with the held one",
