@@ -3,7 +3,7 @@ the joint law's default gains: success, final error and velocity peaks, without 
 friction compensation and integral action.
 
     .venv/bin/python bench/bench_trajectory_goals.py [--goals 20] [--seed 0]
-        [--arms xarm7 talos_left_arm] [--configs none feedforward default]
+        [--arms xarm7 talos_left_arm] [--configs none feedforward default] [--latency 0]
 
 Arms (example-robot-data, unmodified): xarm7 (damping 2-10 N·m·s/rad, 1 N·m friction per
 joint) and talos_left_arm (damping 1, friction 1; its gripper joint holds still). Each goal:
@@ -77,6 +77,9 @@ DT = 1e-3
 HOLD_S, TIMES = 0.5, (1.0, 2.0, 3.0)
 GOAL_TOLERANCE, STOPPED_VELOCITY, GOAL_TIME = 5e-3, 0.01, 1.0
 MARGIN, MAX_STEP, SPEED_FRACTION, TORQUE_FRACTION = 0.1, 0.6, 0.4, 0.8
+
+
+LATENCY_STEPS = 0  # physics steps each command is late (--latency; 0: lock-stepped)
 
 
 def default_settings(**overrides: Any) -> dict[str, Any]:
@@ -207,7 +210,7 @@ def run_goal(urdf: str, model: RobotModel, settings: dict[str, Any], start: np.n
 
     # on to goal_time after the last point, whatever the verdict (the error then: settled)
     steps = int(round((HOLD_S + TIMES[-1] + GOAL_TIME) / DT))
-    closed_loop(plant, control, steps, 0)
+    closed_loop(plant, control, steps, LATENCY_STEPS)
     settled = float(np.max(np.abs(points[-1] - plant.state()[0][q_index])))
     if state["verdict"] is None:
         state["verdict"], state["error"] = "NONE", settled
@@ -290,7 +293,7 @@ def run_fast_case(urdf: str, model: RobotModel, settings: dict[str, Any], case: 
                 state["error"] = float(np.max(np.abs(target - qa)))
         return mapper.map(out.tau_active).copy()
 
-    closed_loop(plant, control, steps, 0)
+    closed_loop(plant, control, steps, LATENCY_STEPS)
     settled = float(np.max(np.abs(target - plant.state()[0][q_index])))
     peak = state["peak"]
     return {"case": case, "verdict": state["verdict"] or "-",
@@ -307,9 +310,14 @@ def main() -> None:
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     parser.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE",
                         help="override a setting of every configuration (JSON value)")
+    parser.add_argument("--latency", type=int, default=0, metavar="STEPS",
+                        help="each command acts this many 1 ms steps late (a real robot's "
+                        "cycle; 0: lock-stepped)")
     parser.add_argument("--out", type=Path,
                         default=Path(__file__).parent / "results" / "trajectory_goals.json")
     args = parser.parse_args()
+    global LATENCY_STEPS
+    LATENCY_STEPS = args.latency
     extra = {k: json.loads(v) for k, v in (s.split("=", 1) for s in args.set)}
     rows, runs = [], []
     header = (f"{'arm':16s} {'config':12s} {'succeeded':>9s} {'error max':>10s} "
@@ -357,6 +365,7 @@ def main() -> None:
                       f"{r['peak_joint']}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"goals": args.goals, "seed": args.seed, "extra": extra,
+                                    "latency_steps": args.latency,
                                     "rows": rows, "runs": runs, "xarm7_fast": fast}, indent=2))
     print(f"wrote {args.out}")
 

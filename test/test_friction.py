@@ -145,8 +145,8 @@ def test_viscous_part_over_a_period_gives_the_commanded_acceleration_in_mujoco()
     got = {}
     for period in (h, 0.0):
         shaper = CommandShaper(model, settings(damping_compensation_period=period))
-        out = shaper.apply(q, v, LawOutput(tau.copy(), np.zeros(0),
-                                           intended_velocity=np.zeros(model.n_active)))
+        out = shaper.apply(q, v, LawOutput(tau.copy(), np.zeros(0),  # moving as intended
+                                           intended_velocity=v[model.active_dofs].copy()))
         assert not shaper.safety.overrode
         np.testing.assert_allclose(shaper.safety.acceleration, a, rtol=1e-9, atol=1e-9)
         plant = build_plant(urdf, model, timestep=h, integrator="euler")
@@ -162,7 +162,8 @@ def test_no_coulomb_compensation_on_a_joint_the_command_slows_beyond_its_speed_b
     """A joint beyond its URDF velocity limit that the command (the safety layer) decelerates
     gets no dry-friction compensation: its friction helps the braking (compensated, a light
     joint's friction adds the same again in the direction of motion: over the limit). The
-    other joints keep theirs; the viscous part stays."""
+    other joints keep theirs; the viscous part stays (blended with the intent, which is no
+    motion on the braked joint)."""
     model = RobotModel.from_urdf(XARM7)
     q = 0.5 * (np.asarray(model.position_lower) + np.asarray(model.position_upper))
     limit = np.asarray(model.velocity_limit)[model.active_dofs]
@@ -174,8 +175,10 @@ def test_no_coulomb_compensation_on_a_joint_the_command_slows_beyond_its_speed_b
     out = on.apply(q, v, LawOutput(tau.copy(), np.zeros(0), intended_velocity=w))
     assert on.safety.overrode and on.safety.acceleration[6] < 0.0
     assert list(np.flatnonzero(on.safety.braked(v))) == [6]
+    beta = on.friction.feedback_share[model.active_dofs]  # checked against the loop's roots
+    w_braked = np.where(np.arange(7) == 6, 0.0, w)  # the braked wrist intends no motion
     viscous = np.asarray(model.damping)[model.active_dofs] * (
-        v + 1e-3 * on.safety.acceleration)
+        beta * v + (1.0 - beta) * w_braked + 1e-3 * on.safety.acceleration)
     added = out.tau_active - on.safety._tau_out
     np.testing.assert_allclose(added[6], viscous[6], rtol=1e-12)  # no f_c on the wrist
     np.testing.assert_allclose(added[:6], viscous[:6] + np.tanh(w[:6] / 0.01), rtol=1e-9)
@@ -375,3 +378,63 @@ def test_operational_space_coulomb_part_survives_a_command_one_cycle_late():
     print(f"\n[friction] xarm7 operational space, one step late: joints moved at most "
           f"{max(moved):.2e} rad in 3 s")
     assert max(moved) < 0.01
+
+
+def test_feedback_share_keeps_the_late_velocity_loop_root_within_rho():
+    """β of each xarm7 joint against the roots (numpy) of its one-joint loop with the command a
+    period late, (1 + r) z² − z − r β = 0, r = h d / M_jj (M_jj: Pinocchio's CRBA at the
+    neutral configuration): the oscillating (negative) root within ρ; β < 1 only where the
+    whole measured velocity fed back would put it beyond ρ. (The other root is the joint's
+    velocity decay: 1, none, at β = 1.)"""
+    import pinocchio as pin
+
+    model = RobotModel.from_urdf(XARM7)
+    pm = pin.buildModelFromXML(XARM7)
+    M = pin.crba(pm, pm.createData(), pin.neutral(pm))
+    for rho in (0.5, 0.8):
+        comp = FrictionCompensation(model, settings(damping_feedback_root=rho))
+        for j in range(model.nv):
+            r = 1e-3 * model.damping[j] / M[j, j]
+            beta = comp.feedback_share[j]
+            oscillating = np.roots([1.0 + r, -1.0, -r * beta]).real.min()  # the negative one
+            assert -rho <= oscillating <= 0.0
+            if beta < 1.0:  # and β no smaller than it must be: the whole v would pass ρ
+                assert np.roots([1.0 + r, -1.0, -r]).real.min() < -rho
+    assert FrictionCompensation(model, settings()).feedback_share[6] < 0.5  # the light wrist
+    one = FrictionCompensation(model, settings(damping_feedback_root=1.0)).feedback_share
+    assert np.all(one == 1.0)
+
+
+@pytest.mark.parametrize("mode", ["hold", "task", "operational_space"])
+@pytest.mark.parametrize("late", [1, 2])
+def test_every_mode_holds_xarm7_with_the_command_late(mode, late):
+    """xarm7 as written (1.4e-4 kg·m² wrist, 2 N·m·s/rad, 1 N·m dry friction), held in each
+    mode with every command acting ``late`` physics steps after its state (a real robot's
+    cycle; sim.closed_loop): before the viscous part blended the law's intent in, joint7
+    chattered at 0.8 (hold), 0.6 (task) rad/s one step late, 1.2 rad/s two steps late."""
+    from underactuated_control.control.joint_space import EffortMapper
+    from underactuated_control.control.registry import CONTROL_LAWS
+    from underactuated_control.jacobians import JacobianWorkspace
+    from underactuated_control.sim import build_plant, closed_loop
+
+    model = RobotModel.from_urdf(XARM7)
+    s = settings(os_task="position")
+    ws = JacobianWorkspace(model)
+    law = CONTROL_LAWS[mode](model, s, "link_eef", ws)
+    shaper = CommandShaper(model, s, ws)
+    mapper = EffortMapper(model, list(model.joint_names), 1.0)
+    plant = build_plant(XARM7, model, timestep=1e-3)
+    plant.set_state(XARM7_Q0, np.zeros(7))
+    ref = law.hold_reference(XARM7_Q0)
+    moved, speed = [], []
+
+    def control(k: int, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        out = shaper.apply(q, v, law.compute(q, v, ref, k * 1e-3, False))
+        moved.append(np.abs(q - XARM7_Q0).max())
+        speed.append(np.abs(v).max())
+        return plant.clip(mapper.map(out.tau_active).copy())
+
+    closed_loop(plant, control, 3000, latency_steps=late)
+    print(f"\n[friction] xarm7 {mode}, {late} step(s) late: moved {max(moved):.1e} rad, last "
+          f"second's speed {max(speed[2000:]):.1e} rad/s")
+    assert max(moved) < 1e-3 and max(speed[2000:]) < 0.01

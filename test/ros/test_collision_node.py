@@ -111,7 +111,10 @@ def test_collision_detected_within_20_ms_and_the_reaction_limits_the_contact_for
     print("\n[collision] " + "\n[collision] ".join(rows))
     for reaction, run in runs.items():
         assert 0.0 <= run["delay"] <= 0.020, reaction
-        assert "joint1" in run["events"][0].name
+        # the joints whose axes the push on the hand loads: joint1 (swung) and joint3 (0.3 rad
+        # from vertical at Q0), within a step of each other (which crosses 5 N·m first varies
+        # with where on the clock the trajectory starts; joint1 in most runs)
+        assert run["events"][0].name and set(run["events"][0].name) <= {"joint1", "joint3"}
         assert all(abs(t) > THRESHOLD for t in run["events"][0].effort)
         assert "collision at t = " in run["log"]
     stop, none, comply = runs["stop"], runs["none"], runs["comply"]

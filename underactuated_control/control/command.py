@@ -52,7 +52,7 @@ class CommandShaper:
             reserve = partial(friction.compensation, q, v, out.intended_velocity)
         safety.apply(q, v, out, reserve)
         if safety.acceleration is None or out.intended_velocity is None:
-            # no joint-space intent (operational_space): the viscous part on v, as measured
+            # no intent (a law that gives none): the viscous part on v, as measured
             friction.apply(q, v, out)
         else:
             friction.apply(q, v, out, safety.acceleration, safety.braked(v))

@@ -31,12 +31,17 @@ q_rest)) as feed-forward:
   damping (near v_s the slope is still f_c/v_s: on xarm7's light wrist that kicked the task
   law's self-motion 1.9 rad away before the task law gave its intent, and with the command one
   cycle late it drove the operational-space law's joint7 to 7 rad/s);
-- the viscous part feeds the measured velocity back: with the command k cycles late, a joint
-  whose damping time constant I/d is far below the period (xarm7's wrist) sees d v(t) against
-  d v(t − k h), a marginally stable loop (xarm7 held in operational space, one step late:
-  joint7's speed grows 0.003 → 0.17 rad/s over 3 s). On such a robot with a late command,
-  ``damping_compensation_scale`` < 1 keeps part of the joint's own damping;
-- (laws with a joint intent; operational_space's command goes through on v and w = α v)
+- with a law's intent the viscous part's velocity is β v + (1 − β) w (+ h a): fed back on the
+  measured velocity alone, with the command a period late, a joint whose damping time
+  constant M_jj/d is far below the period sees d v(t) against d v(t − h), a loop whose
+  oscillating root is −r/(1 + r), r = h d / M_jj (−0.93 on xarm7's wrist, r = 14: held in
+  `hold`, one step late, joint7 chattered at 0.8 rad/s; two steps, 1.2 rad/s). β =
+  min(1, ρ (1 + ρ (1 + r))/r) keeps that root within ρ (``damping_feedback_root``, 0.5: β =
+  0.30 on xarm7's wrist, 1 on its other joints); at v = w it is the full d v, and the rest of
+  the joint's own damping pulls toward w, where the law's damping pulls (w clipped to the
+  URDF velocity limit there: a reference jump's intent, kp/kd × the jump, is no speed to
+  drive a joint to; unclipped, xarm7's wrist reached 1.9× its limit on the reversing step);
+- (laws with an intent)
   a joint the command slows down where a safety bound bit, or beyond its speed bound
   (``SafetyLayer.braked``), gets no Coulomb part: its friction helps the braking. Compensated,
   a light joint moving against the law's intent (a reversing step reference) or braked by the
@@ -81,6 +86,12 @@ class FrictionCompensation:
                       "the command drives the joint to one period later, v + h a (a: the "
                       "accelerations the command implies, from the safety layer's forward "
                       "dynamics); 0: at the measured velocity v", unit="s", low=0.0, high=0.1),
+        ParameterSpec("damping_feedback_root", 0.5, "with a law's intended velocity w, the "
+                      "viscous part is compensated at β v + (1 − β) w (+ h a), β = min(1, ρ (1 + "
+                      "ρ (1 + r))/r), r = h d / M_jj: with the command one period late the "
+                      "joint's velocity loop keeps its oscillating root within ρ (a joint damped "
+                      "faster than a period, xarm7's wrist: β 0.30); 1: β = 1, all on the "
+                      "measured velocity", unit="1", low=0.0, high=1.0),
         ParameterSpec("friction_smoothing_velocity", 0.01, "velocity v_s of the compensation's "
                       "smooth sign tanh(w / v_s) of the Coulomb friction", unit="rad/s or m/s",
                       low=1e-5, high=1.0),
@@ -109,6 +120,13 @@ class FrictionCompensation:
                 damping=s_d * float(model.damping[dof]), coulomb=s_f * float(model.friction[dof]),
                 coulomb_velocity_scale=v_s)
         self.forces = PassiveForceModel(model, overrides)
+        rho = float(settings.get("damping_feedback_root", 0.5))
+        if not (np.isfinite(rho) and 0.0 <= rho <= 1.0):
+            raise ValueError(f"damping_feedback_root must be within [0, 1], got {rho}")
+        self.feedback_share = self._feedback_share(model, s_d * model.damping, h, rho)
+        self._speed = np.where(np.isfinite(model.velocity_limit) & (model.velocity_limit > 0),
+                               model.velocity_limit, np.inf)
+        self._w_viscous = np.zeros(model.nv)
         # nothing to add where the URDF gives no <dynamics> on an active joint
         self.enabled &= bool(np.any(model.damping[self._active] * s_d > 0.0)
                              or np.any(model.friction[self._active] * s_f > 0.0))
@@ -119,6 +137,24 @@ class FrictionCompensation:
         self._v_s = v_s
         self._tau = np.zeros(len(self._active))
         self.torque = np.zeros(len(self._active))  # the last compensation added [N·m or N]
+
+    @staticmethod
+    def _feedback_share(model: RobotModel, damping: np.ndarray, h: float,
+                        rho: float) -> np.ndarray:
+        """β per DOF: the share of the viscous compensation on the measured velocity. One
+        joint, implicit damping (as MuJoCo and a stiff gearbox), the compensation s d v a step
+        late: (1 + r) z² − z − r β = 0, r = h d / M_jj; its negative root (−r/(1 + r) at β = 1:
+        −0.93 on xarm7's wrist, the command chatters) is −ρ at β = ρ (1 + ρ (1 + r))/r, and
+        nearer 0 below. M_jj of the mass matrix at the neutral configuration."""
+        beta = np.ones(model.nv)
+        if rho >= 1.0 or h <= 0.0 or not np.any(damping > 0.0):
+            return beta
+        from ..dynamics import mass_matrix
+
+        inertia = np.diag(mass_matrix(model, model.neutral_configuration()))
+        r = h * damping / np.maximum(inertia, 1e-12)
+        np.minimum(beta, rho * (1.0 + rho * (1.0 + r)) / np.maximum(r, 1e-300), out=beta)
+        return beta
 
     def compensation(self, q: np.ndarray, v: np.ndarray,
                      intended_velocity: np.ndarray | None = None,
@@ -137,10 +173,13 @@ class FrictionCompensation:
             w[self._active] = intended_velocity
         if braked is not None:
             w[self._active[braked]] = 0.0
-        viscous = v
+        viscous = self._v
+        viscous[:] = v
+        if intended_velocity is not None:  # β v + (1 − β) w: the part a late command can carry
+            viscous *= self.feedback_share  # (w within the velocity limits: a far reference's
+            np.clip(w, -self._speed, self._speed, out=self._w_viscous)  # intent is not a speed)
+            viscous += (1.0 - self.feedback_share) * self._w_viscous
         if acceleration is not None and self.period > 0.0:
-            viscous = self._v
-            viscous[:] = v
             viscous[self._active] += self.period * np.asarray(acceleration)
         np.negative(self.forces.all_joints(q, viscous, self._w)[self._active], out=self.torque)
         return self.torque
