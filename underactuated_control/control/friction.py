@@ -123,7 +123,8 @@ class FrictionCompensation:
         rho = float(settings.get("damping_feedback_root", 0.5))
         if not (np.isfinite(rho) and 0.0 <= rho <= 1.0):
             raise ValueError(f"damping_feedback_root must be within [0, 1], got {rho}")
-        self.feedback_share = self._feedback_share(model, s_d * model.damping, h, rho)
+        self._share_inputs = (s_d * model.damping, h, rho)
+        self._feedback_share: np.ndarray | None = None  # on first use (feedback_share)
         self._speed = np.where(np.isfinite(model.velocity_limit) & (model.velocity_limit > 0),
                                model.velocity_limit, np.inf)
         self._w_viscous = np.zeros(model.nv)
@@ -138,23 +139,33 @@ class FrictionCompensation:
         self._tau = np.zeros(len(self._active))
         self.torque = np.zeros(len(self._active))  # the last compensation added [N·m or N]
 
-    @staticmethod
-    def _feedback_share(model: RobotModel, damping: np.ndarray, h: float,
-                        rho: float) -> np.ndarray:
+    @property
+    def feedback_share(self) -> np.ndarray:
         """β per DOF: the share of the viscous compensation on the measured velocity. One
         joint, implicit damping (as MuJoCo and a stiff gearbox), the compensation s d v a step
         late: (1 + r) z² − z − r β = 0, r = h d / M_jj; its negative root (−r/(1 + r) at β = 1:
         −0.93 on xarm7's wrist, the command chatters) is −ρ at β = ρ (1 + ρ (1 + r))/r, and
-        nearer 0 below. M_jj of the mass matrix at the neutral configuration."""
-        beta = np.ones(model.nv)
-        if rho >= 1.0 or h <= 0.0 or not np.any(damping > 0.0):
-            return beta
-        from ..dynamics import mass_matrix
+        nearer 0 below. M_jj at the neutral configuration, from the recursion the controller
+        runs anyway (τ(e_j) − τ(0)), on the first use: no kernel of its own to compile at
+        start-up (the mass matrix's cost a fresh first launch 10 s)."""
+        if self._feedback_share is None:
+            damping, h, rho = self._share_inputs
+            beta = np.ones(self.model.nv)
+            damped = np.flatnonzero(damping > 0.0)
+            if rho < 1.0 and h > 0.0 and damped.size:
+                from ..dynamics import inverse_dynamics
 
-        inertia = np.diag(mass_matrix(model, model.neutral_configuration()))
-        r = h * damping / np.maximum(inertia, 1e-12)
-        np.minimum(beta, rho * (1.0 + rho * (1.0 + r)) / np.maximum(r, 1e-300), out=beta)
-        return beta
+                m, q = self.model, self.model.neutral_configuration()
+                zero = np.zeros(m.nv)
+                bias = inverse_dynamics(m, q, zero, zero)
+                for j in damped:
+                    zero[j] = 1.0
+                    inertia = inverse_dynamics(m, q, np.zeros(m.nv), zero)[j] - bias[j]
+                    zero[j] = 0.0
+                    r = h * damping[j] / max(inertia, 1e-12)
+                    beta[j] = min(1.0, rho * (1.0 + rho * (1.0 + r)) / r)
+            self._feedback_share = beta
+        return self._feedback_share
 
     def compensation(self, q: np.ndarray, v: np.ndarray,
                      intended_velocity: np.ndarray | None = None,
