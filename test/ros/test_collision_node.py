@@ -131,7 +131,8 @@ def test_collision_detected_within_20_ms_and_the_reaction_limits_the_contact_for
     first = events["stop"][0]
     assert first.level == DiagnosticStatus.ERROR
     values = {kv.key: kv.value for kv in first.values}
-    assert "joint1" in values["joints"] and values["reaction"] == "stop"
+    assert all(n in values["joints"] for n in stop["events"][0].name)  # the event's joints
+    assert values["reaction"] == "stop"
     assert abs(float(values["time"]) - _stamp(stop["events"][0])) < 1e-6
     assert "collision latched (stop)" in stop["diags"][-1].message
     assert "collision cleared" in stop["cleared"]
