@@ -176,18 +176,16 @@ class OperationalSpaceLaw(ControlLaw):
             tau_active = osp.generalized_torque(F) + osp.generalized_null_space_torque(
                 tau0[m.active_dofs], task)
         J_G = J_D = None
-        qdd_passive = np.zeros(m.n_passive)
-        if with_jacobians or m.n_passive:
+        if with_jacobians or m.n_passive:  # J_G: the frame's map from the active joints
             J_G, J_D = self.workspace.generalized(self.frame, q)
-        intended = self._intended_velocity(q, J[self.rows][:, m.active_dofs] if J_G is None
-                                           else J_G[self.rows], error[self.rows],
-                                           v_sp[self.rows])
-        if with_jacobians:
-            if m.n_passive:  # the passive joints' response to this command (forward dynamics)
-                tau = np.zeros(m.nv)
-                tau[m.active_dofs] = tau_active
-                tau[m.passive_dofs] = tau_p
-                qdd_passive = self._forward(q, v, tau)[m.passive_dofs]
+        J_a = J[:, m.active_dofs] if J_G is None else J_G
+        intended = self._intended_velocity(q, J_a[self.rows], error[self.rows], v_sp[self.rows])
+        qdd_passive = np.zeros(m.n_passive)
+        if with_jacobians and m.n_passive:  # the passive joints' response (forward dynamics)
+            tau = np.zeros(m.nv)
+            tau[m.active_dofs] = tau_active
+            tau[m.passive_dofs] = tau_p
+            qdd_passive = self._forward(q, v, tau)[m.passive_dofs]
         if not with_jacobians:
             J_G = J_D = None
         return LawOutput(np.asarray(tau_active, float), qdd_passive, J_G, J_D,
