@@ -12,7 +12,9 @@ state got one command; a run that lost or gained commands reports its answered f
 latency). Prints p50/p99/p99.9 latency and the fraction answered; the soak prints them per
 minute with the controller's RSS.
 ``--before REV`` runs the controller of git revision REV (a temporary worktree) and of this
-checkout alternately, ``--rounds`` times each. ``--first-launch`` measures instead the seconds
+checkout alternately, ``--rounds`` times each, after starting each once untimed (a new
+worktree's kernel cache is empty); ``--param NAME:=VALUE`` and ``--observer-gain`` set this
+checkout's controller only. ``--first-launch`` measures instead the seconds
 from the controller's process start to its first effort command, states published at 100 Hz
 from the start, on a fresh numba cache (an empty ``NUMBA_CACHE_DIR``) and then warm (that
 cache again), for this checkout and, with ``--before``, REV's, alternately. Writes
@@ -57,8 +59,11 @@ def start_controller(args, package_root: Path | None, limit_s: int,
            "-p", f"passive_joints:={args.passive_joints}",
            "-p", "mode:=joint", "-p", "state_timeout:=1.0",
            "-p", f"publish_jacobians:={args.publish_jacobians}", "--log-level", "warn"]
-    if args.observer_gain is not None:
-        cmd[-2:-2] = ["-p", f"observer_gain:={args.observer_gain}"]
+    if package_root is None:  # this checkout's controller (a --before one keeps its own)
+        if args.observer_gain is not None:
+            cmd[-2:-2] = ["-p", f"observer_gain:={args.observer_gain}"]
+        for assignment in args.param:
+            cmd[-2:-2] = ["-p", assignment]
     return subprocess.Popen(cmd, env=env, cwd=package_root or ROOT)
 
 
@@ -208,7 +213,11 @@ def main() -> int:
     parser.add_argument("--passive-joints", default="[joint2,joint4]",
                         help="the controller's passive_joints ('[\"\"]': none)")
     parser.add_argument("--observer-gain", type=float, default=None,
-                        help="the controller's observer_gain (default: its default, 50; 0: off)")
+                        help="this checkout's controller's observer_gain (default: its default, "
+                        "50; 0: off); a --before revision keeps its own")
+    parser.add_argument("--param", action="append", default=[], metavar="NAME:=VALUE",
+                        help="another parameter of this checkout's controller (repeatable), "
+                        "e.g. safety_limits:=false to time it without a stage")
     parser.add_argument("--out", default=str(ROOT / "bench/results"))
     args = parser.parse_args()
     os.environ["ROS_DOMAIN_ID"] = str(150 + os.getpid() % 50)
@@ -336,6 +345,15 @@ def compare(args, driver: Driver, out: Path) -> int:
                    check=True, capture_output=True)
     runs: dict[str, list[dict]] = {"before": [], "after": []}
     try:
+        for side in ("before", "after"):  # untimed: a new worktree's kernel cache is empty
+            controller = start_controller(args, tmp if side == "before" else None, 330)
+            try:
+                seconds = first_command_after(driver, controller, time.monotonic(), 300.0)
+                print(f"{side}: first command after {seconds:.1f} s (kernels compiled or "
+                      "loaded; not timed)", flush=True)
+            finally:
+                stop(controller)
+            driver.spin(2.0)
         for k in range(args.rounds):
             order = ("before", "after") if k % 2 == 0 else ("after", "before")
             for side in order:

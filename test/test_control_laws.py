@@ -93,6 +93,32 @@ def test_task_law_holds_the_measured_pose_and_publishes_its_cycle_jacobians(stat
     assert_dense_jacobians(out, ref, model, q)
 
 
+def test_task_singular_threshold_sets_where_the_task_solve_is_damped(state):
+    """``task_singular_threshold`` ε and ``task_max_damping`` reach the solve of (6.10): with ε
+    below σ_min(S J_G) (Pinocchio's J_G) the hand's acceleration through Pinocchio's forward
+    dynamics is exactly the commanded one (zero: at rest on the reference, the passive shoulder
+    loaded by gravity); with ε above it the law says 'singular' and the damped solve leaves a
+    residual that grows with λ_max."""
+    q, _ = state
+    model = RobotModel.from_urdf(ARM7, passive_joints=["joint2"])
+    ref = PinRef(model, ARM7)
+    J_G, _ = ref.generalized_jacobians(q, "tool", model.active_dofs, model.passive_dofs)
+    sigma_min = np.linalg.svd(J_G, compute_uv=False)[-1]  # pose task: S = I
+    J = ref.frame_jacobian(q, "tool")
+    residual = {}
+    for eps, lam in ((0.5 * sigma_min, 0.05), (2.0 * sigma_min, 0.05), (2.0 * sigma_min, 0.5)):
+        law = TaskLaw(model, settings(task_kd_position=0.0, task_kd_orientation=0.0,
+                                      task_singular_threshold=eps, task_max_damping=lam),
+                      "tool")
+        out = law.compute(q, np.zeros(7), law.hold_reference(q), 0.0, with_jacobians=False)
+        tau = np.zeros(7)
+        tau[model.active_dofs] = out.tau_active
+        residual[eps, lam] = np.linalg.norm(J @ ref.aba(q, np.zeros(7), tau))
+        assert ("singular" in out.status) == (eps > sigma_min)
+    assert residual[0.5 * sigma_min, 0.05] < 1e-8
+    assert 1e-6 < residual[2.0 * sigma_min, 0.05] < residual[2.0 * sigma_min, 0.5]
+
+
 def test_rebuilt_law_carries_the_joint_reference_by_name(state):
     q, _ = state
     model = RobotModel.from_urdf(ARM7, passive_joints=["joint2"])

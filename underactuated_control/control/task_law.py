@@ -63,6 +63,13 @@ class TaskLaw(ControlLaw):
                       unit="1/s^2", low=0.0, high=1e6),
         ParameterSpec("task_kd_orientation", 20.0, "task damping, orientation", unit="1/s",
                       low=0.0, high=1e4),
+        ParameterSpec("task_singular_threshold", 1e-2, "smallest singular value of the task "
+                      "rows of J_G (S J_G, 6.10) below which the solve is damped; in the rows' "
+                      "units (m/rad, rad/rad): about 2 % of the robot's largest value (a snake "
+                      "of free pins: 1e-3)", unit="m/rad", low=1e-6, high=10.0),
+        ParameterSpec("task_max_damping", 5e-2, "damping λ of that solve at σ_min = 0, "
+                      "λ² = λ_max² (1 − (σ_min/ε)²) below the threshold ε (5 ε by default)",
+                      unit="m/rad", low=0.0, high=50.0),
         ParameterSpec("passive_weight", 0.0, "weight of the rows keeping passive joints still "
                       "(task mode, paper 7.1)", unit="1", low=0.0, high=1e6),
         ParameterSpec("passive_kp", 0.0, "passive-joint stiffness in those rows",
@@ -111,7 +118,9 @@ class TaskLaw(ControlLaw):
             model, frame, task=settings["task"], workspace=self.workspace,
             redundancy=settings["redundancy"],
             held_passive_dofs=[n for n in settings["hold_passive_dofs"] if n],
-            posture_kp=float(settings.get("task_posture_kp", 0.0)), **gains)
+            posture_kp=float(settings.get("task_posture_kp", 0.0)),
+            singular_threshold=float(settings.get("task_singular_threshold", 1e-2)),
+            max_damping=float(settings.get("task_max_damping", 5e-2)), **gains)
         self.follower = PoseSetpointFollower(
             settings["task_max_speed"], settings["task_max_acceleration"],
             settings["task_max_angular_speed"], settings["task_max_angular_acceleration"])
