@@ -281,6 +281,7 @@ class MujocoSim(Node):
         self.commands_received = 0
         self.lockstep_timeouts = 0  # lockstep waits that ended without a command (after the first)
         self.last_command = time.monotonic()
+        self.last_command_simulated = 0.0  # s: MuJoCo's time when it arrived
         self.braked = self.hold_until_first_command
         self.poll: Callable[[], None] | None = None  # serve waiting callbacks (the spin loop)
         self.ramping = False  # the watchdog is ramping the held command down
@@ -317,6 +318,7 @@ class MujocoSim(Node):
         if self.commands_received > 1 and not self.braked:
             self.watchdog.gap(now - self.last_command)
         self.last_command = now
+        self.last_command_simulated = float(self.d.time)
         if self.braked and np.any(data != 0.0):  # a zero command (a controller refusing its
             self.braked = False                   # states) does not release the brakes
             if self.commands_received > 1:
@@ -443,7 +445,9 @@ class MujocoSim(Node):
             self.d.qvel[:] = 0.0
             self.watchdog_stops += 1
             self.get_logger().warning(
-                f"no effort command for {silence * 1e3:.1f} ms > command_timeout "
+                f"no effort command for {silence * 1e3:.1f} ms ("
+                f"{(self.d.time - self.last_command_simulated) * 1e3:.1f} ms simulated: the "
+                "held command acted that long) > command_timeout "
                 f"{self.watchdog.brake_after() * 1e3:.1f} ms (grace "
                 f"{self.watchdog.grace() * 1e3:.1f} ms, ramp {self.watchdog.ramp * 1e3:.1f} ms): "
                 "zero effort, brakes on until commands return")
