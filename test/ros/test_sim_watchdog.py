@@ -142,7 +142,9 @@ def test_a_killed_controller_stops_the_moving_arm_within_the_grace(ros, launch, 
     # can block a publisher ~1 s on a reader SIGKILLed with a full port; the arm does not move
     # meanwhile)
     wall_silence, silence, brake_after, grace, ramp = (float(x) * 1e-3 for x in found.groups())
-    # the brakes: the first state of the frozen end; the last command: silence before it
+    # the brakes: the first state of the frozen end; the last command: silence before it (the
+    # states' stamps are wall-clock here: after a stall of the simulator this lookup lands past
+    # the gap and `held` reads low; `travel`, from the kill on, still bounds the motion)
     stamps = np.array([s[1] for s in states])
     positions = np.array([s[2] for s in states])
     moving = np.flatnonzero(np.abs(positions - positions[-1]).max(axis=1) > 0)

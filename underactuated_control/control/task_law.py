@@ -33,10 +33,12 @@ from .task_space import TASKS, EndEffectorTracker, TaskReference
 
 __all__ = ["TaskLaw"]
 
-_GAINS = {  # parameter -> EndEffectorTracker argument
+_GAINS = {  # parameter -> EndEffectorTracker argument (gains, posture, damped solve)
     "task_kp_position": "kp_position", "task_kd_position": "kd_position",
     "task_kp_orientation": "kp_orientation", "task_kd_orientation": "kd_orientation",
     "passive_weight": "passive_weight", "passive_kp": "passive_kp", "passive_kd": "passive_kd",
+    "task_posture_kp": "posture_kp", "task_singular_threshold": "singular_threshold",
+    "task_max_damping": "max_damping",
 }
 _MAX_STEP = 0.1  # s: a longer gap between states (a stop) restarts the setpoint's motion
 
@@ -117,10 +119,7 @@ class TaskLaw(ControlLaw):
         self.tracker = EndEffectorTracker(
             model, frame, task=settings["task"], workspace=self.workspace,
             redundancy=settings["redundancy"],
-            held_passive_dofs=[n for n in settings["hold_passive_dofs"] if n],
-            posture_kp=float(settings.get("task_posture_kp", 0.0)),
-            singular_threshold=float(settings.get("task_singular_threshold", 1e-2)),
-            max_damping=float(settings.get("task_max_damping", 5e-2)), **gains)
+            held_passive_dofs=[n for n in settings["hold_passive_dofs"] if n], **gains)
         self.follower = PoseSetpointFollower(
             settings["task_max_speed"], settings["task_max_acceleration"],
             settings["task_max_angular_speed"], settings["task_max_angular_acceleration"])
