@@ -4,6 +4,7 @@
     .venv/bin/python bench/bench_node_latency.py --soak-minutes 10        # 1 kHz soak
     .venv/bin/python bench/bench_node_latency.py --before bb89000 --rounds 3   # interleaved
     .venv/bin/python bench/bench_node_latency.py --first-launch [--before REV] [--rounds 1]
+    .venv/bin/python bench/bench_node_latency.py --callback [--before REV] [--rounds 5]
 
 The controller runs in its own process (arm7, joints 2 and 4 passive, joint mode, J_G/J_D
 publication on). This process publishes sensor_msgs/JointState at each rate from a busy-wait
@@ -19,7 +20,13 @@ from the controller's process start to its first effort command, states publishe
 from the start, on a fresh numba cache (an empty ``NUMBA_CACHE_DIR``) and then warm (that
 cache again), for this checkout and, with ``--before``, REV's, alternately. Writes
 bench/results/node_latency.json (or node_soak.json, node_latency_compare.json,
-first_launch.json).
+first_launch.json). ``--pin`` runs this process on CPU 0 and the controller on CPU 1
+(``taskset``). ``--callback`` times instead the controller's ``/joint_states`` callback in
+its own process without DDS in the loop (``--calls`` states handed to it directly; the
+median from entry to the effort command's publish and to the callback's end), per side in a
+fresh process, sides alternating, ``--rounds`` times: it resolves a few microseconds, which the
+round trip over DDS, spread by 10-30 % between rounds on this machine, cannot. Writes
+callback_time.json.
 """
 
 from __future__ import annotations
@@ -54,17 +61,25 @@ def start_controller(args, package_root: Path | None, limit_s: int,
         env["PYTHONPATH"] = str(package_root)
         exe = [sys.executable, "-c", "import sys; from underactuated_control.nodes."
                "hybrid_dynamics_controller import main; sys.exit(main(sys.argv))"]
-    cmd = ["timeout", "-k", "5", str(limit_s), *exe, "--ros-args",
-           "-p", f"urdf_path:={ROOT / 'urdf/arm7.urdf'}",
+    pin = ["taskset", "-c", "1"] if args.pin else []
+    cmd = [*pin, "timeout", "-k", "5", str(limit_s), *exe,
+           *controller_arguments(args, package_root is None)]
+    return subprocess.Popen(cmd, env=env, cwd=package_root or ROOT)
+
+
+def controller_arguments(args, this_checkout: bool) -> list[str]:
+    """The controller's ``--ros-args``; ``--param``/``--observer-gain`` for this checkout's
+    only (a --before revision keeps its own)."""
+    ros = ["--ros-args", "-p", f"urdf_path:={ROOT / 'urdf/arm7.urdf'}",
            "-p", f"passive_joints:={args.passive_joints}",
            "-p", "mode:=joint", "-p", "state_timeout:=1.0",
            "-p", f"publish_jacobians:={args.publish_jacobians}", "--log-level", "warn"]
-    if package_root is None:  # this checkout's controller (a --before one keeps its own)
+    if this_checkout:
         if args.observer_gain is not None:
-            cmd[-2:-2] = ["-p", f"observer_gain:={args.observer_gain}"]
+            ros[-2:-2] = ["-p", f"observer_gain:={args.observer_gain}"]
         for assignment in args.param:
-            cmd[-2:-2] = ["-p", assignment]
-    return subprocess.Popen(cmd, env=env, cwd=package_root or ROOT)
+            ros[-2:-2] = ["-p", assignment]
+    return ros
 
 
 def stop(controller: subprocess.Popen) -> None:
@@ -218,12 +233,25 @@ def main() -> int:
     parser.add_argument("--param", action="append", default=[], metavar="NAME:=VALUE",
                         help="another parameter of this checkout's controller (repeatable), "
                         "e.g. safety_limits:=false to time it without a stage")
+    parser.add_argument("--pin", action="store_true",
+                        help="this process on CPU 0, the controller on CPU 1 (taskset)")
+    parser.add_argument("--callback", action="store_true",
+                        help="time the controller's state callback without DDS (see above)")
+    parser.add_argument("--calls", type=int, default=5000, help="states per --callback round")
+    parser.add_argument("--callback-child", choices=("before", "after"),
+                        help=argparse.SUPPRESS)
     parser.add_argument("--out", default=str(ROOT / "bench/results"))
     args = parser.parse_args()
     os.environ["ROS_DOMAIN_ID"] = str(150 + os.getpid() % 50)
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    if args.callback_child:
+        return callback_child(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.callback:
+        return callback_compare(args, out)
+    if args.pin:
+        os.sched_setaffinity(0, {0})
     driver = Driver()
     try:
         if args.first_launch:
@@ -335,6 +363,118 @@ def first_launch(args, driver: Driver, out: Path) -> int:
         {"before": args.before, "rounds": args.rounds, "runs": runs, "median": median},
         indent=2))
     print(f"wrote {out / 'first_launch.json'}")
+    return 0
+
+
+def callback_child(args) -> int:
+    """``--callback-child SIDE``: build the controller importable in this process (the side's
+    tree first on PYTHONPATH), hand it ``--calls`` states directly, print one JSON line."""
+    import rclpy
+    from sensor_msgs.msg import JointState
+
+    from underactuated_control.nodes.hybrid_dynamics_controller import (
+        HybridDynamicsController,
+    )
+
+    rclpy.init(args=["callback_bench", *controller_arguments(args,
+                                                             args.callback_child == "after")])
+    node = HybridDynamicsController()
+    published: list[float] = []
+    publish = node.command_pub.publish
+
+    def timed_publish(msg) -> None:
+        published.append(time.perf_counter())
+        publish(msg)
+
+    node.command_pub.publish = timed_publish
+
+    def state(k: int) -> JointState:
+        msg = JointState(name=NAMES, position=(Q + 1e-4 * np.sin(k)).tolist(),
+                         velocity=[0.0] * 7)
+        msg.header.stamp = node.get_clock().now().to_msg()
+        return msg
+
+    for k in range(300):  # first calls: caches, allocations
+        node._on_joint_states(state(k))
+    to_command, whole = [], []
+    for k in range(args.calls):
+        msg = state(k)
+        published.clear()
+        start = time.perf_counter()
+        node._on_joint_states(msg)
+        end = time.perf_counter()
+        if len(published) != 1:
+            raise SystemExit(f"state {k}: {len(published)} effort commands, expected 1")
+        to_command.append(published[0] - start)
+        whole.append(end - start)
+    node.destroy_node()
+    rclpy.shutdown()
+    print(json.dumps({"calls": args.calls,
+                      "to_command_p50_us": 1e6 * float(np.median(to_command)),
+                      "callback_p50_us": 1e6 * float(np.median(whole)),
+                      "callback_p99_us": 1e6 * float(np.percentile(whole, 99))}))
+    return 0
+
+
+def callback_compare(args, out: Path) -> int:
+    """The callback's own time (no DDS), each side in a fresh process, sides alternating."""
+    sides: dict[str, Path | None] = {"after": None}
+    tmp = None
+    if args.before:
+        tmp = Path(tempfile.mkdtemp(prefix="callback-before-"))
+        subprocess.run(["git", "worktree", "add", "--detach", str(tmp), args.before], cwd=ROOT,
+                       check=True, capture_output=True)
+        sides = {"before": tmp, "after": None}
+    child = ["--calls", str(args.calls), "--passive-joints", args.passive_joints,
+             "--publish-jacobians", args.publish_jacobians]
+    if args.observer_gain is not None:
+        child += ["--observer-gain", str(args.observer_gain)]
+    for assignment in args.param:
+        child += ["--param", assignment]
+    runs: dict[str, list[dict]] = {side: [] for side in sides}
+    print(f"{'side':>8}{'to command us':>15}{'callback us':>13}{'p99 us':>9}", flush=True)
+    try:
+        for k in range(args.rounds + 1):  # round 0 untimed: a new worktree compiles
+            order = list(sides) if k % 2 == 0 else list(sides)[::-1]
+            for side in order:
+                env = {key: v for key, v in os.environ.items()
+                       if key != "_ROS_WHEELS_BOOTSTRAP_COMPLETE"}
+                if sides[side] is not None:
+                    env["PYTHONPATH"] = str(sides[side])
+                pin = ["taskset", "-c", "1"] if args.pin else []
+                done = subprocess.run([*pin, sys.executable, str(Path(__file__).resolve()),
+                                       "--callback-child", side, *child], env=env,
+                                      cwd=sides[side] or ROOT, capture_output=True, text=True,
+                                      timeout=900)
+                if done.returncode != 0:
+                    raise SystemExit(f"{side}: callback bench failed: "
+                                     f"{(done.stderr or done.stdout).strip()[-400:]}")
+                r = json.loads(done.stdout.strip().splitlines()[-1])
+                label = side if k else f"{side} (untimed)"
+                print(f"{label:>8}{r['to_command_p50_us']:>15.1f}{r['callback_p50_us']:>13.1f}"
+                      f"{r['callback_p99_us']:>9.1f}", flush=True)
+                if k:
+                    runs[side].append(r)
+    finally:
+        if tmp is not None:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tmp)], cwd=ROOT,
+                           capture_output=True)
+    median = {side: {key: float(np.median([r[key] for r in rs])) for key in rs[0]}
+              for side, rs in runs.items()}
+    print(f"\nmedian over {args.rounds} rounds of {args.calls} calls"
+          + (f" ({args.before} = before, this checkout = after)" if args.before else ""))
+    for side, m in median.items():
+        print(f"{side:>8}{m['to_command_p50_us']:>15.1f}{m['callback_p50_us']:>13.1f}"
+              f"{m['callback_p99_us']:>9.1f}")
+    if args.before:
+        b, a = median["before"], median["after"]
+        print(f"{'ratio':>8}{a['to_command_p50_us'] / b['to_command_p50_us']:>15.3f}"
+              f"{a['callback_p50_us'] / b['callback_p50_us']:>13.3f}"
+              f"{a['callback_p99_us'] / b['callback_p99_us']:>9.3f}")
+    (out / "callback_time.json").write_text(json.dumps(
+        {"before": args.before, "rounds": args.rounds, "calls": args.calls, "runs": runs,
+         "median": median}, indent=2))
+    print(f"wrote {out / 'callback_time.json'}")
     return 0
 
 
