@@ -325,15 +325,26 @@ def first_command_after(driver: Driver, controller: subprocess.Popen, started: f
     return time.monotonic() - started - (time.perf_counter_ns() - driver.received[0]) / 1e9
 
 
+def worktree_sides(args, prefix: str) -> tuple[dict[str, Path | None], Path | None]:
+    """The controllers to run: {"before": a temporary worktree of --before's revision, "after":
+    None (this checkout)}, or {"after": None} without --before; and the worktree to remove."""
+    if not args.before:
+        return {"after": None}, None
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    subprocess.run(["git", "worktree", "add", "--detach", str(tmp), args.before], cwd=ROOT,
+                   check=True, capture_output=True)
+    return {"before": tmp, "after": None}, tmp
+
+
+def remove_worktree(tmp: Path | None) -> None:
+    if tmp is not None:
+        subprocess.run(["git", "worktree", "remove", "--force", str(tmp)], cwd=ROOT,
+                       capture_output=True)
+
+
 def first_launch(args, driver: Driver, out: Path) -> int:
     """Process start -> first command, fresh cache then warm, per side, sides alternating."""
-    sides: dict[str, Path | None] = {"after": None}
-    tmp = None
-    if args.before:
-        tmp = Path(tempfile.mkdtemp(prefix="first-launch-before-"))
-        subprocess.run(["git", "worktree", "add", "--detach", str(tmp), args.before], cwd=ROOT,
-                       check=True, capture_output=True)
-        sides = {"before": tmp, "after": None}
+    sides, tmp = worktree_sides(args, "first-launch-before-")
     runs: dict[str, dict[str, list[float]]] = {s: {"fresh": [], "warm": []} for s in sides}
     print(f"{'side':>8}{'cache':>8}{'first command s':>18}", flush=True)
     try:
@@ -352,9 +363,7 @@ def first_launch(args, driver: Driver, out: Path) -> int:
                     print(f"{side:>8}{state:>8}{seconds:>18.2f}", flush=True)
                     driver.spin(2.0)  # the old controller leaves the graph
     finally:
-        if tmp is not None:
-            subprocess.run(["git", "worktree", "remove", "--force", str(tmp)], cwd=ROOT,
-                           capture_output=True)
+        remove_worktree(tmp)
     median = {side: {state: float(np.median(v)) for state, v in r.items()}
               for side, r in runs.items()}
     print(f"\nmedian over {args.rounds} round(s): " + "; ".join(
@@ -418,13 +427,7 @@ def callback_child(args) -> int:
 
 def callback_compare(args, out: Path) -> int:
     """The callback's own time (no DDS), each side in a fresh process, sides alternating."""
-    sides: dict[str, Path | None] = {"after": None}
-    tmp = None
-    if args.before:
-        tmp = Path(tempfile.mkdtemp(prefix="callback-before-"))
-        subprocess.run(["git", "worktree", "add", "--detach", str(tmp), args.before], cwd=ROOT,
-                       check=True, capture_output=True)
-        sides = {"before": tmp, "after": None}
+    sides, tmp = worktree_sides(args, "callback-before-")
     child = ["--calls", str(args.calls), "--passive-joints", args.passive_joints,
              "--publish-jacobians", args.publish_jacobians]
     if args.observer_gain is not None:
@@ -456,9 +459,7 @@ def callback_compare(args, out: Path) -> int:
                 if k:
                     runs[side].append(r)
     finally:
-        if tmp is not None:
-            subprocess.run(["git", "worktree", "remove", "--force", str(tmp)], cwd=ROOT,
-                           capture_output=True)
+        remove_worktree(tmp)
     median = {side: {key: float(np.median([r[key] for r in rs])) for key in rs[0]}
               for side, rs in runs.items()}
     print(f"\nmedian over {args.rounds} rounds of {args.calls} calls"
@@ -480,9 +481,7 @@ def callback_compare(args, out: Path) -> int:
 
 def compare(args, driver: Driver, out: Path) -> int:
     """This checkout's controller and REV's, alternately (the machine is noisy)."""
-    tmp = Path(tempfile.mkdtemp(prefix="latency-before-"))
-    subprocess.run(["git", "worktree", "add", "--detach", str(tmp), args.before], cwd=ROOT,
-                   check=True, capture_output=True)
+    _, tmp = worktree_sides(args, "latency-before-")
     runs: dict[str, list[dict]] = {"before": [], "after": []}
     try:
         for side in ("before", "after"):  # untimed: a new worktree's kernel cache is empty
@@ -511,8 +510,7 @@ def compare(args, driver: Driver, out: Path) -> int:
                     stop(controller)
                 driver.spin(2.0)  # the old controller leaves the graph
     finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(tmp)], cwd=ROOT,
-                       capture_output=True)
+        remove_worktree(tmp)
     print(f"\nmedian over {args.rounds} rounds ({args.before} = before, this checkout = after)")
     print(HEADER)
     summary = {}
