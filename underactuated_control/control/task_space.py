@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -248,13 +248,14 @@ class EndEffectorTracker:
         A = S @ J_G
         b = S @ (a_des - drift_G)
         eps = self.singular_threshold
-        x_task, N_task, task_sigma_min, lam = _damped_solve(A, b, eps, self.max_damping)
         # the velocity the PD drives the frame toward, v_ref + (kp/kd) e, as the joint
-        # velocity that gives it (the joint law's v_ref + kp e / kd, control/friction.py)
+        # velocity that gives it (the joint law's v_ref + kp e / kd, control/friction.py):
+        # solved with the task's accelerations, through the same SVD of S J_G
         v_des = np.concatenate([
             ref.linear_velocity + _ratio(self.kp_position, self.kd_position) * e_pos,
             ref.angular_velocity + _ratio(self.kp_orientation, self.kd_orientation) * e_rot])
-        intended, _, _, _ = _damped_solve(A, S @ v_des, eps, self.max_damping)
+        (x_task, intended), N_task, task_sigma_min, lam = _damped_solve(
+            A, (b, S @ v_des), eps, self.max_damping)
         if A.shape[0] > A.shape[1]:  # more task rows than actuators: the task's rank falls short
             task_sigma_min = 0.0
         qdd_a = x_task
@@ -301,10 +302,13 @@ def _ratio(kp: float, kd: float) -> float:
     return kp / kd if kd > 0.0 else 0.0
 
 
-def _damped_solve(A: np.ndarray, b: np.ndarray, eps: float, max_damping: float,
-                  min_damping: float = 0.0) -> tuple[np.ndarray, np.ndarray, float, float]:
+def _damped_solve(A: np.ndarray, b: np.ndarray | tuple[np.ndarray, ...], eps: float,
+                  max_damping: float, min_damping: float = 0.0
+                  ) -> tuple[Any, np.ndarray, float, float]:
     """Damped least squares x = A^T (A A^T + λ² I)^-1 b through the SVD, with
     λ² = λ_min² + λ_max² (1 - (σ_min/ε)²) below ε (Nakamura; exact above ε when λ_min = 0).
+    ``b``: one right-hand side, or a tuple of them solved with the same SVD and damping (x
+    then a tuple, each as the single solve would give it).
     Returns x, the matching smooth null-space projector I - A^+ A, σ_min and λ."""
     U, sigma, Vt = np.linalg.svd(A, full_matrices=False)
     sigma_min = float(sigma[-1]) if sigma.size else 0.0
@@ -314,6 +318,7 @@ def _damped_solve(A: np.ndarray, b: np.ndarray, eps: float, max_damping: float,
     with np.errstate(divide="ignore", invalid="ignore"):
         gain = np.where(sigma > 1e-12 * max(1.0, sigma.max(initial=0.0)),
                         sigma / (sigma**2 + lam2), 0.0)
-    x = Vt.T @ (gain * (U.T @ b))
+    x = tuple(Vt.T @ (gain * (U.T @ rhs)) for rhs in b) if isinstance(b, tuple) else \
+        Vt.T @ (gain * (U.T @ b))
     N = np.eye(A.shape[1]) - Vt.T @ ((gain * sigma)[:, None] * Vt)
     return x, N, sigma_min, float(np.sqrt(lam2))
