@@ -155,9 +155,9 @@ class OperationalSpaceLaw(ControlLaw):
         twist = J @ v
         position = osp.point
         rotation = (self._frame.rotation @ osp.work.E_world[self._frame.body]).T
-        error = np.r_[sp.position - position, rotation_error(sp.rotation, rotation)]
-        a_sp = np.r_[sp.linear_acceleration, sp.angular_acceleration]
-        v_sp = np.r_[sp.linear_velocity, sp.angular_velocity]
+        error = np.concatenate((sp.position - position, rotation_error(sp.rotation, rotation)))
+        a_sp = np.concatenate((sp.linear_acceleration, sp.angular_acceleration))
+        v_sp = np.concatenate((sp.linear_velocity, sp.angular_velocity))
         f_star = (a_sp + self.damping_full(v_sp - twist) + self.gains_full(error))[self.rows]
         tau_p = self.passive_forces(q, v)
         tau0 = self._posture_torque(q, v)
