@@ -242,6 +242,8 @@ def main() -> int:
                         help=argparse.SUPPRESS)
     parser.add_argument("--out", default=str(ROOT / "bench/results"))
     args = parser.parse_args()
+    if args.rounds < 1 or args.calls < 1:
+        parser.error("--rounds and --calls must be >= 1")
     os.environ["ROS_DOMAIN_ID"] = str(150 + os.getpid() % 50)
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     if args.callback_child:
