@@ -483,8 +483,9 @@ class ElbowRedundancyResolver(Node):
         if sp.inside_obstacle:
             self.get_logger().warning("the arm is inside an obstacle's inner sphere",
                                       throttle_duration_sec=2.0)
-        msg = JointTrajectory()
-        msg.header.stamp = self.get_clock().now().to_msg()
+        msg = JointTrajectory()  # header.stamp zero: reached dt after the receiver's next
+        # cycle (JTC). Stamped with this node's clock, a late message would leave the receiver
+        # less than dt to reach the point (a speed spike) or be refused as old.
         msg.joint_names = list(self.model.joint_names)
         pt = JointTrajectoryPoint(positions=sp.q.tolist(), velocities=sp.v.tolist(),
                                   accelerations=sp.a.tolist())
