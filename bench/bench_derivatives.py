@@ -19,7 +19,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
 import gc  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
@@ -29,9 +28,8 @@ import numpy as np  # noqa: E402
 import pinocchio as pin  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_dynamics import ROBOTS, chain_urdf, samples_of, stats  # noqa: E402
+from bench_dynamics import ROBOTS, bench_parser, chain_urdf, run_settings, samples_of, stats  # noqa: E402
 
-import underactuated_control  # noqa: E402
 from underactuated_control import RobotModel  # noqa: E402
 from underactuated_control.derivatives import DerivativesWorkspace  # noqa: E402
 
@@ -95,17 +93,9 @@ class Case:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="short budgets (smoke run)")
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    parser = bench_parser(__doc__)
     args = parser.parse_args()
-    package = str(Path(underactuated_control.__file__).resolve().parent)
-    print(f"package: {package}")
-    budget = 0.2 if args.quick else 2.0
-    max_calls = 2000 if args.quick else 40000
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    budget, max_calls, out_dir, package = run_settings(args, (0.2, 2.0), (2000, 40000))
 
     cases = [Case("panda", (ROBOTS / "panda_description/urdf/panda.urdf").read_text(),
                   mimic="independent")]

@@ -62,11 +62,32 @@ def chain_urdf(n: int, seed: int = 0) -> str:
     return "".join(out)
 
 
-def samples_of(fn, budget_s: float, max_calls: int, min_calls: int = 100, between=None
-               ) -> list[int]:
-    """Single-call times (ns) after a short warm-up, until the budget or max_calls;
+def bench_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The arguments every interleaved bench takes: ``--quick`` and ``--out``."""
+    parser = argparse.ArgumentParser(description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="short budgets (smoke run)")
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    return parser
+
+
+def run_settings(args: argparse.Namespace, budget_s: tuple[float, float],
+                 max_calls: tuple[int, int]) -> tuple[float, int, Path, str]:
+    """(time budget [s], calls at most, output folder (created), the package timed, printed);
+    budget and calls from their (quick, full) pairs as ``args.quick`` says."""
+    package = str(Path(underactuated_control.__file__).resolve().parent)
+    print(f"package: {package}")
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    k = 0 if args.quick else 1
+    return budget_s[k], max_calls[k], out_dir, package
+
+
+def samples_of(fn, budget_s: float, max_calls: int, min_calls: int = 100, between=None,
+               warmup: int = 20) -> list[int]:
+    """Single-call times (ns) after ``warmup`` untimed calls, until the budget or max_calls;
     ``between()`` (untimed) before each call, e.g. a new configuration."""
-    for _ in range(min(20, max_calls)):
+    for _ in range(min(warmup, max_calls)):
         fn()
     samples = []
     clock = time.perf_counter_ns
@@ -216,19 +237,11 @@ def compile_times() -> dict[str, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="short budgets (CI smoke run)")
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    parser = bench_parser(__doc__)
     parser.add_argument("--skip-compile", action="store_true",
                         help="skip the cold/cached first-call measurement (two subprocesses)")
     args = parser.parse_args()
-    package = str(Path(underactuated_control.__file__).resolve().parent)
-    print(f"package: {package}")
-    budget = 0.15 if args.quick else 1.0
-    max_calls = 2000 if args.quick else 20000
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    budget, max_calls, out_dir, package = run_settings(args, (0.15, 1.0), (2000, 20000))
 
     cases = [Case("panda", (ROBOTS / "panda_description/urdf/panda.urdf").read_text(),
                   "panda_link8", mimic="independent")]

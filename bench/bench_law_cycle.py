@@ -40,7 +40,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
 import gc  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
@@ -51,10 +50,9 @@ import pinocchio as pin  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
-from bench_dynamics import ROBOTS, samples_of, stats  # noqa: E402
+from bench_dynamics import ROBOTS, bench_parser, run_settings, samples_of, stats  # noqa: E402
 from oracle import PinRef  # noqa: E402
 
-import underactuated_control  # noqa: E402
 from underactuated_control import RobotModel  # noqa: E402
 from underactuated_control.bringup import builtin_robots  # noqa: E402
 from underactuated_control.control.command import CommandShaper, shaper_parameters  # noqa: E402
@@ -171,20 +169,12 @@ def swing_up_case() -> Case:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="short budgets (smoke run)")
+    parser = bench_parser(__doc__)
     parser.add_argument("--robots", nargs="+", default=["arm7", "xarm7"],
                         choices=["arm7", "xarm7"])
     parser.add_argument("--no-swing-up", action="store_true", help="skip the acrobot row")
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = parser.parse_args()
-    package = str(Path(underactuated_control.__file__).resolve().parent)
-    print(f"package: {package}")
-    budget = 0.1 if args.quick else 1.0
-    max_calls = 2000 if args.quick else 20000
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    budget, max_calls, out_dir, package = run_settings(args, (0.1, 1.0), (2000, 20000))
 
     cases = arm_cases(args.robots)
     if not args.no_swing_up:

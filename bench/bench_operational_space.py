@@ -30,44 +30,24 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
 import gc  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
-import sysconfig  # noqa: E402
-import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pinocchio as pin  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
+from bench_dynamics import ROBOTS, bench_parser, run_settings, samples_of  # noqa: E402
 from oracle import PinRef, random_tree_urdf  # noqa: E402
 
-import underactuated_control  # noqa: E402
 from underactuated_control import RobotModel  # noqa: E402
 from underactuated_control import operational_space as osp  # noqa: E402
 
-ROBOTS = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
 ROUNDS = 20
 METHODS = ["ours_lambda", "ours_public", "ours_all", "dense_lambda", "minv_lambda", "dense_all"]
-
-
-def samples_of(fn, budget_s: float, max_calls: int, min_calls: int = 50, between=None
-               ) -> list[int]:
-    """Single-call times (ns); ``between()`` (untimed) before each call."""
-    for _ in range(min(10, max_calls)):
-        fn()
-    samples = []
-    clock = time.perf_counter_ns
-    deadline = time.perf_counter() + budget_s
-    while len(samples) < max_calls and (len(samples) < min_calls or time.perf_counter() < deadline):
-        if between is not None:
-            between()
-        t0 = clock()
-        fn()
-        samples.append(clock() - t0)
-    return samples
 
 
 def lower_solve(L: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -154,17 +134,9 @@ class Case:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="short budgets (smoke run)")
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    parser = bench_parser(__doc__)
     args = parser.parse_args()
-    package = str(Path(underactuated_control.__file__).resolve().parent)
-    print(f"package: {package}")
-    budget = 0.1 if args.quick else 1.0
-    max_calls = 2000 if args.quick else 20000
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    budget, max_calls, out_dir, package = run_settings(args, (0.1, 1.0), (2000, 20000))
 
     cases = [Case("panda", (ROBOTS / "panda_description/urdf/panda.urdf").read_text(),
                   "panda_hand_tcp", mimic="independent")]
@@ -184,7 +156,7 @@ def main() -> int:
             for method in METHODS:
                 gc.collect()
                 got = samples_of(getattr(case, method), budget / ROUNDS, max_calls // ROUNDS,
-                                 between=case.next_configuration)
+                                 min_calls=50, between=case.next_configuration, warmup=10)
                 pooled[method] += got
                 rounds[method].append(float(np.median(got)) / 1e3)
         for method in METHODS:
