@@ -189,7 +189,7 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
                               >= 0.999 * law.max_error[0]))
             saturated.append(sat)
             tr = law.tracker
-            if m.n_passive and tr.passive_weight > 0 and k >= k_fail:
+            if m.n_passive and tr.passive_weight > 0 and k >= k_fail and tr.held_rows.size:
                 J_D = law.workspace.J_D[tr.held_rows]
                 keep = sig > 1e-9
                 N = np.eye(A.shape[1]) - Vt[keep].T @ Vt[keep]

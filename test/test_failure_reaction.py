@@ -116,17 +116,20 @@ def test_forced_choice_and_bad_choice():
         decide(model, ["joint3"], Q0, FRAME, "pose", "flail")
 
 
-def _circle(task: str, failing: str | None = None, period: float = 4.0, **settings) -> dict:
+def _circle(task: str, failing: str | None = None, period: float = 4.0,
+            reaction: str = "keep_task", gravity: bool = True, **settings) -> dict:
     """The hand once round a 5 cm circle (x-z plane) in ``period`` s after 0.3 s at rest, the
     reference streamed at 100 Hz as scenarios.harness.stream_path does; ``failing``'s motor
-    fails half-way (the node's run-time passive_joints change). MuJoCo RK4, 1 kHz, lock-step
-    (sim.closed_loop, latency 0). Hand error against the streamed path, joints' excursion."""
+    fails half-way (the node's run-time passive_joints change; ``reaction`` the
+    failure_reaction). MuJoCo RK4, 1 kHz, lock-step (sim.closed_loop, latency 0). Hand error
+    against the streamed path, joints' excursion, the law's last status."""
     from underactuated_control.scenarios.harness import circle_path
     from underactuated_control.sim import closed_loop
 
-    model = RobotModel.from_urdf(XARM7)
-    plant = build_plant(XARM7, model, timestep=1e-3, integrator="rk4")
-    s = _settings(task=task, failure_reaction="keep_task", **settings)
+    g = (0.0, 0.0, -9.81) if gravity else (0.0, 0.0, 0.0)
+    model = RobotModel.from_urdf(XARM7, gravity=g)
+    plant = build_plant(XARM7, model, timestep=1e-3, integrator="rk4", gravity=g)
+    s = _settings(task=task, failure_reaction=reaction, **settings)
     names = list(model.joint_names)
 
     def plan(m: RobotModel):
@@ -140,7 +143,7 @@ def _circle(task: str, failing: str | None = None, period: float = 4.0, **settin
     check = JacobianWorkspace(model)
     vmax = np.asarray(model.velocity_limit, float)
     k_fail = round((0.3 + period / 2) / 1e-3)
-    err, drift, speed = [], [], []
+    err, drift, speed, status = [], [], [], [""]
 
     def control(k: int, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         nonlocal ref
@@ -154,6 +157,7 @@ def _circle(task: str, failing: str | None = None, period: float = 4.0, **settin
             ref.position = goal
         law, shaper, mapper = current
         out = shaper.apply(q, v, law.compute(q, v, ref, t, False))
+        status[0] = out.status
         check.set_configuration(q)
         err.append(np.linalg.norm(check.frame_placement(FRAME)[0] - goal))
         drift.append(np.abs(q - Q0).max())
@@ -163,7 +167,8 @@ def _circle(task: str, failing: str | None = None, period: float = 4.0, **settin
     closed_loop(plant, control, round((period + 0.8) / 1e-3))
     after = slice(k_fail if failing is not None else 0, None)
     return {"hand_rms_mm": 1e3 * float(np.sqrt(np.mean(np.square(err[after])))),
-            "drift_rad": float(max(drift)), "peak_speed_ratio": float(max(speed[after]))}
+            "drift_rad": float(max(drift)), "peak_speed_ratio": float(max(speed[after])),
+            "status": status[0]}
 
 
 def test_task_mode_keeps_the_self_motion_on_a_light_wrist_with_friction():
@@ -194,3 +199,41 @@ def test_hand_roll_failure_keeps_the_position_with_the_passive_rows_on():
           f"failure, peak v/v_max {r['peak_speed_ratio']:.2f}")
     assert r["hand_rms_mm"] <= 5.0
     assert r["peak_speed_ratio"] <= 1.2
+
+
+@pytest.mark.parametrize("joint, gravity", [("joint4", False), ("joint5", True)])
+def test_unloaded_failed_joint_is_let_move_in_the_position_task(joint, gravity):
+    """`task:=position` with the issue's J_D hold (`passive_weight` 1, kp 25, kd 10), table C's
+    8 s circle: a failed joint whose static load its own friction holds is kept out of the
+    hold (``release_passive``; the status says so). Held, the elbow in zero g left the hand
+    6.0 mm RMS (the hold's self-motion against the joints' friction) and the wrist roll's
+    hold under gravity drove a joint to its speed limit, where `auto` gave the task up
+    (67.7 mm); let move, the hand keeps the issue's 5 mm and no joint passes 1.2x its speed
+    limit. The same run with the choice forced (`failure_reaction:=keep_task`: held, as
+    before the reaction existed, never given up) shows the hold's cost on this arm."""
+    hold = {"passive_weight": 1.0, "passive_kp": 25.0, "passive_kd": 10.0}
+    free = _circle("position", joint, 8.0, "auto", gravity, **hold)
+    held = _circle("position", joint, 8.0, "keep_task", gravity, **hold)
+    print(f"\n[{joint}, {'gravity' if gravity else 'zero g'}] position task: let move "
+          f"{free['hand_rms_mm']:.2f} mm RMS (peak v/v_max {free['peak_speed_ratio']:.2f}), "
+          f"held {held['hand_rms_mm']:.2f} mm; {free['status']}")
+    assert "left free of the J_D hold" in free["status"]
+    assert free["hand_rms_mm"] <= 5.0 and free["peak_speed_ratio"] <= 1.2
+    assert held["hand_rms_mm"] > free["hand_rms_mm"]
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_release_keeps_a_failed_joint_named_in_hold_passive_dofs(named):
+    """``release_passive`` acts on the default hold (every passive DOF) only: a failed joint
+    the user names in `hold_passive_dofs` stays in the rows of J_D that `passive_weight`
+    holds, and the status does not say it was let free."""
+    model = RobotModel.from_urdf(XARM7)
+    s = _settings(task="position", passive_weight=1.0, passive_kp=25.0, passive_kd=10.0,
+                  hold_passive_dofs=["joint5"] if named else [""])
+    failed = model.with_passive(["joint5"])
+    law = TaskLaw(failed, s, FRAME, JacobianWorkspace(failed))
+    ref = law.carry_reference(law.hold_reference(Q0), model)
+    out = law.compute(Q0, np.zeros(7), ref, 0.0, False)
+    assert law.reaction.mode == "keep_task"
+    assert law.tracker.held_rows.tolist() == ([0] if named else [])
+    assert ("left free of the J_D hold" in out.status) is not named

@@ -3,9 +3,10 @@
 When a motor fails (the node's ``passive_joints`` grows), ``decide`` looks at the model and the
 measured state and picks what is still attainable (doc/failure_analysis.md, "Failure reaction"):
 
-- ``keep_task``: the configured task goes on unchanged. Chosen when the task rows of J_G (6.10)
+- ``keep_task``: the configured task goes on. Chosen when the task rows of J_G (6.10)
   keep full rank with margin (σ_min(S J_G) ≥ ``RANK_MARGIN`` ε) and the failed joints can hold
   their static load where they are (|g_k(q)| within their dry friction + ``MOMENT_MARGIN``);
+  the failed joints are then let move, not held still through J_D (``release_passive``);
 - ``position``: the orientation is given up, the hand position kept (pose task only, position
   rows of full rank with margin, and a configuration with that hand position whose gravity
   moment about every failed axis is holdable exists — found by ``least_gravity_moment``, a
@@ -24,7 +25,7 @@ pose/position are left to ``keep_task``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -35,7 +36,7 @@ from ..passive_forces import PassiveForceModel
 from ..so3 import rotation_error
 
 __all__ = ["REACTIONS", "Decision", "decide", "escalate", "newly_passive",
-           "least_gravity_moment", "stabilise_passive", "SafePosture"]
+           "least_gravity_moment", "release_passive", "stabilise_passive", "SafePosture"]
 
 REACTIONS = ("auto", "keep_task", "position", "hold")
 RANK_MARGIN = 1.0  # σ_min(S J_G) ≥ RANK_MARGIN ε keeps a task (ε: singular_threshold)
@@ -201,6 +202,27 @@ def escalate(decision: Decision, sigma_min: float, v: np.ndarray, model: RobotMo
         speed <= ESCALATE_SPEED else "hold"
     return Decision(mode, f"{decision.mode} given up at run time: {why}", decision.failed,
                     sigma_min, decision.gravity_moment, None, decision.task)
+
+
+def release_passive(tracker, decision: Decision) -> Decision:
+    """The ``keep_task`` reaction's failed joints (their static load held by their own
+    friction) leave the rows of J_D (6.12) that ``passive_weight`` holds still: unloaded, a
+    failed joint may move, and holding it cost the task wherever one of the two kept it
+    (xarm7, position task: the wrist roll's hold ran away, 47 mm on a frictionless arm and
+    67.7 mm under gravity against 0.8 and 1.4 mm let free; the elbow's 6.0 against 3.4 mm in
+    zero g, doc/failure_analysis.md). Only when the held DOF are the default (every passive one):
+    failed joints named in ``hold_passive_dofs`` stay held. The decision, its reason noting
+    the release."""
+    m = tracker.model
+    if not tracker.skip_unseen_passive or tracker.passive_weight <= 0.0:
+        return decision
+    passive = [m.dof_names[i] for i in m.passive_dofs]
+    failed = {passive.index(m.dof_names[m.joint_dofs(n)[0]]) for n in decision.failed}
+    if not failed & set(tracker.held_rows.tolist()):
+        return decision
+    tracker.held_rows = np.array([r for r in tracker.held_rows if r not in failed],
+                                 dtype=np.int64)
+    return replace(decision, reason=decision.reason + "; left free of the J_D hold")
 
 
 def stabilise_passive(tracker, decision: Decision, q: np.ndarray) -> None:

@@ -25,6 +25,7 @@ from .failure_reaction import (
     decide,
     escalate,
     newly_passive,
+    release_passive,
     stabilise_passive,
 )
 from .law import ControlLaw, LawOutput
@@ -107,9 +108,11 @@ class TaskLaw(ControlLaw):
                       low=0.0, high=1e4),
         ParameterSpec("failure_reaction", "auto", "what task mode does when joints go passive "
                       "at run time (control/failure_reaction.py): auto (decide from the model "
-                      "and the state: keep_task, position or hold), keep_task (the task goes on "
-                      "unchanged), position (the orientation given up), hold (brake the active "
-                      "joints, let the failed ones settle)", choices=REACTIONS),
+                      "and the state: keep_task with the failed joints let move, out of the "
+                      "passive_weight hold unless named in hold_passive_dofs; position; or "
+                      "hold), keep_task (the task and the hold go on unchanged), position (the "
+                      "orientation given up), hold (brake the active joints, let the failed "
+                      "ones settle)", choices=REACTIONS),
     )
 
     def __init__(self, model: RobotModel, settings: Mapping[str, Any], frame: str,
@@ -192,6 +195,8 @@ class TaskLaw(ControlLaw):
         self._apply(d, q)
 
     def _apply(self, d: Decision, q: np.ndarray) -> None:
+        if d.mode == "keep_task" and not d.forced:
+            d = release_passive(self.tracker, d)
         self.reaction = d
         if d.mode == "position":
             self.tracker.task = "position"
