@@ -14,6 +14,7 @@ from underactuated_control.scenarios import run_scenario
 from underactuated_control.scenarios.harness import stamp_seconds
 
 NODE = "/hybrid_dynamics_controller"
+CONTROLLER = NODE[1:]
 
 
 def test_arm_tracks_through_a_motor_failure(tmp_path, domain):
@@ -47,3 +48,39 @@ def test_arm_tracks_through_a_motor_failure(tmp_path, domain):
     assert rms < 5.0 and m["hand_rms_after_failure_mm"] < 5.0
     assert commands[-20:, 0].tolist() == [0.0] * 20  # joint1's slot after the failure
     assert summary["success"]
+
+
+def test_xarm7_elbow_failure_in_zero_gravity_keeps_the_hand(tmp_path, domain):
+    """Issue 23's zero-g goal (`task:=position` with the J_D hold of config/arm.yaml: hand RMS
+    ≤ 5 mm after any single failure) on a second arm over DDS: example-robot-data's xarm7 with
+    the issue's <dynamics> (damping 0.3, friction 0.05 on every joint), zero gravity in
+    mujoco_sim and the controller, its elbow (joint4) failing half-way round the 5 cm circle.
+    The failure reaction keeps the task and lets the elbow move (held through J_D, the hand
+    was 6.0 mm RMS on this arm offline, doc/failure_analysis.md). Judged by the scenario's
+    figures from the recorded states (the hand from MuJoCo's joint states, the references
+    from the bag)."""
+    import re
+    import sysconfig
+    from pathlib import Path
+
+    from underactuated_control.scenarios.arm import run_arm
+
+    robots = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data"
+    text = (robots / "robots/xarm_description/urdf/xarm7.urdf").read_text()
+    urdf = tmp_path / "xarm7.urdf"
+    urdf.write_text(re.sub(r"<dynamics[^>]*/>", '<dynamics damping="0.3" friction="0.05"/>',
+                           text))
+    zero = [0.0, 0.0, 0.0]
+    q0 = [0.0, -0.4, 0.0, 0.9, 0.0, 1.3, 0.0]  # hand down, 0.36 m out
+    summary = run_arm(tmp_path, 8.0, domain, log=lambda s: None, failing="joint4", urdf=urdf,
+                      frame="link_eef", overrides={
+                          "mujoco_sim": {"gravity": zero, "initial_positions": q0},
+                          CONTROLLER: {"gravity": zero, "tip_link": "link_eef"}})
+    m = summary["metrics"]
+    print(f"\n[xarm7 zero g, joint4 fails] hand RMS before {m['hand_rms_before_failure_mm']:.2f}"
+          f" mm, after {m['hand_rms_after_failure_mm']:.2f} mm (max "
+          f"{m['hand_max_after_failure_mm']:.2f}); joint4 moved "
+          f"{m['failed_joint_excursion_rad']:.3f} rad")
+    assert m["nonfinite_commands"] == 0
+    assert m["hand_rms_after_failure_mm"] <= 5.0
+    assert m["failed_joint_command_after_Nm"] == 0.0

@@ -10,8 +10,9 @@ their stamps (simulated time). Importing this module needs no ROS.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -34,17 +35,20 @@ from .harness import (
 
 def run_arm(out_dir: Path, duration: float | None, domain: int,
             log: Callable[[str], None] = print, failing: str = "joint1",
-            radius: float = 0.05) -> dict:
+            radius: float = 0.05, urdf: Path | None = None, frame: str = "tool",
+            overrides: Mapping[str, Mapping[str, Any]] | None = None) -> dict:
     """The ``arm`` scenario's path phase: a hand circle in task mode, ``failing``'s motor
-    fails half-way (``passive_joints`` set at run time), tracking goes on through J_G."""
+    fails half-way (``passive_joints`` set at run time), tracking goes on through J_G. Another
+    robot: ``urdf`` and its hand ``frame`` (pass its ``tip_link`` and start pose in
+    ``overrides``, node -> parameters over config/arm.yaml, e.g. a zero ``gravity``)."""
     period = duration or 8.0
-    urdf, config = bundled("urdf", "arm7.urdf"), bundled("config", "arm.yaml")
+    urdf, config = urdf or bundled("urdf", "arm7.urdf"), bundled("config", "arm.yaml")
     model = RobotModel.from_urdf(urdf)
-    frame, failure_time = "tool", 0.5 * period
+    failure_time = 0.5 * period
     run = ScenarioRun(out_dir, domain, urdf, config, "path", log)
     try:
         log("[arm] starting mujoco_sim and hybrid_dynamics_controller (config/arm.yaml) ...")
-        run.start(["mujoco_sim", CONTROLLER])
+        run.start(["mujoco_sim", CONTROLLER], overrides)
         rec = run.recorder
         run.wait_for(lambda: rec.counts()[COMMAND_TOPIC] > 5 and rec.counts()["/joint_states"],
                      120.0, "the controller sent no effort")
