@@ -60,10 +60,12 @@ def run_arm(out_dir: Path, duration: float | None, domain: int,
         failed_at: list[tuple[float, float]] = []  # (simulated, wall) times of the update
 
         def fail() -> None:
-            failed_at.append((run.sim_time, time.monotonic()))
+            t_sim = run.sim_time
             log(f"[arm] t = {failure_time:g} s: {failing}'s motor fails (passive_joints := "
                 f"[{failing}])")
             run.set_parameters(CONTROLLER, {"passive_joints": [failing]})
+            # wall time of the answer: the controller commits the new law before it answers
+            failed_at.append((t_sim, time.monotonic()))
 
         log(f"[arm] hand around a {100 * radius:g} cm circle in {period:g} s, {failing} fails "
             "half-way")
@@ -87,8 +89,8 @@ def run_arm(out_dir: Path, duration: float | None, domain: int,
         "hand_rms_after_failure_mm": float(1e3 * np.sqrt(np.mean(error[after] ** 2))),
         "hand_max_after_failure_mm": float(1e3 * error[after].max()),
         "failed_joint_excursion_rad": float(np.abs(fail_q - fail_q[0]).max()),
-        # received from 0.1 s (wall: commands carry no stamp) after the update: commands in
-        # flight were computed before it
+        # received from 0.1 s (wall: commands carry no stamp) after the controller answered
+        # the update: commands in flight were computed before it
         "failed_joint_command_after_Nm": float(np.abs(data[np.array(
             [c >= (wall_fail + 0.1) * 1e9 for c, _ in commands])][:, k]).max())
         if after.any() else None,
