@@ -117,7 +117,10 @@ def test_operational_space_refuses_a_far_pose_and_bounds_a_fast_one(ros, launch)
     node = launch("hybrid_dynamics_controller", {
         "urdf_path": str(urdf), "mode": "operational_space", "os_task": "position",
         "task_frame": "tool", "publish_jacobians": False, "diagnostics_period": 0.2,
-        "task_max_speed": 10.0, "task_max_acceleration": 100.0})
+        "task_max_speed": 10.0, "task_max_acceleration": 100.0,
+        # a state older than the default 0.1 s (a loaded machine) is answered with zero effort
+        # and the arm sags under gravity: the hold below would measure the machine's load
+        "state_timeout": 1.0})
     rec = Recorder(ros)
     pose_pub = ros.node.create_publisher(PoseStamped, f"{NODE}/pose_reference", 10)
     assert ros.wait_for(lambda: len(rec.q) > 200 and pose_pub.get_subscription_count(), 60), \
