@@ -204,6 +204,13 @@ def escalate(decision: Decision, sigma_min: float, v: np.ndarray, model: RobotMo
                     sigma_min, decision.gravity_moment, None, decision.task)
 
 
+def _failed_rows(model: RobotModel, failed: Sequence[str]) -> np.ndarray:
+    """The failed 1-DOF joints' rows of J_D (their indices among the passive DOF)."""
+    passive = [model.dof_names[i] for i in model.passive_dofs]
+    return np.array([passive.index(model.dof_names[model.joint_dofs(n)[0]]) for n in failed],
+                    dtype=np.int64)
+
+
 def release_passive(tracker, decision: Decision) -> Decision:
     """The ``keep_task`` reaction's failed joints (their static load held by their own
     friction) leave the rows of J_D (6.12) that ``passive_weight`` holds still: unloaded, a
@@ -213,11 +220,9 @@ def release_passive(tracker, decision: Decision) -> Decision:
     zero g, doc/failure_analysis.md). Only when the held DOF are the default (every passive one):
     failed joints named in ``hold_passive_dofs`` stay held. The decision, its reason noting
     the release."""
-    m = tracker.model
     if not tracker.skip_unseen_passive or tracker.passive_weight <= 0.0:
         return decision
-    passive = [m.dof_names[i] for i in m.passive_dofs]
-    failed = {passive.index(m.dof_names[m.joint_dofs(n)[0]]) for n in decision.failed}
+    failed = set(_failed_rows(tracker.model, decision.failed).tolist())
     if not failed & set(tracker.held_rows.tolist()):
         return decision
     tracker.held_rows = np.array([r for r in tracker.held_rows if r not in failed],
@@ -232,11 +237,7 @@ def stabilise_passive(tracker, decision: Decision, q: np.ndarray) -> None:
     ``passive_weight`` 1 at least. (Weighting them to their full effect, √w σ_max(J_D N_task) =
     1, asked more of the joints than they give on a passive shoulder in zero g: 53 mm against
     2.2 mm, doc/failure_analysis.md.)"""
-    m = tracker.model
-    passive = [m.dof_names[i] for i in m.passive_dofs]
-    rows = np.array([passive.index(m.dof_names[m.joint_dofs(n)[0]]) for n in decision.failed],
-                    dtype=np.int64)
-    tracker.held_rows = rows
+    tracker.held_rows = _failed_rows(tracker.model, decision.failed)
     tracker.passive_weight = max(tracker.passive_weight, 1.0)
     tracker.passive_kp, tracker.passive_kd = HOLD_KP, HOLD_KD
     target = np.asarray(q if decision.target is None else decision.target, float)
