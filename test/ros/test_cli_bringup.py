@@ -207,3 +207,41 @@ def test_the_nodes_end_with_bringup(domain, tmp_path, how):
                 os.kill(p, signal.SIGKILL)
         if run.proc.poll() is None:
             run.proc.kill()
+
+
+STUCK_NODE = """
+import sys, time
+from rclpy.node import Node
+from underactuated_control.nodes.common import run_node
+
+class Stuck(Node):
+    def __init__(self):
+        super().__init__("stuck")
+        print("spinning", flush=True)
+
+    def on_shutdown(self):  # a teardown that never returns (as a DDS deadlock would)
+        time.sleep(600)
+
+sys.exit(run_node(Stuck, shutdown_limit_s=1.0))
+"""
+
+
+def test_a_node_whose_shutdown_hangs_still_ends(domain):
+    """Item: child processes always die: a node stuck in its teardown after SIGTERM (with no
+    bringup left to escalate to SIGKILL) ends after ``shutdown_limit_s`` with exit code 1
+    and every thread's stack on stderr, naming where it was stuck."""
+    proc = subprocess.Popen([sys.executable, "-c", STUCK_NODE], env=child_env(domain),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert proc.stdout.readline().strip() == "spinning"
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    print(f"\n[bringup] stuck teardown ended after {took:.2f} s with exit {proc.returncode}")
+    assert proc.returncode == 1, err
+    assert 1.0 <= took < 15.0, err
+    assert "Timeout (0:00:01)" in err and "in on_shutdown" in err, err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import sys
@@ -77,15 +78,25 @@ def spin_node(node: Node, should_stop: Callable[[], bool] = lambda: False) -> No
         executor.shutdown()
 
 
+SHUTDOWN_LIMIT_S = 5.0  # launch's default sigterm_timeout: then it would escalate to SIGKILL
+
+
 def run_node(factory: Callable[[], Node], args: list[str] | None = None,
-             spin: Callable[[Node, Callable[[], bool]], None] = spin_node) -> int:
+             spin: Callable[[Node, Callable[[], bool]], None] = spin_node,
+             shutdown_limit_s: float = SHUTDOWN_LIMIT_S) -> int:
     """rclpy.init, build the node, spin until SIGINT/SIGTERM, clean up; exit code 0.
 
     The signals only set a flag (rclpy's own handlers are off), so a callback that is running
     finishes, the spin loop ends, and the node's ``on_shutdown()`` (if any: the controller's
     zero-effort command) runs while the context is still valid. A ``ValueError`` while
     building (bad URDF, bad parameter) or a missing optional dependency prints one line and
-    gives exit code 2."""
+    gives exit code 2.
+
+    A process still alive ``shutdown_limit_s`` after the stop request (a DDS teardown that
+    hangs) prints every thread's stack and exits with code 1: ``faulthandler``'s watchdog
+    thread needs no GIL, so this holds when nothing is left to escalate to SIGKILL (bringup
+    killed: the nodes get SIGTERM from PR_SET_PDEATHSIG). It stays armed until the process
+    ends: ``run_node`` is a process's main."""
     from rclpy.impl.implementation_singleton import rclpy_implementation
     from rclpy.signals import SignalHandlerOptions
 
@@ -96,8 +107,13 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
               file=sys.stderr)
         return 2
     stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set())
-                for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def request_stop(*_: object) -> None:
+        if not stop.is_set():
+            faulthandler.dump_traceback_later(shutdown_limit_s, exit=True)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         try:
             node = factory()
