@@ -16,7 +16,7 @@ import pytest
 
 from underactuated_control import RobotModel
 from underactuated_control.control.command import CommandShaper, shaper_parameters
-from underactuated_control.control.failure_reaction import decide
+from underactuated_control.control.failure_reaction import CAUTION, decide
 from underactuated_control.control.joint_space import EffortMapper
 from underactuated_control.control.registry import law_parameters
 from underactuated_control.control.task_law import TaskLaw
@@ -39,9 +39,11 @@ def _settings(**overrides) -> dict:
 
 
 def _fail(joint: str, task: str, reaction: str = "auto", before: float = 0.3,
-          after: float = 2.5, **settings) -> dict:
+          after: float = 2.5, then: tuple[str, float] | None = None, **settings) -> dict:
     """Hold the hand at Q0's pose, ``joint``'s motor fails after ``before`` s; figures over
-    the ``after`` s that follow (MuJoCo RK4, 1 kHz, one command per state)."""
+    the ``after`` s that follow (MuJoCo RK4, 1 kHz, one command per state). ``then``: a second
+    joint's motor fails that many seconds after the first (the node's next passive_joints
+    change: the new law armed with the old model and the old law)."""
     model = RobotModel.from_urdf(XARM7)
     plant = build_plant(XARM7, model, timestep=1e-3, integrator="rk4")
     s = _settings(task=task, failure_reaction=reaction, **settings)
@@ -58,12 +60,17 @@ def _fail(joint: str, task: str, reaction: str = "auto", before: float = 0.3,
     vmax = np.asarray(model.velocity_limit, float)
     n_before, n_after = round(before / 1e-3), round(after / 1e-3)
     err, speed, statuses = [], [], set()
+    failures = {n_before: [joint]}
+    if then is not None:
+        failures[n_before + round(then[1] / 1e-3)] = [joint, then[0]]
+    first_reaction = None
     for k in range(n_before + n_after):
         q, v = plant.state()
-        if k == n_before:
-            old = law.model
-            law, shaper, mapper = plan(model.with_passive([joint]))
-            ref = law.carry_reference(ref, old)
+        if k in failures:
+            first_reaction = first_reaction or law.reaction
+            old = law
+            law, shaper, mapper = plan(model.with_passive(failures[k]))
+            ref = law.carry_reference(ref, old.model, old)
         out = law.compute(q, v, ref, k * 1e-3, False)
         shaper.apply(q, v, out)
         plant.d.ctrl[plant.ctrl] = plant.clip(mapper.map(out.tau_active).copy())
@@ -77,6 +84,7 @@ def _fail(joint: str, task: str, reaction: str = "auto", before: float = 0.3,
     k = model.joint_index(joint)
     return {"hand_rms_mm": 1e3 * float(np.sqrt(np.mean(np.square(err)))),
             "peak_speed_ratio": float(peak.max()), "reaction": law.reaction,
+            "first_reaction": first_reaction,
             "peak_active_ratio": float(np.delete(peak, k).max()),
             "peak_passive_ratio": float(peak[k]), "statuses": statuses}
 
@@ -106,6 +114,63 @@ def test_upper_arm_roll_failure_under_gravity_does_not_flail():
     assert r["reaction"].mode in ("position", "hold")
     assert r["peak_speed_ratio"] <= 1.2
     assert any(f"failure reaction {r['reaction'].mode}" in s for s in r["statuses"])
+
+
+def test_a_second_failure_is_decided_for_every_failed_joint_never_less_cautiously():
+    """joint3 fails under gravity (loaded: the pose is given up, as above), then 1 s later
+    joint7, the hand's roll (unloaded: alone, the whole pose would be kept). The second
+    reaction is decided for both joints and is at least as cautious as the first; no joint
+    passes 1.2x its URDF speed limit. (Decided for joint7 alone, as before 2026-11-28, the new
+    law damped joint7 through J_D and left the loaded joint3 free: it swung to 1.38x its speed
+    limit before the run-time check braked the arm.)"""
+    r = _fail("joint3", "pose", then=("joint7", 1.0), after=3.0)
+    first, second = r["first_reaction"], r["reaction"]
+    print(f"\n[joint3, then joint7] {first.status} -> {second.status}: hand "
+          f"{r['hand_rms_mm']:.1f} mm RMS, peak v/v_max {r['peak_speed_ratio']:.2f}")
+    assert first.mode in ("position", "hold") and first.failed == ("joint3",)
+    assert set(second.failed) == {"joint3", "joint7"}
+    assert CAUTION[second.mode] >= CAUTION[first.mode]
+    assert r["peak_speed_ratio"] <= 1.2
+
+
+def test_a_recovered_motor_leaves_the_failed_set():
+    """joints 3 and 1 failed (the pose given up at Q0 under gravity: joint3 is loaded), then
+    joint3's motor comes back (passive_joints := [joint1]): the new law reacts to joint1 alone,
+    with no floor from the reaction that covered joint3, and keeps the whole pose as joint1's
+    failure alone does (the vertical base axis: no gravity moment)."""
+    model = RobotModel.from_urdf(XARM7)
+    s = _settings(task="pose")
+    both, only1 = model.with_passive(["joint3", "joint1"]), model.with_passive(["joint1"])
+    law = TaskLaw(both, s, FRAME, JacobianWorkspace(both))
+    ref = law.carry_reference(law.hold_reference(Q0), model)
+    law.compute(Q0, np.zeros(7), ref, 0.0, False)
+    assert set(law.failed_joints) == {"joint1", "joint3"} and law.reaction.mode != "keep_task"
+    after = TaskLaw(only1, s, FRAME, JacobianWorkspace(only1))
+    after.carry_reference(ref, both, law)
+    assert after.failed_joints == ("joint1",)
+    after.compute(Q0, np.zeros(7), ref, 0.0, False)
+    alone = decide(only1, ["joint1"], Q0, FRAME, "pose")
+    assert after.reaction.failed == ("joint1",)
+    assert after.reaction.mode == alone.mode == "keep_task"
+
+
+def test_a_gain_change_keeps_the_failure_reaction():
+    """Any parameter change rebuilds the law (the node's _commit): with joint3 failed and the
+    pose given up, a law rebuilt for a new gain on the same passive set reacts again to
+    joint3, at least as cautiously (before 2026-11-28 the rebuilt law knew of no failure and
+    went back to the configured pose task)."""
+    model = RobotModel.from_urdf(XARM7)
+    failed = model.with_passive(["joint3"])
+    law = TaskLaw(failed, _settings(task="pose"), FRAME, JacobianWorkspace(failed))
+    ref = law.carry_reference(law.hold_reference(Q0), model)
+    law.compute(Q0, np.zeros(7), ref, 0.0, False)
+    assert law.reaction.mode != "keep_task"
+    rebuilt = TaskLaw(failed, _settings(task="pose", task_kp_position=200.0), FRAME,
+                      JacobianWorkspace(failed))
+    out = rebuilt.compute(Q0, np.zeros(7), rebuilt.carry_reference(ref, failed, law), 0.0, False)
+    assert rebuilt.reaction.failed == ("joint3",)
+    assert CAUTION[rebuilt.reaction.mode] >= CAUTION[law.reaction.mode]
+    assert f"failure reaction {rebuilt.reaction.mode}" in out.status
 
 
 def test_forced_choice_and_bad_choice():

@@ -19,7 +19,8 @@ measured state and picks what is still attainable (doc/failure_analysis.md, "Fai
 ``failure_reaction`` (parameter) forces a choice: ``keep_task`` (the law as before the
 reaction existed), ``position``, ``hold``; ``auto`` (the default) decides as above and gives a
 kept task up at run time (``escalate``). Free-flying bases and a task other than
-pose/position are left to ``keep_task``.
+pose/position are left to ``keep_task``. A later failure is decided for every joint failed
+so far, never less cautiously than the reaction in force (``at_least``).
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ from ..model import FLOATING, RobotModel
 from ..passive_forces import PassiveForceModel
 from ..so3 import rotation_error
 
-__all__ = ["REACTIONS", "Decision", "decide", "escalate", "newly_passive",
+__all__ = ["REACTIONS", "CAUTION", "Decision", "decide", "escalate", "at_least", "newly_passive",
            "least_gravity_moment", "release_passive", "stabilise_passive", "SafePosture"]
 
 REACTIONS = ("auto", "keep_task", "position", "hold")
+CAUTION = {"keep_task": 0, "position": 1, "hold": 2}  # a later failure never goes back down
 RANK_MARGIN = 1.0  # σ_min(S J_G) ≥ RANK_MARGIN ε keeps a task (ε: singular_threshold)
 ESCALATE_SPEED = 0.8  # of a joint's speed limit: a kept task losing the hand beyond it is given up
 ESCALATE_ERROR = 0.01  # m: the hand this far from its setpoint is losing it
@@ -176,6 +178,16 @@ def decide(model: RobotModel, failed: Sequence[str], q: np.ndarray, frame: str, 
                         "is near", target)
     return made("hold", why + "; no attainable task: active joints braked, "
                 "failed joints settle")
+
+
+def at_least(decision: Decision, floor: Decision | None) -> Decision:
+    """``decision`` (auto) made at least as cautious as ``floor``, the reaction in force when
+    more joints failed: an arm braked to its safe posture stays there, a given-up orientation
+    stays given up (the position reaction then damps the failed joints where they are)."""
+    if floor is None or decision.forced or CAUTION[decision.mode] >= CAUTION[floor.mode]:
+        return decision
+    return replace(decision, mode=floor.mode, target=None,
+                   reason=f"{decision.reason}; {floor.mode} kept from the earlier failure")
 
 
 def escalate(decision: Decision, sigma_min: float, v: np.ndarray, model: RobotModel,

@@ -96,8 +96,8 @@ class JointLaw(ControlLaw):
         return JointReference(self.controller.active_positions(q).copy(), np.zeros(na),
                               np.zeros(na))
 
-    def carry_reference(self, reference: JointReference | None, old_model: RobotModel
-                        ) -> JointReference | None:
+    def carry_reference(self, reference: JointReference | None, old_model: RobotModel,
+                        previous: ControlLaw | None = None) -> JointReference | None:
         """By joint name; a newly active joint holds where it is (NaN: filled from q)."""
         if reference is None:
             return None

@@ -73,9 +73,10 @@ class ControlLaw(ABC):
         """``ValueError`` with the reason for a reference this law cannot follow."""
         return None
 
-    def carry_reference(self, reference: Any, old_model: RobotModel) -> Any:
-        """The reference of a law built for ``old_model``, for this law's model (a new passive
-        set); None to re-latch at the next state."""
+    def carry_reference(self, reference: Any, old_model: RobotModel,
+                        previous: ControlLaw | None = None) -> Any:
+        """The reference of a law built for ``old_model`` (``previous``: that law, when known),
+        for this law's model (a new passive set); None to re-latch at the next state."""
         return reference
 
     @abstractmethod

@@ -22,6 +22,7 @@ from .failure_reaction import (
     REACTIONS,
     Decision,
     SafePosture,
+    at_least,
     decide,
     escalate,
     newly_passive,
@@ -134,6 +135,7 @@ class TaskLaw(ControlLaw):
         self.failure_reaction = str(settings.get("failure_reaction", "auto"))
         self.reaction: Decision | None = None
         self._failed: list[str] = []
+        self._floor: Decision | None = None  # the reaction in force when more joints failed
         self._posture: SafePosture | None = None
 
     def check_reference(self, reference: TaskReference) -> None:
@@ -151,12 +153,26 @@ class TaskLaw(ControlLaw):
         self._last_t = None
         return TaskReference(position=position.copy(), rotation=rotation.copy())
 
-    def carry_reference(self, reference: TaskReference, old_model: RobotModel
-                        ) -> TaskReference:
+    def carry_reference(self, reference: TaskReference, old_model: RobotModel,
+                        previous: ControlLaw | None = None) -> TaskReference:
         """The reference as it is; joints that became passive (a motor failed) arm the
-        failure reaction, decided at the next state (``failure_reaction``)."""
-        self._failed = newly_passive(self.model, old_model)
+        failure reaction, decided at the next state (``failure_reaction``), together with the
+        failed joints ``previous`` (the law this one replaces) was reacting to that are still
+        passive; while all of those are, the new reaction is at least as cautious as
+        ``previous``'s (``at_least``)."""
+        earlier = list(previous.failed_joints) if isinstance(previous, TaskLaw) else []
+        still = [n for n in earlier if n in self.model.passive_joints]
+        self._failed = still + [n for n in newly_passive(self.model, old_model)
+                                if n not in still]
+        self._floor = previous.reaction if earlier and still == earlier else None
         return reference
+
+    @property
+    def failed_joints(self) -> tuple[str, ...]:
+        """The joints this law treats as failed at run time (reacted to, or about to be)."""
+        if self._failed:
+            return tuple(self._failed)
+        return self.reaction.failed if self.reaction is not None else ()
 
     def compute(self, q: np.ndarray, v: np.ndarray, reference: TaskReference, t: float,
                 with_jacobians: bool) -> LawOutput:
@@ -192,7 +208,7 @@ class TaskLaw(ControlLaw):
         d = decide(self.model, self._failed, q, self.frame, self.tracker.task,
                    self.failure_reaction, self.tracker.singular_threshold, self.workspace)
         self._failed = []
-        self._apply(d, q)
+        self._apply(at_least(d, self._floor), q)
 
     def _apply(self, d: Decision, q: np.ndarray) -> None:
         if d.mode == "keep_task" and not d.forced:

@@ -418,7 +418,7 @@ class HybridDynamicsController(Node):
         if "mode" in changed and p["mode"] != old.law.mode:
             self.reference = None  # a new law starts from the measured state
         elif self.reference is not None:
-            self.reference = plan.law.carry_reference(self.reference, old.model)
+            self.reference = plan.law.carry_reference(self.reference, old.model, old.law)
         self.get_logger().info(f"parameters updated: {sorted(changed)}")
 
     # ================================================================== references
