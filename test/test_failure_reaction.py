@@ -118,7 +118,8 @@ def test_upper_arm_roll_failure_under_gravity_does_not_flail():
 
 def test_a_second_failure_is_decided_for_every_failed_joint_never_less_cautiously():
     """joint3 fails under gravity (loaded: the pose is given up, as above), then 1 s later
-    joint7, the hand's roll (unloaded: alone, the whole pose would be kept). The second
+    joint7, the hand's roll (unloaded, but the pose rows lose rank without it: alone it gets
+    `position`, which damps joint7 only). The second
     reaction is decided for both joints and is at least as cautious as the first; no joint
     passes 1.2x its URDF speed limit. (Decided for joint7 alone, as before 2026-11-28, the new
     law damped joint7 through J_D and left the loaded joint3 free: it swung to 1.38x its speed
