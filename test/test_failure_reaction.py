@@ -59,7 +59,8 @@ def _fail(joint: str, task: str, reaction: str = "auto", before: float = 0.3,
     check = JacobianWorkspace(model)
     vmax = np.asarray(model.velocity_limit, float)
     n_before, n_after = round(before / 1e-3), round(after / 1e-3)
-    err, speed, statuses = [], [], set()
+    lower, upper = np.asarray(model.position_lower), np.asarray(model.position_upper)
+    err, speed, overrun, statuses = [], [], [], set()
     failures = {n_before: [joint]}
     if then is not None:
         failures[n_before + round(then[1] / 1e-3)] = [joint, then[0]]
@@ -78,6 +79,7 @@ def _fail(joint: str, task: str, reaction: str = "auto", before: float = 0.3,
             check.set_configuration(q)
             err.append(np.linalg.norm(check.frame_placement(FRAME)[0] - ref.position))
             speed.append(np.abs(v) / vmax)
+            overrun.append(float(np.max(np.maximum(lower - q, q - upper))))
             statuses.add(out.status)
         plant.step()
     peak = np.max(speed, axis=0)  # per joint
@@ -86,7 +88,8 @@ def _fail(joint: str, task: str, reaction: str = "auto", before: float = 0.3,
             "peak_speed_ratio": float(peak.max()), "reaction": law.reaction,
             "first_reaction": first_reaction,
             "peak_active_ratio": float(np.delete(peak, k).max()),
-            "peak_passive_ratio": float(peak[k]), "statuses": statuses}
+            "peak_passive_ratio": float(peak[k]), "statuses": statuses,
+            "overrun_rad": max(0.0, max(overrun))}
 
 
 def test_vertical_axis_failure_keeps_the_pose():
@@ -114,6 +117,47 @@ def test_upper_arm_roll_failure_under_gravity_does_not_flail():
     assert r["reaction"].mode in ("position", "hold")
     assert r["peak_speed_ratio"] <= 1.2
     assert any(f"failure reaction {r['reaction'].mode}" in s for s in r["statuses"])
+
+
+def test_a_loaded_elbow_failure_is_arrested_by_a_plan_within_the_limits():
+    """joint4 (the elbow, 12.5 N m of gravity about it at Q0): no task is attainable, and the
+    braked hold alone lets the arm fall about the failed elbow into its limit, whipping the
+    wrist (forced `hold`, which never plans: above 1.2x a speed limit). The auto reaction
+    predicts that on the model, plans the arrest (box DDP through the hybrid derivatives) and
+    follows it with its Riccati gains: no joint passes 1.2x its URDF speed limit nor a
+    position limit by more than 0.05 rad (issue 23's gravity goal), in MuJoCo."""
+    braked = _fail("joint4", "pose", "hold")
+    assert braked["peak_speed_ratio"] > 1.2  # the premise: braking alone flails
+    r = _fail("joint4", "pose")
+    print(f"\n[joint4] {r['reaction'].status}: peak v/v_max {r['peak_speed_ratio']:.2f} "
+          f"(braked {braked['peak_speed_ratio']:.2f}), overrun {r['overrun_rad']:.3f} rad "
+          f"(braked {braked['overrun_rad']:.3f})")
+    assert r["reaction"].mode == "hold" and "the fall arrested by a plan" in r["reaction"].status
+    assert r["peak_speed_ratio"] <= 1.2
+    assert r["overrun_rad"] <= 0.05
+
+
+def test_the_arrest_is_planned_only_where_braking_would_pass_a_limit_and_a_plan_keeps_them():
+    """arrest_plan on the model (the MuJoCo check is the test above): the wrist pitch
+    (joint6, 1 N m about it) braked is predicted within its limits, so no plan; the shoulder
+    (joint2) braked falls through its limit and no plan found keeps the limits (the fall goes
+    on braked, and the status says so); the elbow's plan keeps every joint within its speed
+    limit and inside its position limits, and ends nearly at rest."""
+    from underactuated_control.control.failure_reaction import arrest_plan
+
+    full = RobotModel.from_urdf(XARM7)
+    zero = np.zeros(7)
+    plan, note = arrest_plan(full.with_passive(["joint6"]), Q0, zero)
+    assert plan is None and "no plan needed" in note
+    plan, note = arrest_plan(full.with_passive(["joint2"]), Q0, zero)
+    assert plan is None and "no arrest plan within the limits" in note
+    model = full.with_passive(["joint4"])
+    plan, note = arrest_plan(model, Q0, zero)
+    assert plan is not None and "the fall arrested by a plan" in note
+    xs, vmax = plan.solution.xs, np.asarray(model.velocity_limit)
+    assert np.abs(xs[:, 7:] / vmax).max() <= 1.0
+    assert np.all(xs[:, :7] >= model.position_lower) and np.all(xs[:, :7] <= model.position_upper)
+    assert np.abs(xs[-1, 7:] / vmax).max() <= 0.25
 
 
 def test_a_second_failure_is_decided_for_every_failed_joint_never_less_cautiously():

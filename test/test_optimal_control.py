@@ -16,6 +16,7 @@ from helpers import ROOT
 
 from underactuated_control.model import RobotModel
 from underactuated_control.optimal_control import (
+    BoxCost,
     ControlCost,
     Cost,
     CostSum,
@@ -226,3 +227,34 @@ def test_step_jacobians_equal_central_differences_with_passive_forces():
                             for e in np.eye(u.size)])
     np.testing.assert_allclose(Fx, fd_x, atol=1e-7)
     np.testing.assert_allclose(Fu, fd_u, atol=1e-7)
+
+
+def test_box_cost_is_zero_inside_and_its_derivatives_match_finite_differences():
+    """BoxCost: nothing inside the box; outside, l_x equals central differences of the value
+    and l_xx is the weight on the entries outside (the penalty is quadratic there); the
+    vectorised total and derivatives equal the per-knot ones."""
+    from underactuated_control.optimal_control.costs import Derivatives
+
+    lower, upper = np.array([-1.0, -np.inf, 0.0]), np.array([1.0, 2.0, np.inf])
+    box = BoxCost(lower, upper, 7.0)
+    assert box.value(np.array([0.5, -50.0, 3.0]), None) == 0.0
+    x = np.array([1.3, 2.5, -0.4])
+    d = Derivatives.zeros(3, 1)
+    value = box.add_derivatives(x, None, d)
+    assert value == pytest.approx(0.5 * 7.0 * (0.3**2 + 0.5**2 + 0.4**2))
+    h = 1e-6
+    fd = [(box.value(x + h * e, None) - box.value(x - h * e, None)) / (2 * h) for e in np.eye(3)]
+    np.testing.assert_allclose(d.lx, fd, rtol=1e-6)
+    np.testing.assert_array_equal(d.lxx, 7.0 * np.eye(3))
+    xs = np.array([x, [0.0, 0.0, 1.0], [-2.0, 3.0, -1.0]])
+    stacked = Derivatives(np.zeros((3, 3)), np.zeros((3, 1)), np.zeros((3, 3, 3)),
+                          np.zeros((3, 1, 1)), np.zeros((3, 1, 3)))
+    box.add_all_derivatives(xs, np.zeros((3, 1)), stacked)
+    for k in range(3):
+        one = Derivatives.zeros(3, 1)
+        box.add_derivatives(xs[k], None, one)
+        np.testing.assert_allclose(stacked.lx[k], one.lx)
+        np.testing.assert_allclose(stacked.lxx[k], one.lxx)
+    assert box.total(xs, np.zeros((3, 1))) == pytest.approx(sum(box.value(r, None) for r in xs))
+    with pytest.raises(ValueError, match="lower <= upper"):
+        BoxCost([1.0], [0.0], 1.0)

@@ -14,7 +14,12 @@ measured state and picks what is still attainable (doc/failure_analysis.md, "Fai
   freed redundancy damps the failed joints through J_D (6.12) toward it;
 - ``hold`` (the safe posture): the active joints are braked to rest and held where they stop
   (qdd_a = -kd v_a - kp (q_a - q_a,hold), then T_a from the hybrid recursion, section 5);
-  the failed joints settle under gravity and their own damping. Nothing is chased.
+  the failed joints settle under gravity and their own damping. Nothing is chased. Under a
+  load the braked arm would fall about the failed axis: the predictive layer first plans the
+  fall's arrest (``arrest_plan``: a torque-limited trajectory to rest within the speed and
+  position limits, box DDP through the derivatives of the hybrid recursion) and the safe
+  posture follows it with its Riccati gains before holding; a plan that does not keep the
+  limits is not used.
 
 ``failure_reaction`` (parameter) forces a choice: ``keep_task`` (the law as before the
 reaction existed), ``position``, ``hold``; ``auto`` (the default) decides as above and gives a
@@ -25,6 +30,7 @@ so far, never less cautiously than the reaction in force (``at_least``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -33,11 +39,14 @@ import numpy as np
 from ..dynamics import inverse_dynamics
 from ..jacobians import JacobianWorkspace
 from ..model import FLOATING, RobotModel
+from ..optimal_control import HybridStep, Solution, solve_box_ddp
+from ..optimal_control.problems import arrest_problem
 from ..passive_forces import PassiveForceModel
 from ..so3 import rotation_error
 
 __all__ = ["REACTIONS", "CAUTION", "Decision", "decide", "escalate", "at_least", "newly_passive",
-           "least_gravity_moment", "release_passive", "stabilise_passive", "SafePosture"]
+           "least_gravity_moment", "release_passive", "stabilise_passive", "SafePosture",
+           "ArrestPlan", "arrest_plan", "loaded"]
 
 REACTIONS = ("auto", "keep_task", "position", "hold")
 CAUTION = {"keep_task": 0, "position": 1, "hold": 2}  # a later failure never goes back down
@@ -51,6 +60,10 @@ REACH = 1.0  # rad: farthest a balanced configuration may lie for the position r
 HOLD_KP, HOLD_KD = 25.0, 10.0  # 1/s², 1/s: the safe posture's brake on the active joints
 UNLOAD_SPEED = 0.5  # of each joint's speed limit: how fast the safe posture unloads the axes
 UNLOAD_MOMENT = 1.0  # N m: below this static moment the unloading slows down in proportion
+PLAN_HORIZON, PLAN_DT = 1.5, 0.01  # s: the arrest plan's length and knot spacing
+PLAN_ITERATIONS = 300  # box DDP iterations at most (xarm7's elbow: 203, 1.9 s)
+PLAN_SPEED = 1.0  # of each joint's speed limit: a plan faster anywhere is not used
+PLAN_REST = 0.25  # of each joint's speed limit: a plan must end slower than this
 
 
 @dataclass(frozen=True)
@@ -256,18 +269,97 @@ def stabilise_passive(tracker, decision: Decision, q: np.ndarray) -> None:
     tracker.set_passive_reference(target)
 
 
+@dataclass(frozen=True)
+class ArrestPlan:
+    """A planned arrest: ``solution`` (states, torques and Riccati gains at knots ``dt`` [s]
+    apart) of ``arrest_problem`` for ``model``, and its evidence."""
+
+    solution: Solution
+    dt: float
+    peak_speed: float  # largest |v_i|/v_max,i along the planned states
+    seconds: float  # wall time of the solve
+
+    @property
+    def note(self) -> str:
+        return (f"the fall arrested by a plan ({len(self.solution.us) * self.dt:.1f} s, "
+                f"peak {self.peak_speed:.2f} of the speed limits, box DDP "
+                f"{self.solution.iterations} iterations, {self.seconds:.1f} s)")
+
+
+def loaded(model: RobotModel, failed: Sequence[str], q: np.ndarray) -> bool:
+    """Whether a failed joint's static gravity moment at ``q`` exceeds what its dry friction
+    holds (+ ``MOMENT_MARGIN``): braked there, the arm would fall about it."""
+    if not np.any(model.gravity) or not failed:
+        return False
+    zero = np.zeros(model.nv)
+    g = inverse_dynamics(model, q, zero, zero)
+    return any(abs(float(g[k])) > float(model.friction[k]) + MOMENT_MARGIN
+               for k in (model.joint_dofs(n)[0] for n in failed))
+
+
+def arrest_plan(model: RobotModel, q: np.ndarray, v: np.ndarray,
+                horizon: float = PLAN_HORIZON, dt: float = PLAN_DT,
+                iterations: int = PLAN_ITERATIONS) -> tuple[ArrestPlan | None, str]:
+    """The predictive layer of the ``hold`` reaction: a torque-limited trajectory from (q, v)
+    to rest within the joints' speed and position limits, the failed (passive) joints free
+    (``optimal_control.problems.arrest_problem``, box DDP through the hybrid recursion's
+    derivatives). Only when the braked hold, predicted on the model over the same horizon
+    (the plan's first guess), would pass ``PLAN_SPEED`` of a speed limit or a position limit.
+    Returns (the plan, a note for the status), or (None, why not) when the
+    trajectory passes ``PLAN_SPEED`` of a speed limit or a
+    position limit, or still moves at its end (``PLAN_REST``): the braked hold is then all
+    there is. A solve stopped by ``iterations`` before it converged is used if it keeps those
+    bounds."""
+    if model.nq != model.nv or np.any(np.asarray(model.nv_joint) != 1) or model.n_active == 0:
+        return None, "no arrest plan (it takes 1-DOF joints)"
+    start = time.perf_counter()
+    n = model.nv
+    vmax = np.asarray(model.velocity_limit, float)
+    lo, hi = np.asarray(model.position_lower, float), np.asarray(model.position_upper, float)
+
+    def peak_inside(xs: np.ndarray) -> tuple[float, bool]:
+        return (float(np.max(np.abs(xs[:, n:]) / np.where(vmax > 0, vmax, np.inf))),
+                bool(np.all((xs[:, :n] >= lo) & (xs[:, :n] <= hi))))
+
+    try:
+        problem = arrest_problem(model, q, v, horizon, dt)
+        braked = problem.first_guess  # the hold's own prediction
+        peak, inside = peak_inside(braked)
+        if np.all(np.isfinite(braked)) and peak <= PLAN_SPEED and inside:
+            return None, f"braked, predicted peak {peak:.2f} of the speed limits: no plan needed"
+        sol = solve_box_ddp(problem.step, problem.x0, problem.us_init, problem.running,
+                            problem.terminal, max_iterations=iterations)
+    except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
+        return None, f"no arrest plan ({exc})"
+    seconds = time.perf_counter() - start
+    peak, inside = peak_inside(sol.xs)
+    rest = float(np.max(np.abs(sol.xs[-1, n:]) / np.where(vmax > 0, vmax, np.inf)))
+    if peak > PLAN_SPEED or not inside or rest > PLAN_REST:
+        why = ("outside a position limit" if not inside else
+               f"still moving at its end, {rest:.2f}" if rest > PLAN_REST else "")
+        return None, (f"no arrest plan within the limits (best peak {peak:.2f} of the speed "
+                      f"limits{', ' + why if why else ''}; {seconds:.1f} s)")
+    plan = ArrestPlan(sol, dt, peak, seconds)
+    return plan, plan.note
+
+
 class SafePosture:
     """The ``hold`` reaction: brake the active joints and hold them, qdd_a = -kd v_a - kp (q_a -
     q_a,hold), T_a and qdd_p from the hybrid recursion (section 5) with the passive joints' own
     forces. ``unload`` (failed joints under a gravity moment): the hold point walks, at most
     ``UNLOAD_SPEED`` of each joint's speed limit, down the gradient of ½ Σ g_k² over the active
     joints (within their limits): the arm folds so that its weight passes through the failed
-    axes instead of swinging the whole arm about them."""
+    axes instead of swinging the whole arm about them. ``plan`` (``arrest_plan``): followed
+    first, u = ū_k + K_k (x − x̄_k) within the effort limits (k the knot at or before the time
+    since the first step), then the hold starts where the plan ends."""
 
     def __init__(self, model: RobotModel, workspace: JacobianWorkspace,
                  failed: Sequence[str] = (), kp: float = HOLD_KP, kd: float = HOLD_KD,
-                 unload: bool = True) -> None:
+                 unload: bool = True, plan: ArrestPlan | None = None) -> None:
         self.model, self.workspace = model, workspace
+        self.plan = plan
+        self._plan_start: float | None = None
+        self._plan_step = HybridStep(model, plan.dt) if plan is not None else None
         self.kp, self.kd = kp, kd
         self.passive_forces = PassiveForceModel(model)
         self._q_index = np.array([model.q_start[model.joint_index(n)]
@@ -303,6 +395,10 @@ class SafePosture:
     def step(self, q: np.ndarray, v: np.ndarray, t: float):
         """T_a, qdd_p (the hybrid recursion's result) for the measured state at time ``t``."""
         m, ws = self.model, self.workspace
+        if self.plan is not None:
+            res = self._follow_plan(q, v, t)
+            if res is not None:
+                return res
         qa, va = q[self._q_index], v[m.active_dofs]
         if self.hold is None:
             self.hold = np.clip(qa.copy(), self._lo, self._hi)
@@ -312,3 +408,18 @@ class SafePosture:
             self._walk(q, dt)
         qdd_a = -self.kd * va - self.kp * (qa - self.hold)
         return ws.dynamics.compute(q, v, qdd_a, self.passive_forces(q, v))
+
+    def _follow_plan(self, q: np.ndarray, v: np.ndarray, t: float):
+        """The plan's torques with its Riccati feedback; None once it has ended."""
+        if self._plan_start is None:
+            self._plan_start = t
+        sol, step = self.plan.solution, self._plan_step
+        k = int((t - self._plan_start) / self.plan.dt + 1e-9)
+        if not 0 <= k < len(sol.us):
+            self.plan, self.hold = None, None  # held from where the plan ended
+            return None
+        x = np.concatenate([q, v])
+        u = np.clip(sol.us[k] + sol.K[k] @ (x - sol.xs[k]), step.lower, step.upper)
+        qdd = step.acceleration(q, v, u)  # T_a = u: the hybrid recursion at these qdd_a
+        return self.workspace.dynamics.compute(q, v, qdd[self.model.active_dofs],
+                                               self.passive_forces(q, v))

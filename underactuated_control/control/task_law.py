@@ -10,6 +10,7 @@ profile. Joint position and velocity limits are the command's safety layer's
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -22,9 +23,11 @@ from .failure_reaction import (
     REACTIONS,
     Decision,
     SafePosture,
+    arrest_plan,
     at_least,
     decide,
     escalate,
+    loaded,
     newly_passive,
     release_passive,
     stabilise_passive,
@@ -111,9 +114,11 @@ class TaskLaw(ControlLaw):
                       "at run time (control/failure_reaction.py): auto (decide from the model "
                       "and the state: keep_task with the failed joints let move, out of the "
                       "passive_weight hold unless named in hold_passive_dofs; position; or "
-                      "hold), keep_task (the task and the hold go on unchanged), position (the "
+                      "hold, which first plans the arrest of a loaded arm's fall within the "
+                      "speed and position limits when braking alone would not keep them), "
+                      "keep_task (the task and the hold go on unchanged), position (the "
                       "orientation given up), hold (brake the active joints, let the failed "
-                      "ones settle)", choices=REACTIONS),
+                      "ones settle; never plans)", choices=REACTIONS),
     )
 
     def __init__(self, model: RobotModel, settings: Mapping[str, Any], frame: str,
@@ -179,7 +184,7 @@ class TaskLaw(ControlLaw):
         if self.follower.setpoint is None:  # a rebuilt law starts from the measured pose
             self.hold_reference(q)
         if self._failed:  # failure reaction: decided once, at the first state after it
-            self._react(q)
+            self._react(q, v)
         if self._posture is not None:  # the safe posture: no task
             res = self._posture.step(q, v, t)
             ws = self.workspace
@@ -198,19 +203,19 @@ class TaskLaw(ControlLaw):
                            self.tracker.singular_threshold,
                            float(np.linalg.norm(res.position_error)))
             if nxt is not None:
-                self._apply(nxt, q)
+                self._apply(nxt, q, v)
             status = f"{status}; {self.reaction.status}" if status else self.reaction.status
         return LawOutput(res.tau_active, res.qdd_passive, ws.J_G, ws.J_D, status,
                          intended_velocity=res.intended_velocity)
 
-    def _react(self, q: np.ndarray) -> None:
-        """Decide the failure reaction at ``q`` (control/failure_reaction.py) and apply it."""
+    def _react(self, q: np.ndarray, v: np.ndarray) -> None:
+        """Decide the failure reaction at (q, v) (control/failure_reaction.py), apply it."""
         d = decide(self.model, self._failed, q, self.frame, self.tracker.task,
                    self.failure_reaction, self.tracker.singular_threshold, self.workspace)
         self._failed = []
-        self._apply(at_least(d, self._floor), q)
+        self._apply(at_least(d, self._floor), q, v)
 
-    def _apply(self, d: Decision, q: np.ndarray) -> None:
+    def _apply(self, d: Decision, q: np.ndarray, v: np.ndarray) -> None:
         if d.mode == "keep_task" and not d.forced:
             d = release_passive(self.tracker, d)
         self.reaction = d
@@ -218,7 +223,11 @@ class TaskLaw(ControlLaw):
             self.tracker.task = "position"
             stabilise_passive(self.tracker, d, q)
         elif d.mode == "hold":
-            self._posture = SafePosture(self.model, self.workspace, d.failed)
+            plan = None
+            if not d.forced and loaded(self.model, d.failed, q):  # it would fall: plan ahead
+                plan, note = arrest_plan(self.model, q, v)
+                self.reaction = d = replace(d, reason=f"{d.reason}; {note}")
+            self._posture = SafePosture(self.model, self.workspace, d.failed, plan=plan)
 
     def _leash(self, setpoint: TaskReference, e_position: np.ndarray,
                e_orientation: np.ndarray) -> None:

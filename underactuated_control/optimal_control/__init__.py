@@ -7,9 +7,9 @@ joints driven by their passive-force model. ``costs``: quadratic and frame terms
 Riccati feedback gains. See doc/theory/trajectory_optimisation.md.
 """
 
-from .costs import ControlCost, Cost, CostSum, FrameCost, StateCost
+from .costs import BoxCost, ControlCost, Cost, CostSum, FrameCost, StateCost
 from .ddp import Solution, solve_box_ddp
 from .dynamics import FilteredTorques, HybridStep
 
-__all__ = ["HybridStep", "FilteredTorques", "Cost", "CostSum", "StateCost", "ControlCost",
-           "FrameCost", "Solution", "solve_box_ddp"]
+__all__ = ["HybridStep", "FilteredTorques", "Cost", "BoxCost", "CostSum", "StateCost",
+           "ControlCost", "FrameCost", "Solution", "solve_box_ddp"]

@@ -16,7 +16,8 @@ import numpy as np
 from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
 
-__all__ = ["Derivatives", "Cost", "CostSum", "StateCost", "ControlCost", "FrameCost"]
+__all__ = ["Derivatives", "Cost", "CostSum", "StateCost", "ControlCost", "FrameCost",
+           "BoxCost"]
 
 
 @dataclass
@@ -115,6 +116,45 @@ class StateCost(Cost):
         d.lx += self.weights * (xs - self.target)
         n = self.target.size
         d.lxx[:, np.arange(n), np.arange(n)] += self.weights
+
+
+class BoxCost(Cost):
+    """½ w Σ_i (max(x_i − upper_i, 0)² + max(lower_i − x_i, 0)²): a quadratic penalty outside
+    a box on the state x = (q, v) (joint limits, speed limits); zero inside, so a trajectory
+    that keeps within the box does not feel it. ±inf bounds leave an entry free. Hessian: w on
+    the entries outside (exact)."""
+
+    def __init__(self, lower: Sequence[float], upper: Sequence[float], weight: float) -> None:
+        self.lower = np.asarray(lower, dtype=float).copy()
+        self.upper = np.asarray(upper, dtype=float).copy()
+        if self.lower.shape != self.upper.shape or np.any(self.lower > self.upper):
+            raise ValueError("box bounds: lower and upper must have one shape, lower <= upper")
+        if not (np.isfinite(weight) and weight >= 0):
+            raise ValueError(f"box weight must be finite and >= 0, got {weight}")
+        self.weight = float(weight)
+
+    def _excess(self, x: np.ndarray) -> np.ndarray:
+        return np.maximum(x - self.upper, 0.0) - np.maximum(self.lower - x, 0.0)
+
+    def value(self, x, u):
+        e = self._excess(x)
+        return 0.5 * self.weight * float(e @ e)
+
+    def add_derivatives(self, x, u, d):
+        e = self._excess(x)
+        d.lx += self.weight * e
+        d.lxx[np.diag_indices_from(d.lxx)] += self.weight * (e != 0.0)
+        return 0.5 * self.weight * float(e @ e)
+
+    def total(self, xs, us):
+        e = self._excess(xs)
+        return 0.5 * self.weight * float(np.sum(e * e))
+
+    def add_all_derivatives(self, xs, us, d):
+        e = self._excess(xs)
+        d.lx += self.weight * e
+        n = self.lower.size
+        d.lxx[:, np.arange(n), np.arange(n)] += self.weight * (e != 0.0)
 
 
 class ControlCost(Cost):

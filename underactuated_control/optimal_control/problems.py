@@ -1,8 +1,9 @@
 """Ready-made problems for ``underactuated-control optimize`` and their output files.
 
 ``goal_problem``: from a start state to a joint configuration (and, optionally, a frame
-position), torque-limited, passive joints free; ``write_solution``: CSV, NPZ (with the Riccati
-gains) and a PNG of a solution.
+position), torque-limited, passive joints free; ``arrest_problem``: from a moving state (a
+motor just failed) to rest, within the joints' speed and position limits; ``write_solution``:
+CSV, NPZ (with the Riccati gains) and a PNG of a solution.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ..dynamics import HybridDynamics
 from ..model import RobotModel
-from .costs import ControlCost, Cost, CostSum, FrameCost, StateCost
+from .costs import BoxCost, ControlCost, Cost, CostSum, FrameCost, StateCost
 from .ddp import Solution
 from .dynamics import HybridStep
 
-__all__ = ["Problem", "goal_problem", "write_solution"]
+__all__ = ["Problem", "goal_problem", "arrest_problem", "write_solution"]
 
 
 @dataclass
@@ -29,6 +31,7 @@ class Problem:
     us_init: np.ndarray
     running: Cost
     terminal: Cost
+    first_guess: np.ndarray | None = None  # states of the us_init rollout (arrest_problem)
 
 
 def _per_joint(values: Sequence[float] | None, model: RobotModel, what: str) -> np.ndarray:
@@ -74,6 +77,58 @@ def goal_problem(model: RobotModel, goal: Sequence[float] | None = None,
     hold = step.holding_torques(x0[:n])
     running[0] = ControlCost(torque_weight, step.nu, reference=hold)
     return Problem(step, x0, np.tile(hold, (N, 1)), CostSum(running), CostSum(terminal))
+
+
+def arrest_problem(model: RobotModel, q: Sequence[float], v: Sequence[float],
+                   horizon: float = 1.5, dt: float = 0.01, speed_fraction: float = 0.9,
+                   limit_margin: float = 0.05, box_weight: float = 1e4,
+                   speed_weight: float = 10.0, stay_weight: float = 0.1,
+                   torque_weight: float = 1e-3, brake_kp: float = 25.0,
+                   brake_kd: float = 10.0) -> Problem:
+    """Bring the robot from (``q``, ``v``) to rest within ``horizon`` [s], torque-limited, its
+    passive joints free (a motor that just failed under a load): costs ``speed_weight`` Σ
+    (v_i/v_max,i)² and ``stay_weight`` |q − q(0)|² along the way (ten times the speed term at
+    the end), ``torque_weight`` |u|², and ``box_weight`` on any excess over
+    ``speed_fraction`` of each joint's URDF speed limit or within ``limit_margin`` [rad|m] of
+    its position limits (``BoxCost``). The first guess: the active joints braked to where they
+    are (qdd_a = −kd v_a − kp (q_a − q_a(0)), T_a from the hybrid recursion)."""
+    if not (np.isfinite(horizon) and horizon > 0 and np.isfinite(dt) and 0 < dt <= horizon):
+        raise ValueError(f"horizon ({horizon} s) and dt ({dt} s) must be > 0, dt <= horizon")
+    step = HybridStep(model, dt)
+    n = model.nv
+    x0 = np.concatenate([np.asarray(q, float), np.asarray(v, float)])
+    if x0.shape != (2 * n,) or not np.all(np.isfinite(x0)):
+        raise ValueError(f"the start state must be {n} finite positions and {n} velocities")
+    vmax = np.asarray(model.velocity_limit, float)
+    scale = np.where(np.isfinite(vmax) & (vmax > 0), vmax, 1.0)
+    lower = np.concatenate([np.asarray(model.position_lower, float) + limit_margin,
+                            -speed_fraction * np.where(np.isfinite(vmax), vmax, np.inf)])
+    upper = np.concatenate([np.asarray(model.position_upper, float) - limit_margin,
+                            speed_fraction * np.where(np.isfinite(vmax), vmax, np.inf)])
+    box = BoxCost(np.minimum(lower, x0), np.maximum(upper, x0), box_weight)
+    target = np.concatenate([x0[:n], np.zeros(n)])
+    running = CostSum([StateCost(target, np.concatenate([np.full(n, stay_weight),
+                                                         speed_weight / scale**2])),
+                       ControlCost(torque_weight, step.nu), box])
+    terminal = CostSum([StateCost(target, np.concatenate([np.full(n, 10 * stay_weight),
+                                                          10 * speed_weight / scale**2])), box])
+    N = max(1, round(horizon / dt))
+    brake = HybridDynamics(model)
+    active = model.active_dofs
+    us = np.empty((N, step.nu))
+    xs = np.full((N + 1, 2 * n), np.nan)
+    xs[0] = x0
+    for k in range(N):  # the first guess: the braked rollout's torques (NaN once it diverges)
+        qk, vk = xs[k, :n], xs[k, n:]
+        try:
+            qdd_a = -brake_kd * vk[active] - brake_kp * (qk[active] - x0[:n][active])
+            us[k] = np.clip(brake.compute(qk, vk, qdd_a, step.passive_forces(qk, vk))
+                            .tau_active, step.lower, step.upper)
+            xs[k + 1] = step(xs[k], us[k])
+        except ValueError:  # non-finite: the braked model diverged (e.g. dt too long for it)
+            us[k:] = us[k - 1] if k else 0.0
+            break
+    return Problem(step, x0, us, running, terminal, xs)
 
 
 def write_solution(solution: Solution, problem: Problem, out: Path | str) -> list[Path]:

@@ -75,6 +75,7 @@ def run_arm(out_dir: Path, duration: float | None, domain: int,
     states = rec.messages("/joint_states")
     t = np.array([stamp_seconds(m) for _, m in states])  # simulated time (use_sim_time)
     q = np.array([joint_positions(model.joint_names, m) for _, m in states])
+    v = np.array([joint_positions(model.joint_names, m, "velocity") for _, m in states])
     hand = frame_positions(ws, frame, q)
     error = np.linalg.norm(hand - reference_at(t, rec.messages(REFERENCE_TOPIC)), axis=1)
     commands = rec.messages(COMMAND_TOPIC)
@@ -82,6 +83,8 @@ def run_arm(out_dir: Path, duration: float | None, domain: int,
     t_fail, wall_fail = failed_at[0] if failed_at else (np.inf, np.inf)
     before, after = (t >= t0) & (t < t_fail), t >= t_fail
     k = model.joint_names.index(failing)
+    vmax = np.asarray(model.velocity_limit, float)
+    lower, upper = np.asarray(model.position_lower), np.asarray(model.position_upper)
     fail_q = q[after, k] if after.any() else np.zeros(1)
     metrics = {
         "hand_rms_before_failure_mm": float(1e3 * np.sqrt(np.mean(error[before] ** 2))),
@@ -89,6 +92,11 @@ def run_arm(out_dir: Path, duration: float | None, domain: int,
         "hand_rms_after_failure_mm": float(1e3 * np.sqrt(np.mean(error[after] ** 2))),
         "hand_max_after_failure_mm": float(1e3 * error[after].max()),
         "failed_joint_excursion_rad": float(np.abs(fail_q - fail_q[0]).max()),
+        # issue 23's gravity bounds after the failure: |v|/v_max (URDF), position limits
+        "peak_speed_ratio_after_failure": float(np.max(np.abs(v[after]) / np.where(
+            vmax > 0, vmax, np.inf))) if after.any() else None,
+        "limit_overrun_after_failure_rad": float(max(0.0, np.max(np.maximum(
+            lower - q[after], q[after] - upper)))) if after.any() else None,
         # received from 0.1 s (wall: commands carry no stamp) after the controller answered
         # the update: commands in flight were computed before it
         "failed_joint_command_after_Nm": float(np.abs(data[np.array(

@@ -273,10 +273,13 @@ class ScenarioRun:
 
 
 # ====================================================================== recorded runs
-def joint_positions(names: list[str] | tuple[str, ...], msg) -> np.ndarray:
-    """The positions of a JointState message in the order of ``names``."""
+def joint_positions(names: list[str] | tuple[str, ...], msg, field: str = "position"
+                    ) -> np.ndarray:
+    """The positions (or another ``field``: velocity, effort) of a JointState message in the
+    order of ``names``."""
     index = {n: i for i, n in enumerate(msg.name)}
-    return np.array([msg.position[index[n]] for n in names])
+    values = getattr(msg, field)
+    return np.array([values[index[n]] for n in names])
 
 
 def frame_positions(ws: JacobianWorkspace, frame: str, q: np.ndarray) -> np.ndarray:
