@@ -61,6 +61,8 @@ HOLD_KP, HOLD_KD = 25.0, 10.0  # 1/s², 1/s: the safe posture's brake on the act
 UNLOAD_SPEED = 0.5  # of each joint's speed limit: how fast the safe posture unloads the axes
 UNLOAD_MOMENT = 1.0  # N m: below this static moment the unloading slows down in proportion
 PLAN_HORIZON, PLAN_DT = 1.5, 0.01  # s: the arrest plan's length and knot spacing
+LONG_HORIZON = 3.0  # s: a plan still moving at the end of PLAN_HORIZON is solved over this
+LIMIT_TOLERANCE = 0.01  # rad|m: a plan this far past a position limit still counts as inside
 PLAN_ITERATIONS = 300  # box DDP iterations at most (xarm7's elbow: 203, 1.9 s)
 PLAN_SPEED = 1.0  # of each joint's speed limit: a plan faster anywhere is not used
 PLAN_REST = 0.25  # of each joint's speed limit: a plan must end slower than this
@@ -272,18 +274,26 @@ def stabilise_passive(tracker, decision: Decision, q: np.ndarray) -> None:
 @dataclass(frozen=True)
 class ArrestPlan:
     """A planned arrest: ``solution`` (states, torques and Riccati gains at knots ``dt`` [s]
-    apart) of ``arrest_problem`` for ``model``, and its evidence."""
+    apart) of ``arrest_problem``, and its evidence."""
 
     solution: Solution
     dt: float
     peak_speed: float  # largest |v_i|/v_max,i along the planned states
-    seconds: float  # wall time of the solve
+    braked_peak: float  # the same of the braked hold's prediction
+    seconds: float  # wall time of the solve(s)
+
+    @property
+    def arrested(self) -> bool:
+        """Within ``PLAN_SPEED`` of every speed limit (else the fall is only slowed)."""
+        return self.peak_speed <= PLAN_SPEED
 
     @property
     def note(self) -> str:
-        return (f"the fall arrested by a plan ({len(self.solution.us) * self.dt:.1f} s, "
-                f"peak {self.peak_speed:.2f} of the speed limits, box DDP "
-                f"{self.solution.iterations} iterations, {self.seconds:.1f} s)")
+        what = ("the fall arrested by a plan" if self.arrested else
+                f"the fall slowed by a plan (braked: peak {self.braked_peak:.2f})")
+        return (f"{what} ({len(self.solution.us) * self.dt:.1f} s, peak {self.peak_speed:.2f}"
+                f" of the speed limits, box DDP {self.solution.iterations} iterations, "
+                f"{self.seconds:.1f} s)")
 
 
 def loaded(model: RobotModel, failed: Sequence[str], q: np.ndarray) -> bool:
@@ -298,49 +308,61 @@ def loaded(model: RobotModel, failed: Sequence[str], q: np.ndarray) -> bool:
 
 
 def arrest_plan(model: RobotModel, q: np.ndarray, v: np.ndarray,
-                horizon: float = PLAN_HORIZON, dt: float = PLAN_DT,
-                iterations: int = PLAN_ITERATIONS) -> tuple[ArrestPlan | None, str]:
+                dt: float = PLAN_DT, iterations: int = PLAN_ITERATIONS
+                ) -> tuple[ArrestPlan | None, str]:
     """The predictive layer of the ``hold`` reaction: a torque-limited trajectory from (q, v)
     to rest within the joints' speed and position limits, the failed (passive) joints free
     (``optimal_control.problems.arrest_problem``, box DDP through the hybrid recursion's
-    derivatives). Only when the braked hold, predicted on the model over the same horizon
-    (the plan's first guess), would pass ``PLAN_SPEED`` of a speed limit or a position limit.
-    Returns (the plan, a note for the status), or (None, why not) when the
-    trajectory passes ``PLAN_SPEED`` of a speed limit or a
-    position limit, or still moves at its end (``PLAN_REST``): the braked hold is then all
-    there is. A solve stopped by ``iterations`` before it converged is used if it keeps those
-    bounds."""
+    derivatives), planned only when the braked hold, predicted on the model over
+    ``PLAN_HORIZON`` (the plan's first guess), would pass ``PLAN_SPEED`` of a speed limit or a
+    position limit. A plan still moving at its end (faster than ``PLAN_REST``) is solved again
+    over ``LONG_HORIZON``. Used if it stays inside the position limits and ends at rest, and
+    either keeps ``PLAN_SPEED`` (the fall arrested) or at least lowers the braked prediction's
+    peak (slowed: physics allows no better that the solve found). Returns (the plan, a note
+    for the status) or (None, why not: the braked hold is then all there is). A solve stopped
+    by ``iterations`` before it converged is judged the same way."""
     if model.nq != model.nv or np.any(np.asarray(model.nv_joint) != 1) or model.n_active == 0:
         return None, "no arrest plan (it takes 1-DOF joints)"
     start = time.perf_counter()
     n = model.nv
     vmax = np.asarray(model.velocity_limit, float)
+    vmax = np.where(vmax > 0, vmax, np.inf)
     lo, hi = np.asarray(model.position_lower, float), np.asarray(model.position_upper, float)
 
-    def peak_inside(xs: np.ndarray) -> tuple[float, bool]:
-        return (float(np.max(np.abs(xs[:, n:]) / np.where(vmax > 0, vmax, np.inf))),
-                bool(np.all((xs[:, :n] >= lo) & (xs[:, :n] <= hi))))
+    def judged(xs: np.ndarray) -> tuple[float, bool, float]:  # peak, inside, speed at the end
+        return (float(np.max(np.abs(xs[:, n:]) / vmax)),
+                bool(np.all((xs[:, :n] >= lo - LIMIT_TOLERANCE)
+                            & (xs[:, :n] <= hi + LIMIT_TOLERANCE))),
+                float(np.max(np.abs(xs[-1, n:]) / vmax)))
 
-    try:
-        problem = arrest_problem(model, q, v, horizon, dt)
-        braked = problem.first_guess  # the hold's own prediction
-        peak, inside = peak_inside(braked)
-        if np.all(np.isfinite(braked)) and peak <= PLAN_SPEED and inside:
-            return None, f"braked, predicted peak {peak:.2f} of the speed limits: no plan needed"
-        sol = solve_box_ddp(problem.step, problem.x0, problem.us_init, problem.running,
-                            problem.terminal, max_iterations=iterations)
-    except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
-        return None, f"no arrest plan ({exc})"
+    braked_peak = np.inf
+    for horizon in (PLAN_HORIZON, LONG_HORIZON):
+        try:
+            problem = arrest_problem(model, q, v, horizon, dt)
+            if horizon == PLAN_HORIZON:  # the hold's own prediction
+                braked = problem.first_guess
+                braked_peak, inside, _ = judged(braked)
+                if np.all(np.isfinite(braked)) and braked_peak <= PLAN_SPEED and inside:
+                    return None, (f"braked, predicted peak {braked_peak:.2f} of the speed "
+                                  "limits: no plan needed")
+                if not np.isfinite(braked_peak):
+                    braked_peak = np.inf
+            sol = solve_box_ddp(problem.step, problem.x0, problem.us_init, problem.running,
+                                problem.terminal, max_iterations=iterations)
+        except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
+            return None, f"no arrest plan ({exc})"
+        peak, inside, rest = judged(sol.xs)
+        if not inside or rest <= PLAN_REST:
+            break
     seconds = time.perf_counter() - start
-    peak, inside = peak_inside(sol.xs)
-    rest = float(np.max(np.abs(sol.xs[-1, n:]) / np.where(vmax > 0, vmax, np.inf)))
-    if peak > PLAN_SPEED or not inside or rest > PLAN_REST:
-        why = ("outside a position limit" if not inside else
-               f"still moving at its end, {rest:.2f}" if rest > PLAN_REST else "")
-        return None, (f"no arrest plan within the limits (best peak {peak:.2f} of the speed "
-                      f"limits{', ' + why if why else ''}; {seconds:.1f} s)")
-    plan = ArrestPlan(sol, dt, peak, seconds)
-    return plan, plan.note
+    if inside and rest <= PLAN_REST and (peak <= PLAN_SPEED or peak < braked_peak):
+        plan = ArrestPlan(sol, dt, peak, braked_peak, seconds)
+        return plan, plan.note
+    why = ("outside a position limit" if not inside else
+           f"still moving at its end, {rest:.2f}" if rest > PLAN_REST else
+           f"no slower than braked, {braked_peak:.2f}")
+    return None, (f"no arrest plan within the limits (best peak {peak:.2f} of the speed "
+                  f"limits, {why}; {seconds:.1f} s)")
 
 
 class SafePosture:
