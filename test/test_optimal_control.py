@@ -205,6 +205,32 @@ def test_optimize_command_writes_the_trajectory_gains_and_plot(tmp_path, capsys)
     assert "goal: give 2 finite values" in capsys.readouterr().err
 
 
+def test_optimize_arrest_plans_the_failure_reactions_arrest_and_says_if_it_keeps_the_limits(
+        tmp_path, capsys):
+    """`optimize --arrest`: the bundled arm7 at the arm scenario's start with its elbow failed
+    (19 N m about it) gets a plan inside the URDF's position and speed limits (exit 0; checked
+    on the written trajectory); with the shoulder failed no plan keeps them (exit 1, and the
+    line says so); a goal with --arrest is refused (exit 2)."""
+    from underactuated_control.cli import main
+
+    start = ["0", "-0.3", "0", "-2.2", "0", "2.0", "0.8"]
+    out = tmp_path / "arrest"
+    assert main(["optimize", "arm7", "--passive", "joint4", "--start", *start, "--arrest",
+                 "--horizon", "1.5", "--out", str(out), "--quiet"]) == 0
+    assert "within the limits" in capsys.readouterr().out
+    model = RobotModel.from_urdf((ROOT / "urdf" / "arm7.urdf").read_text())
+    rows = np.genfromtxt(out / "trajectory.csv", delimiter=",", names=True)
+    q = np.column_stack([rows[f"q_{j}"] for j in model.joint_names])
+    v = np.column_stack([rows[f"v_{j}"] for j in model.joint_names])
+    assert np.all(q >= model.position_lower - 0.01) and np.all(q <= model.position_upper + 0.01)
+    assert np.all(np.abs(v) <= np.asarray(model.velocity_limit))
+    assert main(["optimize", "arm7", "--passive", "joint2", "--start", *start, "--arrest",
+                 "--horizon", "1.5", "--out", str(out), "--quiet"]) == 1
+    assert "NOT within the limits" in capsys.readouterr().out
+    assert main(["optimize", "arm7", "--arrest", "--goal", *start, "--out", str(out)]) == 2
+    assert "--arrest plans to rest" in capsys.readouterr().err
+
+
 def test_step_jacobians_equal_central_differences_with_passive_forces():
     from underactuated_control.passive_forces import JointForceParameters, PassiveForceModel
 

@@ -377,12 +377,21 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     import time
 
     from .optimal_control import solve_box_ddp
-    from .optimal_control.problems import goal_problem, write_solution
+    from .optimal_control.problems import arrest_problem, goal_problem, write_solution
 
     model = RobotModel.from_urdf(resolve_robot(args.robot), passive_joints=args.passive,
                                  tip_link=args.tip_link)
-    problem = goal_problem(model, args.goal, args.start, args.horizon, args.dt, args.frame,
-                           args.position)
+    if args.arrest:  # the failure reaction's plan (control/failure_reaction.arrest_plan)
+        if args.goal is not None or args.frame is not None:
+            raise ValueError("--arrest plans to rest from --start: give no --goal or --frame")
+        start = np.zeros(model.nq) if args.start is None else np.asarray(args.start, float)
+        if start.shape != (model.nq,):
+            raise ValueError(f"--start: give {model.nq} values, one per joint "
+                             f"{list(model.joint_names)}")
+        problem = arrest_problem(model, start, np.zeros(model.nv), args.horizon, args.dt)
+    else:
+        problem = goal_problem(model, args.goal, args.start, args.horizon, args.dt,
+                               args.frame, args.position)
 
     def progress(iteration: int, cost: float, alpha: float) -> None:
         if not args.quiet:
@@ -403,6 +412,18 @@ def cmd_optimize(args: argparse.Namespace) -> int:
           f"{float(np.abs(sol.xs[-1, n:]).max()):.3g}")
     for path in write_solution(sol, problem, args.out):
         print(f"wrote {path}")
+    if args.arrest:  # judged as the failure reaction judges it: within the limits
+        vmax = np.asarray(model.velocity_limit, float)
+        peak = float(np.max(np.abs(sol.xs[:, n:]) / np.where(vmax > 0, vmax, np.inf)))
+        over = float(max(0.0, np.max(np.maximum(model.position_lower - sol.xs[:, :n],
+                                                sol.xs[:, :n] - model.position_upper))))
+        braked = float(np.max(np.abs(problem.first_guess[:, n:]) /
+                              np.where(vmax > 0, vmax, np.inf)))
+        kept = peak <= 1.0 and over <= 0.01
+        print(f"arrest: peak {peak:.2f} of the speed limits (braked: {braked:.2f}), "
+              f"{over:.3f} rad|m past a position limit: "
+              f"{'within the limits' if kept else 'NOT within the limits'}")
+        return 0 if kept else 1
     return 0 if sol.converged else 1
 
 
@@ -578,6 +599,10 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--frame", help="a frame to bring to --position at the end")
     o.add_argument("--position", nargs=3, type=float, metavar=("X", "Y", "Z"),
                    help="[m] root axes")
+    o.add_argument("--arrest", action="store_true",
+                   help="plan the arrest of the fall from --start at rest with the --passive "
+                   "joints failed, within the speed and position limits (the failure "
+                   "reaction's plan); exit 0 when the plan keeps them")
     o.add_argument("--horizon", type=float, default=2.0, help="[s] (default 2)")
     o.add_argument("--dt", type=float, default=0.01, help="knot spacing [s] (default 0.01)")
     o.add_argument("--max-iterations", type=int, default=300)

@@ -14,12 +14,12 @@ measured state and picks what is still attainable (doc/failure_analysis.md, "Fai
   freed redundancy damps the failed joints through J_D (6.12) toward it;
 - ``hold`` (the safe posture): the active joints are braked to rest and held where they stop
   (qdd_a = -kd v_a - kp (q_a - q_a,hold), then T_a from the hybrid recursion, section 5);
-  the failed joints settle under gravity and their own damping. Nothing is chased. Under a
-  load the braked arm would fall about the failed axis: the predictive layer first plans the
-  fall's arrest (``arrest_plan``: a torque-limited trajectory to rest within the speed and
-  position limits, box DDP through the derivatives of the hybrid recursion) and the safe
-  posture follows it with its Riccati gains before holding; a plan that does not keep the
-  limits is not used.
+  the failed joints settle under gravity and their own damping. Nothing is chased. Where
+  the braked arm is predicted to pass a limit (a fall about a loaded failed axis, an arm
+  moving fast when a task is given up), the predictive layer first plans the arrest
+  (``arrest_plan``: a torque-limited trajectory to rest within the speed and position
+  limits, box DDP through the derivatives of the hybrid recursion) and the safe posture
+  follows it with its Riccati gains before holding; a plan worse than braking is not used.
 
 ``failure_reaction`` (parameter) forces a choice: ``keep_task`` (the law as before the
 reaction existed), ``position``, ``hold``; ``auto`` (the default) decides as above and gives a
@@ -46,7 +46,7 @@ from ..so3 import rotation_error
 
 __all__ = ["REACTIONS", "CAUTION", "Decision", "decide", "escalate", "at_least", "newly_passive",
            "least_gravity_moment", "release_passive", "stabilise_passive", "SafePosture",
-           "ArrestPlan", "arrest_plan", "loaded"]
+           "ArrestPlan", "arrest_plan"]
 
 REACTIONS = ("auto", "keep_task", "position", "hold")
 CAUTION = {"keep_task": 0, "position": 1, "hold": 2}  # a later failure never goes back down
@@ -296,17 +296,6 @@ class ArrestPlan:
                 f"{self.seconds:.1f} s)")
 
 
-def loaded(model: RobotModel, failed: Sequence[str], q: np.ndarray) -> bool:
-    """Whether a failed joint's static gravity moment at ``q`` exceeds what its dry friction
-    holds (+ ``MOMENT_MARGIN``): braked there, the arm would fall about it."""
-    if not np.any(model.gravity) or not failed:
-        return False
-    zero = np.zeros(model.nv)
-    g = inverse_dynamics(model, q, zero, zero)
-    return any(abs(float(g[k])) > float(model.friction[k]) + MOMENT_MARGIN
-               for k in (model.joint_dofs(n)[0] for n in failed))
-
-
 def arrest_plan(model: RobotModel, q: np.ndarray, v: np.ndarray,
                 dt: float = PLAN_DT, iterations: int = PLAN_ITERATIONS
                 ) -> tuple[ArrestPlan | None, str]:
@@ -318,7 +307,7 @@ def arrest_plan(model: RobotModel, q: np.ndarray, v: np.ndarray,
     position limit. A plan still moving at its end (faster than ``PLAN_REST``) is solved again
     over ``LONG_HORIZON``. Used if it stays inside the position limits and ends at rest, and
     either keeps ``PLAN_SPEED`` (the fall arrested) or at least lowers the braked prediction's
-    peak (slowed: physics allows no better that the solve found). Returns (the plan, a note
+    peak (slowed: the solve found no plan that keeps it). Returns (the plan, a note
     for the status) or (None, why not: the braked hold is then all there is). A solve stopped
     by ``iterations`` before it converged is judged the same way."""
     if model.nq != model.nv or np.any(np.asarray(model.nv_joint) != 1) or model.n_active == 0:

@@ -27,7 +27,6 @@ from .failure_reaction import (
     at_least,
     decide,
     escalate,
-    loaded,
     newly_passive,
     release_passive,
     stabilise_passive,
@@ -114,8 +113,9 @@ class TaskLaw(ControlLaw):
                       "at run time (control/failure_reaction.py): auto (decide from the model "
                       "and the state: keep_task with the failed joints let move, out of the "
                       "passive_weight hold unless named in hold_passive_dofs; position; or "
-                      "hold, which first plans the arrest of a loaded arm's fall within the "
-                      "speed and position limits when braking alone would not keep them), "
+                      "hold, which first plans the arrest of the arm's fall or motion "
+                      "within the speed and position limits when braking alone would not keep "
+                      "them), "
                       "keep_task (the task and the hold go on unchanged), position (the "
                       "orientation given up), hold (brake the active joints, let the failed "
                       "ones settle; never plans)", choices=REACTIONS),
@@ -224,7 +224,7 @@ class TaskLaw(ControlLaw):
             stabilise_passive(self.tracker, d, q)
         elif d.mode == "hold":
             plan = None
-            if not d.forced and loaded(self.model, d.failed, q):  # it would fall: plan ahead
+            if not d.forced:  # predict the braked arm, plan its arrest if it would flail
                 plan, note = arrest_plan(self.model, q, v)
                 self.reaction = d = replace(d, reason=f"{d.reason}; {note}")
             self._posture = SafePosture(self.model, self.workspace, d.failed, plan=plan)

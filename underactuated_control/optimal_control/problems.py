@@ -87,8 +87,8 @@ def arrest_problem(model: RobotModel, q: Sequence[float], v: Sequence[float],
                    brake_kd: float = 10.0) -> Problem:
     """Bring the robot from (``q``, ``v``) to rest within ``horizon`` [s], torque-limited, its
     passive joints free (a motor that just failed under a load): costs ``speed_weight`` Σ
-    (v_i/v_max,i)² and ``stay_weight`` |q − q(0)|² along the way (ten times the speed term at
-    the end), ``torque_weight`` |u|², and ``box_weight`` on any excess over
+    (v_i/v_max,i)² and ``stay_weight`` |q − q(0)|² along the way (both ten times at the
+    end), ``torque_weight`` |u|², and ``box_weight`` on any excess over
     ``speed_fraction`` of each joint's URDF speed limit or within ``limit_margin`` [rad|m] of
     its position limits (``BoxCost``). The first guess: the active joints braked to where they
     are (qdd_a = −kd v_a − kp (q_a − q_a(0)), T_a from the hybrid recursion)."""
