@@ -24,6 +24,7 @@ import numpy as np
 from failure_cases import Q0, arm_urdf
 
 from underactuated_control import RobotModel
+from underactuated_control.control.failure_reaction import trajectory_excess
 from underactuated_control.optimal_control import solve_box_ddp
 from underactuated_control.optimal_control.problems import arrest_problem
 
@@ -33,14 +34,11 @@ SETTINGS = [(0.9, 1.5, 0.1, 1e4), (0.9, 2.5, 0.1, 1e4), (0.9, 1.5, 0.0, 1e4),
 
 
 def _excess(xs: np.ndarray, model: RobotModel) -> tuple[float, float]:
-    n = model.nv
-    vmax = np.asarray(model.velocity_limit, float)
-    lo, hi = np.asarray(model.position_lower), np.asarray(model.position_upper)
+    """Peak |v|/v_max and excursion past a position limit, as the failure reaction judges
+    them; inf for a diverged rollout."""
     if not np.all(np.isfinite(xs)):
         return np.inf, np.inf
-    peak = float(np.max(np.abs(xs[:, n:]) / vmax))
-    over = float(max(0.0, np.max(np.maximum(lo - xs[:, :n], xs[:, :n] - hi))))
-    return peak, over
+    return trajectory_excess(model, xs)[:2]
 
 
 def main() -> None:

@@ -413,14 +413,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     for path in write_solution(sol, problem, args.out):
         print(f"wrote {path}")
     if args.arrest:  # judged as the failure reaction judges it: within the limits
-        from .control.failure_reaction import LIMIT_TOLERANCE, PLAN_SPEED
+        from .control.failure_reaction import LIMIT_TOLERANCE, PLAN_SPEED, trajectory_excess
 
-        vmax = np.asarray(model.velocity_limit, float)
-        peak = float(np.max(np.abs(sol.xs[:, n:]) / np.where(vmax > 0, vmax, np.inf)))
-        over = float(max(0.0, np.max(np.maximum(model.position_lower - sol.xs[:, :n],
-                                                sol.xs[:, :n] - model.position_upper))))
-        braked = float(np.max(np.abs(problem.first_guess[:, n:]) /
-                              np.where(vmax > 0, vmax, np.inf)))
+        peak, over, _ = trajectory_excess(model, sol.xs)
+        braked = trajectory_excess(model, problem.first_guess)[0]
         kept = peak <= PLAN_SPEED and over <= LIMIT_TOLERANCE
         print(f"arrest: peak {peak:.2f} of the speed limits (braked: {braked:.2f}), "
               f"{over:.3f} rad|m past a position limit: "

@@ -46,7 +46,7 @@ from ..so3 import rotation_error
 
 __all__ = ["REACTIONS", "CAUTION", "Decision", "decide", "escalate", "at_least", "newly_passive",
            "least_gravity_moment", "release_passive", "stabilise_passive", "SafePosture",
-           "ArrestPlan", "arrest_plan"]
+           "ArrestPlan", "arrest_plan", "trajectory_excess"]
 
 REACTIONS = ("auto", "keep_task", "position", "hold")
 CAUTION = {"keep_task": 0, "position": 1, "hold": 2}  # a later failure never goes back down
@@ -271,13 +271,30 @@ def stabilise_passive(tracker, decision: Decision, q: np.ndarray) -> None:
     tracker.set_passive_reference(target)
 
 
+def trajectory_excess(model: RobotModel, xs: np.ndarray) -> tuple[float, float, float]:
+    """Of states ``xs`` (rows x = (q, v)): the largest |v_i|/v_max,i, the largest excursion
+    past a position limit (≥ 0) [rad|m], and the largest |v_i|/v_max,i at the last state —
+    what ``arrest_plan`` (and ``optimize --arrest``) judge a plan or a prediction by. NaN when
+    the states are not finite."""
+    n = model.nv
+    vmax = np.asarray(model.velocity_limit, float)
+    vmax = np.where(vmax > 0, vmax, np.inf)
+    q, v = xs[:, :n], xs[:, n:]
+    over = np.max(np.maximum(np.asarray(model.position_lower, float) - q,
+                             q - np.asarray(model.position_upper, float)))
+    return (float(np.max(np.abs(v) / vmax)),
+            np.nan if np.isnan(over) else float(max(over, 0.0)),
+            float(np.max(np.abs(v[-1]) / vmax)))
+
+
 @dataclass(frozen=True)
 class ArrestPlan:
-    """A planned arrest: ``solution`` (states, torques and Riccati gains at knots ``dt`` [s]
-    apart) of ``arrest_problem``, and its evidence."""
+    """A planned arrest: ``solution`` (states, torques and Riccati gains at knots ``step.dt``
+    [s] apart) of ``arrest_problem`` through its discrete dynamics ``step``, and its
+    evidence."""
 
     solution: Solution
-    dt: float
+    step: HybridStep
     peak_speed: float  # largest |v_i|/v_max,i along the planned states
     braked_peak: float  # the same of the braked hold's prediction
     seconds: float  # wall time of the solve(s)
@@ -291,7 +308,7 @@ class ArrestPlan:
     def note(self) -> str:
         what = ("the fall arrested by a plan" if self.arrested else
                 f"the fall slowed by a plan (braked: peak {self.braked_peak:.2f})")
-        return (f"{what} ({len(self.solution.us) * self.dt:.1f} s, peak {self.peak_speed:.2f}"
+        return (f"{what} ({len(self.solution.us) * self.step.dt:.1f} s, peak {self.peak_speed:.2f}"
                 f" of the speed limits, box DDP {self.solution.iterations} iterations, "
                 f"{self.seconds:.1f} s)")
 
@@ -313,21 +330,16 @@ def arrest_plan(model: RobotModel, q: np.ndarray, v: np.ndarray,
     if model.nq != model.nv or np.any(np.asarray(model.nv_joint) != 1) or model.n_active == 0:
         return None, "no arrest plan (it takes 1-DOF joints)"
     start = time.perf_counter()
-    n = model.nv
-    vmax = np.asarray(model.velocity_limit, float)
-    vmax = np.where(vmax > 0, vmax, np.inf)
-    lo, hi = np.asarray(model.position_lower, float), np.asarray(model.position_upper, float)
 
     def judged(xs: np.ndarray) -> tuple[float, bool, float]:  # peak, inside, speed at the end
-        return (float(np.max(np.abs(xs[:, n:]) / vmax)),
-                bool(np.all((xs[:, :n] >= lo - LIMIT_TOLERANCE)
-                            & (xs[:, :n] <= hi + LIMIT_TOLERANCE))),
-                float(np.max(np.abs(xs[-1, n:]) / vmax)))
+        peak, over, rest = trajectory_excess(model, xs)
+        return peak, bool(over <= LIMIT_TOLERANCE), rest
 
     braked_peak = np.inf
     for horizon in (PLAN_HORIZON, LONG_HORIZON):
-        try:
-            problem = arrest_problem(model, q, v, horizon, dt)
+        try:  # the first guess brakes as the safe posture does
+            problem = arrest_problem(model, q, v, horizon, dt, brake_kp=HOLD_KP,
+                                     brake_kd=HOLD_KD)
             if horizon == PLAN_HORIZON:  # the hold's own prediction
                 braked = problem.first_guess
                 braked_peak, inside, _ = judged(braked)
@@ -345,7 +357,7 @@ def arrest_plan(model: RobotModel, q: np.ndarray, v: np.ndarray,
             break
     seconds = time.perf_counter() - start
     if inside and rest <= PLAN_REST and (peak <= PLAN_SPEED or peak < braked_peak):
-        plan = ArrestPlan(sol, dt, peak, braked_peak, seconds)
+        plan = ArrestPlan(sol, problem.step, peak, braked_peak, seconds)
         return plan, plan.note
     why = ("outside a position limit" if not inside else
            f"still moving at its end, {rest:.2f}" if rest > PLAN_REST else
@@ -370,7 +382,6 @@ class SafePosture:
         self.model, self.workspace = model, workspace
         self.plan = plan
         self._plan_start: float | None = None
-        self._plan_step = HybridStep(model, plan.dt) if plan is not None else None
         self.kp, self.kd = kp, kd
         self.passive_forces = PassiveForceModel(model)
         self._q_index = np.array([model.q_start[model.joint_index(n)]
@@ -424,8 +435,8 @@ class SafePosture:
         """The plan's torques with its Riccati feedback; None once it has ended."""
         if self._plan_start is None:
             self._plan_start = t
-        sol, step = self.plan.solution, self._plan_step
-        k = int((t - self._plan_start) / self.plan.dt + 1e-9)
+        sol, step = self.plan.solution, self.plan.step
+        k = int((t - self._plan_start) / step.dt + 1e-9)
         if not 0 <= k < len(sol.us):
             self.plan, self.hold = None, None  # held from where the plan ended
             return None
