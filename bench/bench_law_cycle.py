@@ -55,11 +55,10 @@ from oracle import PinRef  # noqa: E402
 
 from underactuated_control import RobotModel  # noqa: E402
 from underactuated_control.bringup import builtin_robots  # noqa: E402
-from underactuated_control.control.command import CommandShaper, shaper_parameters  # noqa: E402
+from underactuated_control.control.command import CommandShaper  # noqa: E402
 from underactuated_control.control.joint_space import EffortMapper  # noqa: E402
-from underactuated_control.control.registry import CONTROL_LAWS, law_parameters  # noqa: E402
+from underactuated_control.control.registry import CONTROL_LAWS, default_settings  # noqa: E402
 from underactuated_control.jacobians import JacobianWorkspace  # noqa: E402
-from underactuated_control.parameters import coerce  # noqa: E402
 
 ROUNDS = 20
 METHODS = ["law", "cycle", "pin_aba"]
@@ -73,14 +72,6 @@ POSES = {"arm7": np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8]),
          "xarm7": np.array([0.0, -0.3, 0.0, 1.2, 0.0, 1.5, 0.0])}
 
 
-def default_settings(**overrides) -> dict:
-    """Every law and command-stage parameter at its default, as the node passes them."""
-    values = {s.name: coerce(s, s.default) for s in [*law_parameters(), *shaper_parameters()]}
-    values["effort_limit_scale"] = 1.0
-    values.update(overrides)
-    return values
-
-
 class Case:
     """One robot, passive set and mode: the node's law, shaper and mapper, and Pinocchio."""
 
@@ -91,7 +82,7 @@ class Case:
         model = RobotModel.from_urdf(text, passive_joints=passive)
         self.model = model
         self.N = model.nv
-        settings = default_settings(**overrides)
+        settings = default_settings(**{"effort_limit_scale": 1.0, **overrides})
         workspace = JacobianWorkspace(model)  # as the node: shared by the law and the shaper
         self.law = CONTROL_LAWS[mode](model, settings, frame, workspace)
         self.shaper = CommandShaper(model, settings, workspace)

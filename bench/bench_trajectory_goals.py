@@ -52,10 +52,10 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 
 from underactuated_control import RobotModel  # noqa: E402
-from underactuated_control.control.command import CommandShaper, shaper_parameters  # noqa: E402
+from underactuated_control.control.command import CommandShaper  # noqa: E402
 from underactuated_control.control.joint_law import JointLaw  # noqa: E402
 from underactuated_control.control.joint_space import EffortMapper  # noqa: E402
-from underactuated_control.control.registry import law_parameters  # noqa: E402
+from underactuated_control.control.registry import default_settings  # noqa: E402
 from underactuated_control.control.trajectory_sampling import (  # noqa: E402
     StateTolerance,
     Tolerances,
@@ -63,7 +63,6 @@ from underactuated_control.control.trajectory_sampling import (  # noqa: E402
     check_trajectory,
 )
 from underactuated_control.dynamics import inverse_dynamics  # noqa: E402
-from underactuated_control.parameters import coerce  # noqa: E402
 from underactuated_control.sim import build_plant, closed_loop  # noqa: E402
 
 ROBOTS = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
@@ -80,14 +79,6 @@ MARGIN, MAX_STEP, SPEED_FRACTION, TORQUE_FRACTION = 0.1, 0.6, 0.4, 0.8
 
 
 LATENCY_STEPS = 0  # physics steps each command is late (--latency; 0: lock-stepped)
-
-
-def default_settings(**overrides: Any) -> dict[str, Any]:
-    """The node's defaults of every law and command-stage parameter, with ``overrides``."""
-    settings = {s.name: coerce(s, s.default) for s in (*law_parameters(), *shaper_parameters())}
-    settings.setdefault("effort_limit_scale", 1.0)
-    settings.update(overrides)
-    return settings
 
 
 def waypoint_velocities(points: list[np.ndarray]) -> list[np.ndarray]:

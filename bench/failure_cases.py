@@ -40,14 +40,13 @@ import numpy as np
 
 from underactuated_control import RobotModel
 from underactuated_control.control import failure_reaction
-from underactuated_control.control.command import CommandShaper, shaper_parameters
+from underactuated_control.control.command import CommandShaper
 from underactuated_control.control.joint_space import EffortMapper
-from underactuated_control.control.registry import law_parameters
+from underactuated_control.control.registry import default_settings
 from underactuated_control.control.task_law import TaskLaw
 from underactuated_control.control.task_space import TaskReference
 from underactuated_control.dynamics import inverse_dynamics
 from underactuated_control.jacobians import JacobianWorkspace
-from underactuated_control.parameters import coerce
 from underactuated_control.scenarios.harness import circle_path
 from underactuated_control.sim import build_plant
 
@@ -75,7 +74,7 @@ def arm_urdf(damping: float = DAMPING, friction: float = FRICTION, path: Path = 
 
 
 def settings(**overrides) -> dict:
-    values = {s.name: coerce(s, s.default) for s in (*law_parameters(), *shaper_parameters())}
+    values = default_settings()
     values["effort_limit_scale"] = 1.0
     values["failure_reaction"] = "keep_task"  # the failure table before the reaction
     values.update(overrides)
@@ -198,7 +197,7 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
                 jd_norm.append(float(np.linalg.norm(J_D, 2)))
                 task_norm.append(float(sig[0]))
                 sec_sigma.append(float(s2[-1]))
-                sec_fraction.append(float(s2[-1] ** 2 / (s2[-1] ** 2 + tr.secondary_damping ** 2)))
+                sec_fraction.append(effect_fraction(tr, s2))
         if k < n_total:
             plant.step()
         if k % 2000 == 0:
@@ -292,28 +291,58 @@ def verdict(r: dict) -> str:
     return ("ok" if ok else "FAIL") + (": " + "; ".join(notes) if notes else "")
 
 
+def effect_fraction(tracker, sigma: np.ndarray) -> float:
+    """σ²/(σ² + λ²) of the weakest direction of the passive rows √w J_D N_task (singular
+    values ``sigma``, largest first): the share of its full effect that the prioritized
+    solve's secondary damping λ leaves it (λ relative to σ_max, or absolute, as the law's
+    ``passive_weight_scale`` says)."""
+    lam = tracker.secondary_damping
+    if tracker.passive_weight_scale == "relative":  # λ_s σ_max(J_D N) / √w
+        lam *= float(sigma[0]) / tracker.passive_weight
+    return float(sigma[-1] ** 2 / (sigma[-1] ** 2 + lam ** 2))
+
+
 # ------------------------------------------------------------------------- free-flyer
 BUS_MASS, BUS_INERTIA = 60.0, 6.4  # kg, kg m^2 (a 0.8 m cube)
 FREE_HOLD = ["root_joint/rx", "root_joint/ry", "root_joint/rz"]
+FREE_FLYER_RUNS = (  # label, passive_weight, passive_weight_scale
+    ("naive", 0.0, "relative"), ("w=1", 1.0, "relative"),
+    ("w=1 absolute (before)", 1.0, "absolute"), ("w=1e6 absolute (old config)", 1e6, "absolute"))
+
+
+PANDA = ROBOTS / "panda_description/urdf/panda.urdf"
+FREE_FLYER_ARMS = {  # name: (URDF, task frame, start configuration: hand down, in front)
+    "xarm7": (XARM7, FRAME, Q0),
+    "panda": (PANDA, "panda_hand_tcp",
+              np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.785])),
+}
 
 
 def free_flyer_urdf(arm: str) -> str:
-    """The arm on a free-flying bus (as urdf/space_arm.urdf declares its base): the xarm7's
-    fixed world joint becomes a floating ``root_joint`` to a 60 kg bus, the arm on its top."""
-    fixed = re.search(r'<link name="world"/>\s*<joint name="world_joint" type="fixed">.*?'
-                      r"</joint>", arm, re.S)
-    assert fixed is not None, "the xarm7 URDF's world joint moved"
+    """The arm on a free-flying bus (as urdf/space_arm.urdf declares its base): a floating
+    ``root_joint`` to a 60 kg bus, the arm's root link fixed on its top (a fixed joint from a
+    ``world`` link, as the xarm7 has, is removed; prismatic finger joints are fixed)."""
+    arm = re.sub(r'<link name="world"\s*/>', "", arm)
+    arm = re.sub(r'<joint name="[^"]*" type="fixed">\s*<parent link="world"\s*/>.*?</joint>',
+                 "", arm, flags=re.S)
+    arm = re.sub(r'(<joint name="[^"]*finger[^"]*" type=)"prismatic"', r'\1"fixed"', arm)
+    links = re.findall(r'<link name="([^"]+)"', arm)
+    children = set(re.findall(r'<child link="([^"]+)"', arm))
+    roots = [n for n in links if n not in children]
+    assert len(roots) == 1, f"the arm's URDF has {len(roots)} root links: {roots}"
     i = BUS_INERTIA
     bus = ('<link name="world"/><joint name="root_joint" type="floating"><parent link="world"/>'
            '<child link="bus"/></joint><link name="bus"><inertial><origin xyz="0 0 0"/>'
            f'<mass value="{BUS_MASS}"/><inertia ixx="{i}" ixy="0" ixz="0" iyy="{i}" iyz="0" '
            f'izz="{i}"/></inertial></link><joint name="arm_mount" type="fixed"><parent '
-           'link="bus"/><child link="link_base"/><origin xyz="0 0 0.4" rpy="0 0 0"/></joint>')
-    return arm[:fixed.start()] + bus + arm[fixed.end():]
+           f'link="bus"/><child link="{roots[0]}"/><origin xyz="0 0 0.4" rpy="0 0 0"/></joint>')
+    at = arm.index("<link ")
+    return arm[:at] + bus + arm[at:]
 
 
 def run_free_flyer(urdf: str, weight: float, radius: float, period: float,
-                   extra: dict | None = None, tune=None) -> dict:
+                   extra: dict | None = None, tune=None, frame: str = FRAME,
+                   q0: np.ndarray = Q0) -> dict:
     """config/space.yaml's law (position task, kp 400, kd 40, bus rx ry rz held through J_D
     with passive_kp 25, passive_kd 10) at ``passive_weight`` = ``weight`` (0: naive), the
     true base state from MuJoCo as the odometry gives it (pose; twist in the bus's axes)."""
@@ -330,12 +359,12 @@ def run_free_flyer(urdf: str, weight: float, radius: float, period: float,
                  passive_weight=weight, passive_kp=25.0, passive_kd=10.0,
                  hold_passive_dofs=FREE_HOLD, **(extra or {}))
     ws = JacobianWorkspace(model)
-    law = TaskLaw(model, s, FRAME, ws)
+    law = TaskLaw(model, s, frame, ws)
     if tune is not None:
         tune(law)
     shaper = CommandShaper(model, s, ws)
     mapper = EffortMapper(model, list(model.active_joints), 1.0)
-    plant.set_state(Q0, np.zeros(7))
+    plant.set_state(q0, np.zeros(len(q0)))
 
     def state() -> tuple[np.ndarray, np.ndarray]:
         qj, vj = plant.state()
@@ -375,7 +404,7 @@ def run_free_flyer(urdf: str, weight: float, radius: float, period: float,
         speed.append(float(np.max(np.abs(v[6:]) / vmax)))
         bit.append(bool(shaper.safety.overrode))
         if k >= n_settle:
-            err.append(np.linalg.norm(ws_check.frame_placement(FRAME)[0] - path(t_path)))
+            err.append(np.linalg.norm(ws_check.frame_placement(frame)[0] - path(t_path)))
         rot.append(np.degrees(rotation_angle(R_bus0.T @ quaternion_to_matrix(q[3:7]))))
         if weight > 0 and k % 50 == 0:
             tr = law.tracker
@@ -385,7 +414,7 @@ def run_free_flyer(urdf: str, weight: float, radius: float, period: float,
             J_D = law.workspace.J_D[tr.held_rows]
             s2 = np.linalg.svd(np.sqrt(weight) * J_D @ N, compute_uv=False)
             sec.append((float(np.linalg.norm(J_D, 2)), float(s2[-1]), float(s2[0]),
-                        float(s2[-1] ** 2 / (s2[-1] ** 2 + tr.secondary_damping ** 2))))
+                        effect_fraction(tr, s2)))
         if k < n_total:
             plant.step()
     e = np.array(err) if err else np.array([np.nan])
@@ -405,7 +434,8 @@ def run_free_flyer(urdf: str, weight: float, radius: float, period: float,
 
 def print_free_flyer(r: dict) -> None:
     frac = r.get("secondary_effect_fraction_median")
-    print(f"  free-flyer {100 * r['radius_m']:3.0f} cm  passive_weight {r['passive_weight']:8g}: "
+    print(f"  {r.get('arm', 'xarm7')} free-flyer {100 * r['radius_m']:3.0f} cm  passive_weight "
+          f"{r['passive_weight']:8g} {r.get('passive_weight_scale', 'absolute')}: "
           f"hand RMS {r['hand_rms_mm']:7.1f} mm, max {r['hand_max_mm']:7.1f} mm, bus rotation "
           f"max {r['bus_rotation_max_deg']:6.2f} deg, v/v_max {r['peak_speed_ratio']:.2f}, "
           f"safety layer {100 * r['safety_fraction']:.0f} %"
@@ -458,14 +488,15 @@ def markdown(rows: list[dict]) -> str:
             f"{'' if frac is None else f'{frac:.3f}'} |")
     free = [r for r in rows if "bus_rotation_max_deg" in r]
     if free:
-        lines += ["", "| circle | passive_weight | hand RMS mm | hand max mm "
+        lines += ["", "| arm | circle | passive_weight | hand RMS mm | hand max mm "
                   "| bus rotation max deg | peak v/v_max | safety layer % | ‖J_D‖ rows "
                   "| σ(√w J_D N) min..max | passive rows' effect |",
-                  "|" + " --- |" * 10]
+                  "|" + " --- |" * 11]
         for r in free:
             frac = r.get("secondary_effect_fraction_median")
             lines.append(
-                f"| {100 * r['radius_m']:.0f} cm | {r['passive_weight']:g} | "
+                f"| {r.get('arm', 'xarm7')} | {100 * r['radius_m']:.0f} cm | "
+                f"{r['passive_weight']:g} {r.get('passive_weight_scale', 'absolute')} | "
                 f"{r['hand_rms_mm']:.1f} | {r['hand_max_mm']:.1f} | "
                 f"{r['bus_rotation_max_deg']:.2f} | "
                 f"{r.get('peak_speed_ratio', float('nan')):.2f} | "
@@ -497,6 +528,8 @@ def main() -> None:
                     help="1-based joints to fail (0: no failure)")
     ap.add_argument("--period", type=float, default=8.0, help="[s] once round the circle")
     ap.add_argument("--free-flyer", action="store_true", help="also the free-flyer rows")
+    ap.add_argument("--free-flyer-arms", nargs="+", default=["xarm7", "panda"],
+                    choices=list(FREE_FLYER_ARMS), help="the arms put on the bus")
     ap.add_argument("--damping", type=float, default=DAMPING,
                     help="[N m s/rad] <dynamics damping> set on every joint")
     ap.add_argument("--friction", type=float, default=FRICTION,
@@ -533,15 +566,18 @@ def main() -> None:
             rows.append(r)
             print(HEADER)
             print_row(r)
-    if args.free_flyer:
-        free = free_flyer_urdf(urdf)
-        print(f"\nfree-flyer: {BUS_MASS:g} kg bus + the xarm7, zero gravity, position task, "
+    for arm in args.free_flyer_arms if args.free_flyer else ():
+        path, frame, q0 = FREE_FLYER_ARMS[arm]
+        free = free_flyer_urdf(arm_urdf(args.damping, args.friction, path))
+        print(f"\nfree-flyer: {BUS_MASS:g} kg bus + the {arm}, zero gravity, position task, "
               "bus attitude held through J_D rows rx ry rz", flush=True)
         for radius in (0.05, 0.08):
-            for label, weight in (("naive", 0.0), ("w=1", 1.0), ("w=1e6", 1e6)):
+            for label, weight, scale in FREE_FLYER_RUNS:
                 with locked(args.lock):
-                    r = run_free_flyer(free, weight, radius, args.period, extra)
-                r["label"] = label
+                    r = run_free_flyer(free, weight, radius, args.period,
+                                       {**extra, "passive_weight_scale": scale}, frame=frame,
+                                       q0=q0)
+                r.update(label=label, arm=arm, passive_weight_scale=scale)
                 rows.append(r)
                 print_free_flyer(r)
     print("\n" + HEADER)

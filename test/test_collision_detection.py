@@ -59,18 +59,17 @@ def test_off_and_bad_input():
 
 
 def test_mujoco_push_detected_within_20_ms_on_the_joints_that_feel_it():
-    from underactuated_control.control.command import CommandShaper, shaper_parameters
+    from underactuated_control.control.command import CommandShaper
     from underactuated_control.control.joint_law import JointLaw
     from underactuated_control.control.joint_space import EffortMapper
-    from underactuated_control.control.registry import law_parameters
-    from underactuated_control.parameters import coerce
+    from underactuated_control.control.registry import default_settings
     from underactuated_control.sim import build_plant, closed_loop
 
     urdf = ARM7.replace('friction="0.1"', 'friction="0"')  # MuJoCo's dry friction: a constraint
     model = RobotModel.from_urdf(urdf)
     plant = build_plant(urdf, model, timestep=1e-3)
     plant.set_state(Q0, np.zeros(7))
-    s = {p.name: coerce(p, p.default) for p in (*law_parameters(), *shaper_parameters())}
+    s = default_settings()
     s["effort_limit_scale"] = 1.0
     law = JointLaw(model, s, "tool")
     shaper, mapper = CommandShaper(model, s, law.workspace), EffortMapper(model)

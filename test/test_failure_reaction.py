@@ -15,14 +15,13 @@ import numpy as np
 import pytest
 
 from underactuated_control import RobotModel
-from underactuated_control.control.command import CommandShaper, shaper_parameters
+from underactuated_control.control.command import CommandShaper
 from underactuated_control.control.failure_reaction import CAUTION, decide
 from underactuated_control.control.joint_space import EffortMapper
-from underactuated_control.control.registry import law_parameters
+from underactuated_control.control.registry import default_settings
 from underactuated_control.control.task_law import TaskLaw
 from underactuated_control.dynamics import inverse_dynamics
 from underactuated_control.jacobians import JacobianWorkspace
-from underactuated_control.parameters import coerce
 from underactuated_control.sim import build_plant
 
 ROBOTS = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
@@ -30,12 +29,6 @@ XARM7 = re.sub(r"<dynamics[^>]*/>", '<dynamics damping="0.3" friction="0.05"/>',
                (ROBOTS / "xarm_description/urdf/xarm7.urdf").read_text())
 FRAME = "link_eef"
 Q0 = np.array([0.0, -0.4, 0.0, 0.9, 0.0, 1.3, 0.0])  # hand down, 0.36 m out, 0.44 m up
-
-
-def _settings(**overrides) -> dict:
-    values = {s.name: coerce(s, s.default) for s in (*law_parameters(), *shaper_parameters())}
-    values.update(overrides)
-    return values
 
 
 def _fail(joint: str, task: str, reaction: str = "auto", before: float = 0.3,
@@ -49,7 +42,7 @@ def _fail(joint: str, task: str, reaction: str = "auto", before: float = 0.3,
     urdf, frame, q0 = robot if robot is not None else (XARM7, FRAME, Q0)
     model = RobotModel.from_urdf(urdf)
     plant = build_plant(urdf, model, timestep=1e-3, integrator="rk4")
-    s = _settings(task=task, failure_reaction=reaction, **settings)
+    s = default_settings(task=task, failure_reaction=reaction, **settings)
     names = list(model.joint_names)
 
     def plan(m: RobotModel):
@@ -216,7 +209,7 @@ def test_a_recovered_motor_leaves_the_failed_set():
     with no floor from the reaction that covered joint3, and keeps the whole pose as joint1's
     failure alone does (the vertical base axis: no gravity moment)."""
     model = RobotModel.from_urdf(XARM7)
-    s = _settings(task="pose")
+    s = default_settings(task="pose")
     both, only1 = model.with_passive(["joint3", "joint1"]), model.with_passive(["joint1"])
     law = TaskLaw(both, s, FRAME, JacobianWorkspace(both))
     ref = law.carry_reference(law.hold_reference(Q0), model)
@@ -238,11 +231,11 @@ def test_a_gain_change_keeps_the_failure_reaction():
     went back to the configured pose task)."""
     model = RobotModel.from_urdf(XARM7)
     failed = model.with_passive(["joint3"])
-    law = TaskLaw(failed, _settings(task="pose"), FRAME, JacobianWorkspace(failed))
+    law = TaskLaw(failed, default_settings(task="pose"), FRAME, JacobianWorkspace(failed))
     ref = law.carry_reference(law.hold_reference(Q0), model)
     law.compute(Q0, np.zeros(7), ref, 0.0, False)
     assert law.reaction.mode != "keep_task"
-    rebuilt = TaskLaw(failed, _settings(task="pose", task_kp_position=200.0), FRAME,
+    rebuilt = TaskLaw(failed, default_settings(task="pose", task_kp_position=200.0), FRAME,
                       JacobianWorkspace(failed))
     out = rebuilt.compute(Q0, np.zeros(7), rebuilt.carry_reference(ref, failed, law), 0.0, False)
     assert rebuilt.reaction.failed == ("joint3",)
@@ -271,7 +264,7 @@ def _circle(task: str, failing: str | None = None, period: float = 4.0,
     g = (0.0, 0.0, -9.81) if gravity else (0.0, 0.0, 0.0)
     model = RobotModel.from_urdf(XARM7, gravity=g)
     plant = build_plant(XARM7, model, timestep=1e-3, integrator="rk4", gravity=g)
-    s = _settings(task=task, failure_reaction=reaction, **settings)
+    s = default_settings(task=task, failure_reaction=reaction, **settings)
     names = list(model.joint_names)
 
     def plan(m: RobotModel):
@@ -370,7 +363,7 @@ def test_release_keeps_a_failed_joint_named_in_hold_passive_dofs(named):
     the user names in `hold_passive_dofs` stays in the rows of J_D that `passive_weight`
     holds, and the status does not say it was let free."""
     model = RobotModel.from_urdf(XARM7)
-    s = _settings(task="position", passive_weight=1.0, passive_kp=25.0, passive_kd=10.0,
+    s = default_settings(task="position", passive_weight=1.0, passive_kp=25.0, passive_kd=10.0,
                   hold_passive_dofs=["joint5"] if named else [""])
     failed = model.with_passive(["joint5"])
     law = TaskLaw(failed, s, FRAME, JacobianWorkspace(failed))

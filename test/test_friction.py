@@ -13,20 +13,19 @@ from helpers import ARM7_PATH
 from oracle import ROBOTS
 
 from underactuated_control import RobotModel
-from underactuated_control.control.command import CommandShaper, shaper_parameters
+from underactuated_control.control.command import CommandShaper
 from underactuated_control.control.friction import FrictionCompensation
 from underactuated_control.control.joint_law import HoldLaw, JointLaw
 from underactuated_control.control.joint_space import JointReference, JointSpaceController
 from underactuated_control.control.law import LawOutput
-from underactuated_control.control.registry import law_parameters
-from underactuated_control.parameters import coerce
+from underactuated_control.control.registry import default_settings
 
 XARM7 = (ROBOTS / "xarm_description/urdf/xarm7.urdf").read_text()
 ARM7 = ARM7_PATH.read_text()
 
 
 def settings(**overrides):
-    values = {s.name: coerce(s, s.default) for s in (*law_parameters(), *shaper_parameters())}
+    values = default_settings()
     values["effort_limit_scale"] = 1.0
     values.update(overrides)
     return values

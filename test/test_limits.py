@@ -191,3 +191,69 @@ def test_reach_check_is_shared_by_every_pose_goal_mode():
         law.check_reference(near)
     orientation_only = OperationalSpaceLaw(model, {**settings, "os_task": "orientation"}, "tool")
     orientation_only.check_reference(far)  # no position goal: nothing to reach
+
+
+@pytest.mark.parametrize("robot, frame, q_start, q_goal", [
+    ("ur5", "tool0", [0.0, -1.2, 1.5, -1.9, -1.57, 0.0], [0.0, -0.8, 0.03, -0.8, -1.57, 0.0]),
+    ("xarm7", "link_eef", [0.0, -0.4, 0.0, 0.9, 0.0, 1.3, 0.0],
+     [0.0, 0.4, 0.0, 0.03, 0.0, 0.03, 0.0]),
+])
+def test_task_setpoint_slows_near_a_singularity_instead_of_the_joints_being_braked(
+        robot, frame, q_start, q_goal):
+    """Task mode, pose goal at a nearly stretched configuration (elbow, and the xarm7's wrist,
+    0.03 rad from straight: σ_min of J_G falls 2x and 44x on the way) approached at the default
+    task_max_speed 0.5 m/s, MuJoCo RK4 at 1 kHz. With ``task_joint_speed_fraction`` 0.5 the
+    setpoint slows where the joint velocity the task asks nears half the URDF speed limits:
+    the joints stay well below their limits (the intent is followed with the PD's lag) and the
+    safety layer never brakes; with 0 (the setpoint as before) it has to brake the joints at
+    their limit."""
+    from oracle import EXAMPLE_URDFS, ROBOTS
+
+    from underactuated_control.control.command import CommandShaper
+    from underactuated_control.control.joint_space import EffortMapper
+    from underactuated_control.control.registry import default_settings
+    from underactuated_control.control.task_law import TaskLaw
+    from underactuated_control.jacobians import JacobianWorkspace
+    from underactuated_control.sim import build_plant
+
+    path = EXAMPLE_URDFS.get(robot, ROBOTS / "xarm_description/urdf/xarm7.urdf")
+    urdf = path.read_text()
+    model = RobotModel.from_urdf(urdf)
+    q_start, q_goal = np.array(q_start), np.array(q_goal)
+    goal_ws = JacobianWorkspace(model)
+    J_start = goal_ws.generalized(frame, q_start)[0].copy()
+    J_goal = goal_ws.generalized(frame, q_goal)[0]
+    sigma = [np.linalg.svd(J, compute_uv=False)[-1] for J in (J_start, J_goal)]
+    assert sigma[1] < sigma[0] / 2  # the premise: the goal is near a singularity
+    position, rotation = goal_ws.frame_placement(frame)
+    goal = TaskReference(position=position.copy(), rotation=rotation.copy())
+    vmax = np.asarray(model.velocity_limit, float)
+    result = {}
+    for fraction in (0.0, 0.5):
+        plant = build_plant(urdf, model, timestep=1e-3, integrator="rk4")
+        s = default_settings(task="pose", task_joint_speed_fraction=fraction)
+        ws = JacobianWorkspace(model)
+        law, shaper = TaskLaw(model, s, frame, ws), CommandShaper(model, s, ws)
+        mapper = EffortMapper(model, list(model.joint_names), 1.0)
+        plant.set_state(q_start, np.zeros(model.nv))
+        law.hold_reference(q_start)
+        peak, braked, statuses = 0.0, 0, set()
+        for k in range(2500):
+            q, v = plant.state()
+            out = law.compute(q, v, goal, k * 1e-3, False)
+            shaper.apply(q, v, out)
+            plant.d.ctrl[plant.ctrl] = plant.clip(mapper.map(out.tau_active).copy())
+            braked += bool(shaper.safety.overrode)
+            peak = max(peak, float(np.max(np.abs(v) / vmax)))
+            statuses.add(out.status)
+            plant.step()
+        goal_ws.set_configuration(plant.state()[0])
+        error = np.linalg.norm(goal_ws.frame_placement(frame)[0] - goal.position)
+        result[fraction] = (peak, braked, error)
+        print(f"\n[{robot}] task_joint_speed_fraction {fraction}: peak v/v_max {peak:.2f}, "
+              f"safety layer {braked} cycles, hand {1e3 * error:.2f} mm from the goal after "
+              f"2.5 s; σ_min {sigma[0]:.3f} -> {sigma[1]:.4f}")
+        assert error < 1e-3  # the goal is reached either way
+        assert any("slowed near a singularity" in s for s in statuses) == (fraction > 0)
+    assert result[0.0][1] > 0 and result[0.0][0] > 0.9  # before: braked at the limit
+    assert result[0.5][1] == 0 and result[0.5][0] < 0.75  # half-way to the limit at most

@@ -162,12 +162,11 @@ def observe_in_mujoco(urdf: str, frame: str, q0: np.ndarray, passive, applied_wr
     is applied by ``xfrc_applied``; the observer (every joint trusted) runs on every state.
     Returns (the applied wrench carried to the frame's origin, the estimate 50 ms after, the
     passive joints' largest speed then)."""
-    from underactuated_control.control.command import CommandShaper, shaper_parameters
+    from underactuated_control.control.command import CommandShaper
     from underactuated_control.control.joint_law import JointLaw
     from underactuated_control.control.joint_space import EffortMapper
-    from underactuated_control.control.registry import law_parameters
+    from underactuated_control.control.registry import default_settings
     from underactuated_control.jacobians import frame_placement
-    from underactuated_control.parameters import coerce
     from underactuated_control.sim import build_plant, closed_loop
 
     urdf = urdf.replace('friction="0.1"', 'friction="0"')  # MuJoCo's dry friction: a constraint
@@ -175,7 +174,7 @@ def observe_in_mujoco(urdf: str, frame: str, q0: np.ndarray, passive, applied_wr
     plant = build_plant(urdf, model, timestep=1e-3)
     dt, start, after = 1e-3, 200, 50
     plant.set_state(q0, np.zeros(model.nv))
-    s = {p.name: coerce(p, p.default) for p in (*law_parameters(), *shaper_parameters())}
+    s = default_settings()
     s["effort_limit_scale"] = 1.0
     law = JointLaw(model, s, frame)
     shaper, mapper = CommandShaper(model, s, law.workspace), EffortMapper(model)

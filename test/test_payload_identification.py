@@ -131,17 +131,16 @@ def hold_and_measure(urdf: str, frame: str, q0: np.ndarray, seconds: float = 3.0
     """MuJoCo with the payload; the package's joint law (hold, model without it) holds each
     proposed pose from rest; returns (poses measured at the end, mean efforts of the last
     0.1 s, the model without the payload)."""
-    from underactuated_control.control.command import CommandShaper, shaper_parameters
+    from underactuated_control.control.command import CommandShaper
     from underactuated_control.control.joint_law import JointLaw
     from underactuated_control.control.joint_space import EffortMapper
-    from underactuated_control.control.registry import law_parameters
-    from underactuated_control.parameters import coerce
+    from underactuated_control.control.registry import default_settings
     from underactuated_control.sim import build_plant, closed_loop
 
     bare = RobotModel.from_urdf(urdf)
     loaded = with_payload(urdf, frame, MASS, COM, INERTIA)
     plant = build_plant(loaded, RobotModel.from_urdf(loaded), timestep=1e-3)
-    s = {p.name: coerce(p, p.default) for p in (*law_parameters(), *shaper_parameters())}
+    s = default_settings()
     # no integral; damped for the hand's true inertia (the law's model lacks the payload's)
     s.update(effort_limit_scale=1.0, kp=[900.0], kd=[300.0], ki=[0.0])
     law = JointLaw(bare, s, frame)
@@ -190,18 +189,17 @@ def test_mujoco_excitation_identifies_the_inertia():
     within 5 mm, inertia about the com within 10 % (matrix norm)."""
     import mujoco
 
-    from underactuated_control.control.command import CommandShaper, shaper_parameters
+    from underactuated_control.control.command import CommandShaper
     from underactuated_control.control.joint_law import JointLaw
     from underactuated_control.control.joint_space import EffortMapper, JointReference
-    from underactuated_control.control.registry import law_parameters
-    from underactuated_control.parameters import coerce
+    from underactuated_control.control.registry import default_settings
     from underactuated_control.sim import build_plant, closed_loop
 
     urdf = ARM7.replace('friction="0.1"', 'friction="0"')
     bare = RobotModel.from_urdf(urdf)
     loaded = with_payload(urdf, "tool", MASS, COM, INERTIA)
     plant = build_plant(loaded, RobotModel.from_urdf(loaded), timestep=1e-3)
-    s = {p.name: coerce(p, p.default) for p in (*law_parameters(), *shaper_parameters())}
+    s = default_settings()
     s.update(effort_limit_scale=1.0, kp=[900.0], kd=[300.0], ki=[0.0])
     law = JointLaw(bare, s, "tool")
     shaper, mapper = CommandShaper(bare, s, law.workspace), EffortMapper(bare)

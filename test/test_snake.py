@@ -167,9 +167,18 @@ def test_offline_closed_loop_head_follows_on_mujoco():
 
 
 @pytest.mark.ros
-def test_snake_scenario_over_dds_recomputed_from_the_bag(tmp_path):
-    """`demo --scenario snake` for 6 s over DDS (MuJoCo lock-stepped, on simulated time): head
-    error recomputed from the bag's /joint_states with Pinocchio against the streamed
+@pytest.mark.parametrize("duration, rms_mm, max_mm", [
+    # 6 s: measured 0.11 / 0.30 and 0.12 / 0.31 mm (two runs on simulated time; the offline
+    # loop of the same law: 0.11 / 0.16 mm over 4 s)
+    (6.0, 3.0, 8.0),
+    # three laps (3 s ramp + 3 x 8 s; issue 23's goal ≤ 5 mm RMS): six runs 3.64-4.76 mm RMS,
+    # max 19.5-24.8 mm in the third lap, whose zero dynamics are sensitive (doc/scenarios.md):
+    # the bound guards the goal with a margin for that spread, not the goal itself
+    (27.0, 6.0, 30.0),
+])
+def test_snake_scenario_over_dds_recomputed_from_the_bag(tmp_path, duration, rms_mm, max_mm):
+    """`demo --scenario snake` over DDS (MuJoCo lock-stepped, on simulated time): head error
+    recomputed from the bag's /joint_states with Pinocchio against the streamed
     ~/pose_reference, each state paired with the last reference stamped at or before it (both
     stamped with simulated time; not the recorder's receive order)."""
     import json
@@ -180,7 +189,7 @@ def test_snake_scenario_over_dds_recomputed_from_the_bag(tmp_path):
     from underactuated_control.scenarios import run_scenario
     from underactuated_control.scenarios.harness import stamp_seconds
 
-    summary = run_scenario("snake", tmp_path, duration=6.0, domain=new_domain(),
+    summary = run_scenario("snake", tmp_path, duration=duration, domain=new_domain(),
                            log=lambda s: None)
     out = tmp_path / "snake"
     assert json.loads((out / "summary.json").read_text())["metrics"] == summary["metrics"]
@@ -204,16 +213,15 @@ def test_snake_scenario_over_dds_recomputed_from_the_bag(tmp_path):
         errors.append(np.linalg.norm(ref.pd.oMf[fid].translation[:2] - [goal.x, goal.y]))
     errors = 1e3 * np.array(errors)
     rms, worst = float(np.sqrt(np.mean(errors**2))), float(errors.max())
-    print(f"\n[snake] head RMS {rms:.2f} mm, max {worst:.2f} mm over DDS "
+    print(f"\n[snake] {duration:g} s: head RMS {rms:.2f} mm, max {worst:.2f} mm over DDS "
           f"(summary {summary['metrics']['head_rms_mm']:.2f} / "
           f"{summary['metrics']['head_max_mm']:.2f})")
     assert rms == pytest.approx(summary["metrics"]["head_rms_mm"], rel=0.05, abs=0.05)
     commands = np.array([m.data for _, m in bag["/effort_controller/commands"]])
     assert np.all(np.isfinite(commands)) and commands.shape[1] == len(model.active_joints)
-    # measured 0.11 / 0.30 and 0.12 / 0.31 mm (6 s, two runs on simulated time; the offline loop
-    # of the same law: 0.11 / 0.16 mm over 4 s)
-    assert rms < 3.0 and worst < 8.0
-    assert summary["success"]
+    assert rms < rms_mm and worst < max_mm
+    if duration <= 6.0:  # the scenario's own bound (max 15 mm) is for the short run
+        assert summary["success"]
 
 
 def test_planar_target_beyond_reach_is_refused():

@@ -261,11 +261,12 @@ def stabilise_passive(tracker, decision: Decision, q: np.ndarray) -> None:
     """The ``position`` reaction's use of the freed redundancy: rows of J_D (6.12) on the
     failed joints, in the position task's null space, asking qdd_k = -kd v_k - kp (q_k -
     q_k,target) (the balanced configuration's angle, else where it failed), at
-    ``passive_weight`` 1 at least. (Weighting them to their full effect, √w σ_max(J_D N_task) =
-    1, asked more of the joints than they give on a passive shoulder in zero g: 53 mm against
-    2.2 mm, doc/failure_analysis.md.)"""
+    ``passive_weight`` 1 on the absolute scale (the rows √w J_D against the constant secondary
+    damping: a partial effect). Their full effect (``passive_weight_scale`` relative, w 1)
+    asked more of the joints than they give on a passive shoulder in zero g: 53 mm against
+    2.2 mm, doc/failure_analysis.md."""
     tracker.held_rows = _failed_rows(tracker.model, decision.failed)
-    tracker.passive_weight = max(tracker.passive_weight, 1.0)
+    tracker.passive_weight, tracker.passive_weight_scale = 1.0, "absolute"
     tracker.passive_kp, tracker.passive_kd = HOLD_KP, HOLD_KD
     target = np.asarray(q if decision.target is None else decision.target, float)
     tracker.set_passive_reference(target)

@@ -72,13 +72,16 @@ class PoseSetpointFollower:
         self.setpoint = TaskReference(position=np.array(position, float),
                                       rotation=np.array(rotation, float))
 
-    def step(self, goal: TaskReference, dt: float) -> TaskReference:
+    def step(self, goal: TaskReference, dt: float,
+             speed_scale: tuple[float, float] = (1.0, 1.0)) -> TaskReference:
         """Advance by ``dt`` [s] toward ``goal``; the setpoint carries its velocity and
-        acceleration as feed-forward."""
+        acceleration as feed-forward. ``speed_scale``: this step's share (0, 1] of the linear
+        and angular speed limits (a task law slowing near a singularity)."""
         sp = self.setpoint
         if sp is None:
             raise RuntimeError("reset() the follower before the first step")
         v_max, a_max, w_max, al_max = self.limits
+        v_max, w_max = v_max * speed_scale[0], w_max * speed_scale[1]
         if dt <= 0.0:
             return sp
         a = _bounded_step(goal.position - sp.position, sp.linear_velocity, v_max, a_max, dt)

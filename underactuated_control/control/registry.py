@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from ..parameters import ParameterSpec
+from typing import Any
+
+from ..parameters import ParameterSpec, coerce
+from .command import shaper_parameters
 from .joint_law import HoldLaw, JointLaw
 from .law import ControlLaw
 from .operational_space_law import OperationalSpaceLaw
 from .swing_up_law import SwingUpLaw
 from .task_law import TaskLaw
 
-__all__ = ["CONTROL_LAWS", "law_parameters"]
+__all__ = ["CONTROL_LAWS", "law_parameters", "default_settings"]
 
 CONTROL_LAWS: dict[str, type[ControlLaw]] = {
     "joint": JointLaw,
@@ -28,3 +31,11 @@ def law_parameters() -> list[ParameterSpec]:
             if specs.setdefault(spec.name, spec) is not spec:
                 raise AssertionError(f"two laws declare parameter {spec.name} differently")
     return list(specs.values())
+
+
+def default_settings(**overrides: Any) -> dict[str, Any]:
+    """Every law's and the command stages' parameter values at their defaults (as the node
+    declares them), then ``overrides``: the settings of an in-process controller."""
+    values = {s.name: coerce(s, s.default) for s in (*law_parameters(), *shaper_parameters())}
+    values.update(overrides)
+    return values

@@ -33,7 +33,7 @@ from .failure_reaction import (
 )
 from .law import ControlLaw, LawOutput
 from .limits import PoseSetpointFollower, ReachCheck
-from .task_space import TASKS, EndEffectorTracker, TaskReference
+from .task_space import TASKS, WEIGHT_SCALES, EndEffectorTracker, TaskReference
 
 __all__ = ["TaskLaw"]
 
@@ -45,6 +45,8 @@ _GAINS = {  # parameter -> EndEffectorTracker argument (gains, posture, damped s
     "task_max_damping": "max_damping",
 }
 _MAX_STEP = 0.1  # s: a longer gap between states (a stop) restarts the setpoint's motion
+_LEAST_SPEED_SCALE = 0.02  # the slowed setpoint keeps this share of its speed (never stuck)
+_LAG = 1e-3  # m: the setpoint this far from its goal is held back (for the status)
 
 
 def _check_passive_dofs(names: list[str], model: RobotModel | None) -> None:
@@ -77,7 +79,15 @@ class TaskLaw(ControlLaw):
                       "λ² = λ_max² (1 − (σ_min/ε)²) below the threshold ε (5 ε by default)",
                       unit="m/rad", low=0.0, high=50.0),
         ParameterSpec("passive_weight", 0.0, "weight of the rows keeping passive joints still "
-                      "(task mode, paper 7.1)", unit="1", low=0.0, high=1e6),
+                      "(task mode, paper 7.1); relative (passive_weight_scale): 1 gives them "
+                      "their full effect whatever the scale of J_D, 0 turns them off",
+                      unit="1", low=0.0, high=1e6),
+        ParameterSpec("passive_weight_scale", "relative", "what passive_weight is measured "
+                      "against: relative (the rows' damping in units of their own largest "
+                      "singular value; stacked: the rows scaled to the task rows) or absolute "
+                      "(the rows sqrt(w) J_D against a constant damping 0.1, the scale before "
+                      "2026-11-28: a heavy bus's rows then act at a fraction of a percent)",
+                      choices=WEIGHT_SCALES),
         ParameterSpec("passive_kp", 0.0, "passive-joint stiffness in those rows",
                       unit="1/s^2", low=0.0, high=1e6),
         ParameterSpec("passive_kd", 0.0, "passive-joint damping in those rows", unit="1/s",
@@ -99,6 +109,11 @@ class TaskLaw(ControlLaw):
                       "setpoint", unit="rad/s", low=1e-3, high=20.0),
         ParameterSpec("task_max_angular_acceleration", 6.0, "largest angular acceleration of "
                       "the task setpoint", unit="rad/s^2", low=1e-3, high=200.0),
+        ParameterSpec("task_joint_speed_fraction", 0.5, "share of the smallest URDF velocity "
+                      "limit of the active joints that the setpoint's speed may ask of them "
+                      "through the task's damped inverse (gain ≤ 1/σ_min of S J_G): the "
+                      "setpoint slows as σ_min falls, before the safety layer would brake the "
+                      "joints; 0: never slowed", unit="1", low=0.0, high=10.0),
         ParameterSpec("task_max_position_error", 0.1, "the setpoint waits when it is this far "
                       "ahead of the measured hand (a target out of reach is not chased)",
                       unit="m", low=1e-3, high=10.0),
@@ -128,11 +143,18 @@ class TaskLaw(ControlLaw):
         self.tracker = EndEffectorTracker(
             model, frame, task=settings["task"], workspace=self.workspace,
             redundancy=settings["redundancy"],
+            passive_weight_scale=settings["passive_weight_scale"],
             held_passive_dofs=[n for n in settings["hold_passive_dofs"] if n], **gains)
         self.follower = PoseSetpointFollower(
             settings["task_max_speed"], settings["task_max_acceleration"],
             settings["task_max_angular_speed"], settings["task_max_angular_acceleration"])
         self._last_t: float | None = None
+        # the slowing near a singularity: the share of the URDF speed limits the setpoint
+        # may ask of the active joints (none where a joint has no limit)
+        limits = np.asarray(model.velocity_limit, float)[model.active_dofs]
+        self.joint_speed_fraction = float(settings["task_joint_speed_fraction"])
+        self._speed_limits = np.where(np.isfinite(limits) & (limits > 0.0), limits, np.inf)
+        self.speed_scale = 1.0  # this cycle's share of the setpoint's speed limits
         self.max_error = (settings["task_max_position_error"],
                           settings["task_max_orientation_error"])
         self.reach = ReachCheck(model, frame)
@@ -193,11 +215,14 @@ class TaskLaw(ControlLaw):
                              self.reaction.status)
         dt = 0.0 if self._last_t is None else min(max(t - self._last_t, 0.0), _MAX_STEP)
         self._last_t = t
-        setpoint = self.follower.step(reference, dt)
+        setpoint = self.follower.step(reference, dt, (self.speed_scale, self.speed_scale))
         res = self.tracker.step(q, v, setpoint)  # J_G, J_D of this cycle's (4.6)
         self._leash(setpoint, res.position_error, res.orientation_error)
         ws = self.workspace
         status = "singular" if res.singular else ""
+        slowed = self._slow(res.intended_velocity, setpoint, reference)
+        if slowed:
+            status = f"{status}; {slowed}" if status else slowed
         if self.reaction is not None:  # the failure reaction's run-time check
             nxt = escalate(self.reaction, res.sigma_min, v, self.model,
                            self.tracker.singular_threshold,
@@ -228,6 +253,29 @@ class TaskLaw(ControlLaw):
                 plan, note = arrest_plan(self.model, q, v)
                 self.reaction = d = replace(d, reason=f"{d.reason}; {note}")
             self._posture = SafePosture(self.model, self.workspace, d.failed, plan=plan)
+
+    def _slow(self, intended: np.ndarray | None, setpoint: TaskReference,
+              goal: TaskReference) -> str:
+        """The next cycle's share of the setpoint's speed limits (issue 23 item 3): the joint
+        velocity the task drives toward (``intended``: the setpoint's velocity and the PD's
+        pull through the task's damped inverse of S J_G) grows as σ_min falls; where it asks a
+        joint for more than ``task_joint_speed_fraction`` of its URDF speed limit, the
+        setpoint's speed is scaled down in proportion (the joint speeds scale with it), before
+        the safety layer would brake the joints at their limit. A note for the status while
+        that holds the setpoint back from its goal."""
+        if self.joint_speed_fraction <= 0.0 or intended is None:
+            return ""
+        ratio = float(np.max(np.abs(intended) / self._speed_limits, initial=0.0))
+        v_max, _, w_max, _ = self.follower.limits
+        share = max(float(np.linalg.norm(setpoint.linear_velocity)) / v_max,
+                    float(np.linalg.norm(setpoint.angular_velocity)) / w_max)
+        allowed = share * self.joint_speed_fraction / ratio if ratio > 0.0 else 1.0
+        self.speed_scale = min(1.0, max(allowed, _LEAST_SPEED_SCALE))
+        lagging = float(np.linalg.norm(goal.position - setpoint.position)) > _LAG
+        if self.speed_scale >= 1.0 or ratio <= self.joint_speed_fraction or not lagging:
+            return ""
+        return (f"setpoint slowed near a singularity (a joint at {ratio:.2f} of its speed "
+                "limit)")
 
     def _leash(self, setpoint: TaskReference, e_position: np.ndarray,
                e_orientation: np.ndarray) -> None:

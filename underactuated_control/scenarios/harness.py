@@ -159,6 +159,7 @@ class ScenarioRun:
         from ..nodes.bags import BagRecorder
 
         self.out_dir, self.domain, self.urdf, self.config = out_dir, domain, urdf, config
+        Path(out_dir).mkdir(parents=True, exist_ok=True)  # its logs and bags
         self.tag, self.log = tag, log
         self.procs: dict[str, Any] = {}
         self.logs: dict[str, Any] = {}

@@ -29,14 +29,13 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..bringup import bundled
-from ..control.command import CommandShaper, shaper_parameters
+from ..control.command import CommandShaper
 from ..control.joint_law import JointLaw
 from ..control.joint_space import EffortMapper
-from ..control.registry import law_parameters
+from ..control.registry import default_settings
 from ..control.trajectory_sampling import trajectory_from_message, trajectory_rules
 from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
-from ..parameters import coerce
 from ..redundancy.resolver import ElbowPlanner, Settings, Waypoint
 
 __all__ = ["Q0", "LINKS", "POSITION_TASK", "TriangleRun", "arm7_urdf", "triangle",
@@ -100,7 +99,7 @@ def run_triangle(failed: str | None, passive_joint_motion: str = "disturbance",
     model = base.with_passive([failed] if failed else [])
     plant = build_plant(text, model, timestep=dt, integrator="rk4", gravity=ZERO_G)
     plant.set_state(Q0, np.zeros(model.nv))
-    values = {s.name: coerce(s, s.default) for s in (*law_parameters(), *shaper_parameters())}
+    values = default_settings()
     values.update(kp=[gains[0]], kd=[gains[1]], effort_limit_scale=1.0,
                   allow_partial_joints_goal=False, allow_nonzero_velocity_at_trajectory_end=False)
     ws = JacobianWorkspace(model)
