@@ -271,8 +271,8 @@ class TaskLaw(ControlLaw):
                     float(np.linalg.norm(setpoint.angular_velocity)) / w_max)
         allowed = share * self.joint_speed_fraction / ratio if ratio > 0.0 else 1.0
         self.speed_scale = min(1.0, max(allowed, _LEAST_SPEED_SCALE))
-        lagging = float(np.linalg.norm(goal.position - setpoint.position)) > _LAG
-        if self.speed_scale >= 1.0 or ratio <= self.joint_speed_fraction or not lagging:
+        if self.speed_scale >= 1.0 or ratio <= self.joint_speed_fraction or float(
+                np.linalg.norm(goal.position - setpoint.position)) <= _LAG:
             return ""
         return (f"setpoint slowed near a singularity (a joint at {ratio:.2f} of its speed "
                 "limit)")
