@@ -109,11 +109,11 @@ class TaskLaw(ControlLaw):
                       "setpoint", unit="rad/s", low=1e-3, high=20.0),
         ParameterSpec("task_max_angular_acceleration", 6.0, "largest angular acceleration of "
                       "the task setpoint", unit="rad/s^2", low=1e-3, high=200.0),
-        ParameterSpec("task_joint_speed_fraction", 0.5, "share of the smallest URDF velocity "
-                      "limit of the active joints that the setpoint's speed may ask of them "
-                      "through the task's damped inverse (gain ≤ 1/σ_min of S J_G): the "
-                      "setpoint slows as σ_min falls, before the safety layer would brake the "
-                      "joints; 0: never slowed", unit="1", low=0.0, high=10.0),
+        ParameterSpec("task_joint_speed_fraction", 0.5, "share of each active joint's URDF "
+                      "velocity limit that the joint velocity the task asks (through the "
+                      "damped inverse of S J_G) may reach before the setpoint slows in "
+                      "proportion: the setpoint slows as σ_min falls, before the safety layer "
+                      "would brake the joints; 0: never slowed", unit="1", low=0.0, high=10.0),
         ParameterSpec("task_max_position_error", 0.1, "the setpoint waits when it is this far "
                       "ahead of the measured hand (a target out of reach is not chased)",
                       unit="m", low=1e-3, high=10.0),
