@@ -48,6 +48,7 @@ from underactuated_control.control.task_space import TaskReference
 from underactuated_control.dynamics import inverse_dynamics
 from underactuated_control.jacobians import JacobianWorkspace
 from underactuated_control.scenarios.harness import circle_path
+from underactuated_control.scenarios.space import arm_on_a_bus
 from underactuated_control.sim import build_plant
 
 ROBOTS = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
@@ -319,25 +320,9 @@ FREE_FLYER_ARMS = {  # name: (URDF, task frame, start configuration: hand down, 
 
 
 def free_flyer_urdf(arm: str) -> str:
-    """The arm on a free-flying bus (as urdf/space_arm.urdf declares its base): a floating
-    ``root_joint`` to a 60 kg bus, the arm's root link fixed on its top (a fixed joint from a
-    ``world`` link, as the xarm7 has, is removed; prismatic finger joints are fixed)."""
-    arm = re.sub(r'<link name="world"\s*/>', "", arm)
-    arm = re.sub(r'<joint name="[^"]*" type="fixed">\s*<parent link="world"\s*/>.*?</joint>',
-                 "", arm, flags=re.S)
-    arm = re.sub(r'(<joint name="[^"]*finger[^"]*" type=)"prismatic"', r'\1"fixed"', arm)
-    links = re.findall(r'<link name="([^"]+)"', arm)
-    children = set(re.findall(r'<child link="([^"]+)"', arm))
-    roots = [n for n in links if n not in children]
-    assert len(roots) == 1, f"the arm's URDF has {len(roots)} root links: {roots}"
-    i = BUS_INERTIA
-    bus = ('<link name="world"/><joint name="root_joint" type="floating"><parent link="world"/>'
-           '<child link="bus"/></joint><link name="bus"><inertial><origin xyz="0 0 0"/>'
-           f'<mass value="{BUS_MASS}"/><inertia ixx="{i}" ixy="0" ixz="0" iyy="{i}" iyz="0" '
-           f'izz="{i}"/></inertial></link><joint name="arm_mount" type="fixed"><parent '
-           f'link="bus"/><child link="{roots[0]}"/><origin xyz="0 0 0.4" rpy="0 0 0"/></joint>')
-    at = arm.index("<link ")
-    return arm[:at] + bus + arm[at:]
+    """The arm on the 60 kg bus (``scenarios.space.arm_on_a_bus``), its top 0.4 m above the
+    bus's centre."""
+    return arm_on_a_bus(arm, BUS_MASS, BUS_INERTIA, (0.0, 0.0, 0.4))
 
 
 def run_free_flyer(urdf: str, weight: float, radius: float, period: float,

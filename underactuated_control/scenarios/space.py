@@ -37,6 +37,35 @@ from .harness import (
 )
 
 
+def arm_on_a_bus(arm: str, mass: float = 60.0, inertia: float = 6.4,
+                 mount: tuple[float, float, float] = (0.0, 0.0, 0.4)) -> str:
+    """The URDF text of a fixed-base arm on a free-flying bus, declared as
+    ``urdf/space_arm.urdf`` declares its own: a floating ``root_joint`` from ``world`` to a
+    ``bus`` link of ``mass`` [kg] and isotropic ``inertia`` [kg m²] about its centre, the arm's
+    root link fixed at ``mount`` [m] on it. A fixed joint from a ``world`` link in the arm's
+    URDF (as the xarm7's) is removed; prismatic finger joints become fixed."""
+    import re
+
+    arm = re.sub(r'<link name="world"\s*/>', "", arm)
+    arm = re.sub(r'<joint name="[^"]*" type="fixed">\s*<parent link="world"\s*/>.*?</joint>',
+                 "", arm, flags=re.S)
+    arm = re.sub(r'(<joint name="[^"]*finger[^"]*" type=)"prismatic"', r'\1"fixed"', arm)
+    links = re.findall(r'<link name="([^"]+)"', arm)
+    children = set(re.findall(r'<child link="([^"]+)"', arm))
+    roots = [n for n in links if n not in children]
+    if len(roots) != 1:
+        raise ValueError(f"the arm's URDF has {len(roots)} root links, not one: {roots}")
+    x, y, z = mount
+    bus = ('<link name="world"/><joint name="root_joint" type="floating"><parent link="world"/>'
+           '<child link="bus"/></joint><link name="bus"><inertial><origin xyz="0 0 0"/>'
+           f'<mass value="{mass}"/><inertia ixx="{inertia}" ixy="0" ixz="0" iyy="{inertia}" '
+           f'iyz="0" izz="{inertia}"/></inertial></link><joint name="arm_mount" type="fixed">'
+           f'<parent link="bus"/><child link="{roots[0]}"/><origin xyz="{x} {y} {z}" '
+           'rpy="0 0 0"/></joint>')
+    at = arm.index("<link ")
+    return arm[:at] + bus + arm[at:]
+
+
 def floating_states(model: RobotModel, joint_states: list, odometry: list
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(stamps s, q, v) of the recorded MuJoCo states of a floating-base model (simulated
@@ -119,17 +148,26 @@ SPACE_RUNS = {  # run -> controller overrides
 
 def run_space(out_dir: Path, duration: float | None, domain: int,
               log: Callable[[str], None] = print, runs: tuple[str, ...] = tuple(SPACE_RUNS),
-              radius: float = 0.05, overrides: Mapping[str, Any] | None = None) -> dict:
+              radius: float = 0.05, overrides: Mapping[str, Any] | None = None,
+              robot: tuple[Path, str, list[float]] | None = None) -> dict:
     """The ``space`` scenario: one run per entry of ``runs`` (see ``SPACE_RUNS``), the hand
     around a circle of ``radius`` [m] in ``duration`` s (default 8). ``overrides``: controller
     parameters for every run on top of ``config/space.yaml`` (e.g. ``passive_weight``), each
-    run's own (``SPACE_RUNS``: the naive run's ``passive_weight: 0``) applied after them."""
+    run's own (``SPACE_RUNS``: the naive run's ``passive_weight: 0``) applied after them.
+    ``robot``: (URDF file, hand frame, the arm's start positions) of another free-flyer than
+    ``urdf/space_arm.urdf`` (e.g. ``arm_on_a_bus``'s), with the same law."""
     if not (np.isfinite(radius) and radius > 0.0):
         raise ValueError(f"radius must be > 0 m, got {radius}")
     period = duration or 8.0
     urdf, config = bundled("urdf", "space_arm.urdf"), bundled("config", "space.yaml")
+    frame, sim_params = "tool", {}
+    if robot is not None:
+        urdf, frame = Path(robot[0]), robot[1]
+        sim_params = {"initial_positions": [float(x) for x in robot[2]]}
     model = RobotModel.from_urdf(urdf, floating_base=True, gravity=(0.0, 0.0, 0.0))
-    frame = "tool"
+    model.frame(frame)  # ValueError naming an unknown frame
+    if robot is not None:
+        overrides = {"tip_link": frame, **(overrides or {})}
     results: dict[str, dict] = {}
     for name in runs:
         if name not in SPACE_RUNS:
@@ -140,7 +178,7 @@ def run_space(out_dir: Path, duration: float | None, domain: int,
         try:
             log(f"[space] run '{name}' ({k + 1}/{len(runs)}): starting mujoco_sim and "
                 f"{CONTROLLER} {params or '(config/space.yaml)'} ...")
-            run.start(["mujoco_sim", CONTROLLER], {CONTROLLER: params})
+            run.start(["mujoco_sim", CONTROLLER], {CONTROLLER: params, "mujoco_sim": sim_params})
             rec = run.recorder
             run.wait_for(lambda rec=rec: rec.counts()["/odom"] > 0 and
                          rec.counts()[COMMAND_TOPIC] > 5, 120.0, "the controller sent no effort")
