@@ -313,3 +313,27 @@ def test_a_passive_joint_that_does_not_move_the_frame_is_not_held():
         same = np.allclose(out["default"], out["free"], rtol=0, atol=1e-12)
         assert same != held
         assert not np.allclose(out["named"], out["free"], rtol=0, atol=1e-9)
+
+
+def test_passive_rows_yield_to_the_task_only_as_far_as_the_bounds_ask():
+    """``_share_within``: the largest c in [0, 1] keeping base + c step within [lo, hi] on every
+    entry base keeps within them (checked on random cases: within, and maximal: c = 1 or one
+    entry on its bound); an entry base already breaks forbids steps further out and past its
+    other bound."""
+    from underactuated_control.control.task_space import _share_within
+
+    rng = np.random.default_rng(3)
+    for _ in range(500):
+        lo, hi = -rng.uniform(0.1, 5.0, 7), rng.uniform(0.1, 5.0, 7)
+        base, step = rng.uniform(-3.0, 3.0, 7), rng.uniform(-8.0, 8.0, 7)
+        c = _share_within(base, step, lo, hi)
+        inside = (base >= lo) & (base <= hi)
+        x = base + c * step
+        assert 0.0 <= c <= 1.0
+        assert np.all((x[inside] >= lo[inside] - 1e-12) & (x[inside] <= hi[inside] + 1e-12))
+        outward = (~inside) & (((base > hi) & (step > 0)) | ((base < lo) & (step < 0)))
+        tight = np.isclose(x, lo) | np.isclose(x, hi)  # a bound that stopped the step
+        assert c == 1.0 or tight.any() or (c == 0.0 and outward.any())
+        beyond = x[~inside]  # an entry outside moves no further out, nor past its other bound
+        assert np.all((beyond >= np.minimum(base, lo)[~inside] - 1e-12)
+                      & (beyond <= np.maximum(base, hi)[~inside] + 1e-12))

@@ -264,9 +264,12 @@ def stabilise_passive(tracker, decision: Decision, q: np.ndarray) -> None:
     ``passive_weight`` 1 on the absolute scale (the rows √w J_D against the constant secondary
     damping: a partial effect). Their full effect (``passive_weight_scale`` relative, w 1)
     asked more of the joints than they give on a passive shoulder in zero g: 53 mm against
-    2.2 mm, doc/failure_analysis.md."""
+    2.2 mm, doc/failure_analysis.md. Nor do the rows yield to the task at the joints' bounds
+    (``passive_rows_guard``): a failed joint's hold scaled down lets it whip (peaks 0.99 →
+    1.10 of the speed limit on the xarm7's joint 3 under gravity)."""
     tracker.held_rows = _failed_rows(tracker.model, decision.failed)
     tracker.passive_weight, tracker.passive_weight_scale = 1.0, "absolute"
+    tracker.passive_rows_guard = None
     tracker.passive_kp, tracker.passive_kd = HOLD_KP, HOLD_KD
     target = np.asarray(q if decision.target is None else decision.target, float)
     tracker.set_passive_reference(target)

@@ -267,9 +267,7 @@ class SafetyLayer:
 
         self.model = model
         self.enabled = bool(get("safety_limits"))
-        self.guard = JointLimitGuard(model, float(get("joint_limit_braking")),
-                                     margin=float(get("position_limit_margin")),
-                                     speed_scale=float(get("velocity_limit_scale")))
+        self.guard = self.guard_for(model, settings)
         shared = workspace.shared if workspace is not None else Workspace(model)
         self._forward = shared.hybrid("passive")  # forward dynamics (ABA)
         self._hybrid = shared.hybrid("model")  # section 5 with the model's passive set
@@ -295,6 +293,17 @@ class SafetyLayer:
         self.limited_joints: list[str] = []
 
     _defaults: ClassVar[dict[str, Any]] = {s.name: s.default for s in parameters}
+
+    @classmethod
+    def guard_for(cls, model: RobotModel, settings: Mapping[str, Any]) -> JointLimitGuard:
+        """The layer's ``JointLimitGuard`` of these settings (its own defaults for those
+        missing): the bounds a law may keep its lower-priority rows within."""
+        def get(name: str) -> Any:
+            return settings[name] if name in settings else cls._defaults[name]
+
+        return JointLimitGuard(model, float(get("joint_limit_braking")),
+                               margin=float(get("position_limit_margin")),
+                               speed_scale=float(get("velocity_limit_scale")))
 
     def apply(self, q: np.ndarray, v: np.ndarray, out: LawOutput,
               reserve: Callable[[], np.ndarray] | None = None) -> bool:

@@ -32,7 +32,7 @@ from .failure_reaction import (
     stabilise_passive,
 )
 from .law import ControlLaw, LawOutput
-from .limits import PoseSetpointFollower, ReachCheck
+from .limits import PoseSetpointFollower, ReachCheck, SafetyLayer
 from .task_space import TASKS, WEIGHT_SCALES, EndEffectorTracker, TaskReference
 
 __all__ = ["TaskLaw"]
@@ -144,6 +144,7 @@ class TaskLaw(ControlLaw):
             model, frame, task=settings["task"], workspace=self.workspace,
             redundancy=settings["redundancy"],
             passive_weight_scale=settings["passive_weight_scale"],
+            passive_rows_guard=SafetyLayer.guard_for(model, settings),
             held_passive_dofs=[n for n in settings["hold_passive_dofs"] if n], **gains)
         self.follower = PoseSetpointFollower(
             settings["task_max_speed"], settings["task_max_acceleration"],

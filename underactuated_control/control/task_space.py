@@ -91,6 +91,9 @@ class EndEffectorTracker:
     ``secondary_damping`` λ_s is their damping in the prioritized scheme, in units of their
     largest singular value over sqrt(w_p) (``passive_weight_scale="relative"``, 1 = full
     effect) or absolute (``"absolute"``: the rows sqrt(w_p) J_D against λ_s as they are);
+    ``passive_rows_guard``: with it, the prioritized passive rows' accelerations are scaled
+    down so that the command stays within its bounds where the task's alone does (the task
+    keeps its priority at the joints' speed and position limits);
     ``null_space_damping`` [1/s] damps self-motion of redundant arms, ``posture_kp`` [1/s²]
     pulls it toward ``posture`` (the active joints' positions; ``set_posture``).
     """
@@ -107,7 +110,8 @@ class EndEffectorTracker:
                  workspace: JacobianWorkspace | None = None,
                  joint_limit_guard: JointLimitGuard | None = None,
                  held_passive_dofs: Sequence[str] | None = None,
-                 posture_kp: float = 0.0, passive_weight_scale: str = "relative") -> None:
+                 posture_kp: float = 0.0, passive_weight_scale: str = "relative",
+                 passive_rows_guard: JointLimitGuard | None = None) -> None:
         if task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {task!r}")
         if passive_weight_scale not in WEIGHT_SCALES:
@@ -171,6 +175,7 @@ class EndEffectorTracker:
         self.passive_reference = passive_reference
         self.workspace = workspace if workspace is not None else JacobianWorkspace(model)
         self.joint_limit_guard = joint_limit_guard
+        self.passive_rows_guard = passive_rows_guard
         # 1-DOF passive joints can have a position reference; floating joints only damping
         self._passive_q_index = np.array(
             [model.q_start[k] for k in range(model.nb) if model.passive_joint_mask[k]
@@ -294,7 +299,11 @@ class EndEffectorTracker:
                 else:  # the rows' own scale against the absolute damping (before item 3)
                     x2, N2, _, _ = _damped_solve(w * J_Dh @ N_task, w * b2, eps,
                                                  self.max_damping, self.secondary_damping)
-                qdd_a = x_task + N_task @ x2
+                secondary = N_task @ x2
+                if self.passive_rows_guard is not None:  # the task first at the joints' bounds
+                    secondary *= _share_within(x_task, secondary,
+                                               *self.passive_rows_guard.bounds(q, v))
+                qdd_a = x_task + secondary
                 N = N_task @ N2
         if self.null_space_damping > 0.0 or self.posture_kp > 0.0:
             qdd_0 = -self.null_space_damping * v[m.active_dofs]
@@ -317,6 +326,20 @@ class EndEffectorTracker:
 
 def _ratio(kp: float, kd: float) -> float:
     return kp / kd if kd > 0.0 else 0.0
+
+
+def _share_within(base: np.ndarray, step: np.ndarray, lo: np.ndarray, hi: np.ndarray
+                  ) -> float:
+    """The largest c in [0, 1] with lo ≤ base + c step ≤ hi on every entry that base keeps
+    within them (an entry base already breaks forbids a step further out, and past its
+    other bound)."""
+    share = 1.0
+    for b, d, low, high in zip(base, step, lo, hi):
+        if d > 0.0:
+            share = min(share, max(high - b, 0.0) / d)
+        elif d < 0.0:
+            share = min(share, max(b - low, 0.0) / -d)
+    return share
 
 
 def _largest_singular_value(A: np.ndarray) -> float:
