@@ -12,6 +12,7 @@ with Pinocchio. Importing this module needs no ROS.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -44,8 +45,6 @@ def arm_on_a_bus(arm: str, mass: float = 60.0, inertia: float = 6.4,
     ``bus`` link of ``mass`` [kg] and isotropic ``inertia`` [kg m²] about its centre, the arm's
     root link fixed at ``mount`` [m] on it. A fixed joint from a ``world`` link in the arm's
     URDF (as the xarm7's) is removed; prismatic finger joints become fixed."""
-    import re
-
     arm = re.sub(r'<link name="world"\s*/>', "", arm)
     arm = re.sub(r'<joint name="[^"]*" type="fixed">\s*<parent link="world"\s*/>.*?</joint>',
                  "", arm, flags=re.S)
