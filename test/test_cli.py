@@ -80,6 +80,22 @@ def test_bringup_needs_the_resolver_links_of_another_robot():
     assert "shoulder_link 'a'" in line and "not a link of 'acrobot'" in line
 
 
+def test_bringup_puts_every_node_on_the_simulators_clock(tmp_path):
+    """With mujoco_sim every node gets use_sim_time (a loaded machine slows the simulation:
+    on wall time the resolver's plan ran ahead of the arm); without it none does; a node file
+    that sets use_sim_time itself is left to it."""
+    from underactuated_control.bringup import bringup_nodes
+
+    urdf = str(ARM7_PATH)
+    with_sim = bringup_nodes(urdf, sim=True, resolver=True)
+    assert [n.parameters.get("use_sim_time") for n in with_sim] == [True, True, True]
+    assert all("use_sim_time" not in n.parameters for n in bringup_nodes(urdf, resolver=True))
+    own = tmp_path / "controller.yaml"
+    own.write_text("hybrid_dynamics_controller:\n  ros__parameters:\n    use_sim_time: false\n")
+    controller, sim = bringup_nodes(urdf, str(own), sim=True)
+    assert "use_sim_time" not in controller.parameters and sim.parameters["use_sim_time"]
+
+
 def _config_with_passive(tmp_path, joints):
     text = (ROOT / "config/arm7_controller.yaml").read_text()
     path = tmp_path / "controller.yaml"

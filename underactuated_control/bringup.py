@@ -168,7 +168,9 @@ def bringup_nodes(urdf_path: str, config: str | None = None, *, sim: bool = Fals
     A config of None means the bundled one for arm7 (none for another robot). The controller's
     ``passive_joints`` go to the simulator (no motor there either) and the resolver (planned
     as locked). With the resolver, its ``~/joint_setpoints`` feed the controller's
-    ``~/joint_reference`` and the controller starts in ``mode: joint`` to follow them."""
+    ``~/joint_reference`` and the controller starts in ``mode: joint`` to follow them. With
+    the simulator every node runs on its ``/clock`` (``use_sim_time``, unless a node's file
+    sets it)."""
     def pick(given: str | None, executable: str) -> list[str]:
         path = default_config(urdf_path, executable) if given is None else given
         if path and not Path(path).is_file():
@@ -197,6 +199,12 @@ def bringup_nodes(urdf_path: str, config: str | None = None, *, sim: bool = Fals
         nodes.append(NodeLaunch(RESOLVER, pick(resolver_config, RESOLVER), params, []))
         controller.parameters["mode"] = "joint"
         controller.remappings.append(REFERENCE_REMAP)
+    if sim:  # every node on the simulator's /clock (as gz_ros2_control's launches do): a
+        # simulation slower than wall time on a loaded machine then slows the plan with it
+        for node in nodes:
+            if not any("use_sim_time" in node_section(f, node.executable)
+                       for f in node.params_files):
+                node.parameters["use_sim_time"] = True
     return nodes
 
 

@@ -560,7 +560,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "passive; acrobot/pendubot: swing-up and balance (default: arm)")
     d.add_argument("--duration", type=float, default=None,
                    help="[s] length of the recorded run (default: the scenario's own)")
-    d.add_argument("--motion", type=float, default=2.5, help="goal motion duration [s]")
+    d.add_argument("--motion", type=float, default=4.0,
+                   help="goal motion duration [s] (simulated)")
     d.set_defaults(func=cmd_demo)
     rp = sub.add_parser("replay", help="republish a recorded rosbag2 bag (MCAP or sqlite3) "
                                        "with its timing, as 'ros2 bag play' does")

@@ -466,6 +466,26 @@ class MujocoSim(Node):
         self.mj.mj_step(self.m, self.d)
 
 
+PACE_WINDOW = 5.0  # s of wall time over which the simulation's pace is judged
+
+
+def _report_pace(node, window: tuple[float, float], rtf: float) -> tuple[float, float]:
+    """Say when the simulation ran below 80 % of ``real_time_factor`` over the last window
+    (the machine cannot keep up): a warning when this node is on wall time (nodes on wall time
+    see the arm lag their plans), else information; returns the next window's start."""
+    now, simulated = time.perf_counter(), float(node.d.time)
+    pace = (simulated - window[1]) / (now - window[0])
+    if pace < 0.8 * rtf and not node.lockstep:
+        text = (f"the simulation runs at {pace:.2f}x wall time, below real_time_factor {rtf:g} "
+                "(this machine cannot keep up)")
+        if node.stamp_simulated:  # on /clock (bringup's nodes are): everything slows alike
+            node.get_logger().info(text, throttle_duration_sec=30.0)
+        else:
+            node.get_logger().warning(f"{text}: run the nodes with use_sim_time so that they "
+                                      "follow /clock", throttle_duration_sec=30.0)
+    return now, simulated
+
+
 def spin_simulation(node: MujocoSim, should_stop: Callable[[], bool] = lambda: False) -> None:
     """Step physics paced to wall time and serve callbacks in between."""
     import rclpy
@@ -480,9 +500,12 @@ def spin_simulation(node: MujocoSim, should_stop: Callable[[], bool] = lambda: F
     rtf = node.real_time_factor
     next_wall = time.perf_counter()
     answered = owed = 0
+    window = (time.perf_counter(), float(node.d.time))  # wall and simulated time, for the pace
     try:
         node.publish_state()
         while rclpy.ok(context=node.context) and not should_stop():
+            if rtf > 0 and time.perf_counter() - window[0] >= PACE_WINDOW:
+                window = _report_pace(node, window, rtf)
             if rtf > 0:
                 next_wall += period / rtf
                 while True:

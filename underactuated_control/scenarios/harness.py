@@ -208,6 +208,15 @@ class ScenarioRun:
         while time.monotonic() < end:
             self.executor.spin_once(timeout_sec=min(0.005, max(0.0, end - time.monotonic())))
 
+    def spin_simulated(self, seconds: float, what: str = "the simulation") -> None:
+        """Serve callbacks until the simulator's /clock has advanced ``seconds`` (a loaded
+        machine runs the simulation slower than wall time; the nodes, on ``use_sim_time``,
+        slow down with it)."""
+        self.wait_for(lambda: self.sim_time >= 0.0, 60.0, "no /clock from the simulator")
+        end = self.sim_time + seconds
+        self.wait_for(lambda: self.sim_time >= end, 60.0 + 20.0 * seconds,
+                      f"{what} did not advance {seconds:g} s of simulated time")
+
     def wait_for(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
         end = time.monotonic() + timeout
         while not predicate():

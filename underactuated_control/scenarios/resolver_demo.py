@@ -3,10 +3,11 @@ each in its own process, talking over DDS on this machine.
 
 ``run_demo`` starts the three nodes through the scenario harness (``harness.ScenarioRun``).
 Phase 1: the resolver moves the hand of arm7 along a straight line and swings the elbow (arm
-angle +30°); its joint setpoints feed the controller's ``~/joint_reference`` (remapped), whose
-effort commands drive the simulated arm. Phase 2: the motor of joint 1 fails
-(``passive_joints`` changed at run time): the controller re-plans with the hybrid recursion and
-keeps holding while joint 1 is free. Measured on the simulated robot's /joint_states.
+angle +30°) in one motion (a waypoint on ``~/waypoints``); its joint setpoints feed the
+controller's ``~/joint_reference`` (remapped), whose effort commands drive the simulated arm.
+Phase 2: the motor of joint 1 fails (``passive_joints`` changed at run time): the controller
+re-plans with the hybrid recursion and keeps holding while joint 1 is free. Measured on the
+simulated robot's /joint_states.
 """
 
 from __future__ import annotations
@@ -27,12 +28,11 @@ from .harness import COMMAND_TOPIC, ScenarioRun, demo_domain, joint_positions, p
 Q0 = [0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8]
 
 
-def run_demo(urdf_path: Path, out_dir: Path, motion: float = 2.5, settle: float = 1.5,
+def run_demo(urdf_path: Path, out_dir: Path, motion: float = 4.0, settle: float = 1.5,
              failure: float = 2.0, domain: int | None = None, plot: bool = True,
              log=print) -> dict:
     """Run both phases and return the measured figures (also written to demo.json)."""
-    from geometry_msgs.msg import PoseStamped
-    from std_msgs.msg import Float64
+    from std_msgs.msg import Float64MultiArray
 
     out_dir.mkdir(parents=True, exist_ok=True)
     domain = domain if domain is not None else demo_domain()[0]
@@ -40,28 +40,34 @@ def run_demo(urdf_path: Path, out_dir: Path, motion: float = 2.5, settle: float 
     run = ScenarioRun(out_dir, domain, urdf_path, None, "", log,
                       topics=("/joint_states", COMMAND_TOPIC))
     try:
+        # lock-stepped (one command per state, as config/arm7_sim.yaml), every node on the
+        # simulator's /clock: a loaded machine slows the simulation, and the plan and the law
+        # slow with it (on wall time the arm would lag the plan, or the loop its commands)
         run.start([SIMULATOR, CONTROLLER, RESOLVER], {
-            SIMULATOR: {"initial_positions": Q0},
+            SIMULATOR: {"initial_positions": Q0, "use_sim_time": True, "lockstep": True,
+                        "publish_every": 2,
+                        "lockstep_timeout": 0.25},
             CONTROLLER: {"mode": "joint", "kp": [400.0], "kd": [40.0],
-                         "publish_jacobians": False},
+                         "publish_jacobians": False, "use_sim_time": True},
             RESOLVER: {"tip_link": "tool", "shoulder_link": "link2", "elbow_link": "link4",
-                       "wrist_link": "link6", "motion_duration": motion, "rate": 200.0}},
+                       "wrist_link": "link6", "motion_duration": motion, "rate": 100.0,
+                       "use_sim_time": True}},
             limit_s=60 + 3 * (motion + settle + failure),
             remappings={CONTROLLER: [(f"/{CONTROLLER}/joint_reference",
                                       f"/{RESOLVER}/joint_setpoints")]})
         model = RobotModel.from_urdf(Path(urdf_path).read_text(), tip_link="tool")
         arm_angle = ArmAngle(model, "link2", "link4", "link6")
         rec = run.recorder
-        pose_pub = run.node.create_publisher(PoseStamped, f"/{RESOLVER}/target_pose", 10)
-        psi_pub = run.node.create_publisher(Float64, f"/{RESOLVER}/target_arm_angle", 10)
+        waypoint_pub = run.node.create_publisher(Float64MultiArray, f"/{RESOLVER}/waypoints",
+                                                 10)
 
         def states() -> list[tuple[float, np.ndarray]]:
             return [(t * 1e-9, joint_positions(names, m)) for t, m in
                     rec.messages("/joint_states")]
 
         log("[demo] starting the simulated arm, the controller and the resolver ...")
-        run.wait_for(lambda: all(rec.counts().values()) and pose_pub.get_subscription_count()
-                     and psi_pub.get_subscription_count(), 60.0,
+        run.wait_for(lambda: all(rec.counts().values())
+                     and waypoint_pub.get_subscription_count(), 60.0,
                      "no effort commands or no /joint_states (the nodes did not connect)")
         run.spin(0.5)
         q_start = states()[-1][1]
@@ -71,17 +77,14 @@ def run_demo(urdf_path: Path, out_dir: Path, motion: float = 2.5, settle: float 
         target_psi = psi0 + np.radians(30.0)
         log(f"[demo] phase 1: hand {np.round(p0, 3).tolist()} -> {np.round(target_p, 3).tolist()}"
             f" m, arm angle {np.degrees(psi0):.1f}° -> {np.degrees(target_psi):.1f}° in "
-            f"{motion} s")
+            f"{motion} s (simulated)")
         t_goal = time.monotonic()
-        psi_pub.publish(Float64(data=float(target_psi)))
-        run.spin(0.05)
-        msg = PoseStamped()
-        msg.header.frame_id = model.root_link
-        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = map(float, target_p)
-        o = msg.pose.orientation
-        o.x, o.y, o.z, o.w = map(float, matrix_to_quaternion(R0))
-        pose_pub.publish(msg)
-        run.spin(motion + settle)
+        # one waypoint (x y z qx qy qz qw psi duration): the hand's line and the elbow's swing
+        # in one motion (a pose goal and an arm-angle goal sent apart would start apart)
+        waypoint = [*map(float, target_p), *map(float, matrix_to_quaternion(R0)),
+                    float(target_psi), float(motion)]
+        waypoint_pub.publish(Float64MultiArray(data=waypoint))
+        run.spin_simulated(motion + settle, "phase 1")
         q_goal = states()[-1][1]
         p1, R1 = frame_placement(model, q_goal, "tool")
         psi1 = arm_angle.evaluate(q_goal).psi
@@ -102,7 +105,7 @@ def run_demo(urdf_path: Path, out_dir: Path, motion: float = 2.5, settle: float 
         t_fail = time.monotonic()
         accepted = run.set_parameters(CONTROLLER, {"passive_joints": ["joint1"]}, check=False)
         t_accepted = time.monotonic()  # the new law is in place before the node answers
-        run.spin(failure)
+        run.spin_simulated(failure, "phase 2")
         after = [(t, q) for t, q in states() if t >= t_fail]
         drift = float(max(abs(q[0] - after[0][1][0]) for _, q in after))
         others = float(max(np.abs(q[1:] - q_goal[1:]).max() for _, q in after))
