@@ -40,13 +40,13 @@ def run_demo(urdf_path: Path, out_dir: Path, motion: float = 4.0, settle: float 
     run = ScenarioRun(out_dir, domain, urdf_path, None, "", log,
                       topics=("/joint_states", COMMAND_TOPIC))
     try:
-        # lock-stepped (one command per state, as config/arm7_sim.yaml), every node on the
-        # simulator's /clock: a loaded machine slows the simulation, and the plan and the law
-        # slow with it (on wall time the arm would lag the plan, or the loop its commands)
+        # lock-stepped (one command per state, as config/arm7_sim.yaml) at 500 Hz, every node
+        # on the simulator's /clock: a loaded machine slows the simulation, and the plan and
+        # the law slow with it (on wall time the arm would lag the plan, or the loop its
+        # commands)
         run.start([SIMULATOR, CONTROLLER, RESOLVER], {
-            SIMULATOR: {"initial_positions": Q0, "use_sim_time": True, "lockstep": True,
-                        "publish_every": 2,
-                        "lockstep_timeout": 0.25},
+            SIMULATOR: {"initial_positions": Q0, "use_sim_time": True, "publish_every": 2,
+                        "lockstep": True, "lockstep_timeout": 0.25},
             CONTROLLER: {"mode": "joint", "kp": [400.0], "kd": [40.0],
                          "publish_jacobians": False, "use_sim_time": True},
             RESOLVER: {"tip_link": "tool", "shoulder_link": "link2", "elbow_link": "link4",
