@@ -195,3 +195,19 @@ def test_lockstep_pairing_recovers_after_a_late_answer(ros, launch):
     print(f"\n[sim] after the late answer: {np.sum(np.isclose(after, paired, atol=1e-9))} of "
           f"{after.size} states paired with the answer to the state before them")
     np.testing.assert_allclose(after, paired, atol=1e-9)
+
+
+@pytest.mark.parametrize("sim_time", [False, True])
+def test_the_simulator_says_when_it_falls_behind_real_time(ros, launch, sim_time):
+    """A real_time_factor no machine reaches (100): within the first 5 s window of wall time
+    the simulator says at what pace it runs; on wall time as a warning (nodes on wall time
+    would see the arm lag their plans), on use_sim_time as information."""
+    sim = launch("mujoco_sim", {"urdf_path": str(ARM7), "initial_positions": Q0,
+                                "real_time_factor": 100.0, "use_sim_time": sim_time})
+    said = re.compile(r"\[(WARN|INFO)\].*the simulation runs at ([0-9.]+)x wall time, below "
+                      r"real_time_factor 100")
+    assert ros.wait_for(lambda: said.search(sim.log()), 30), sim.log()
+    level, pace = said.search(sim.log()).groups()
+    print(f"\n[sim] use_sim_time {sim_time}: {level} at {pace}x wall time")
+    assert level == ("INFO" if sim_time else "WARN")
+    assert 0.0 < float(pace) < 80.0
