@@ -208,11 +208,15 @@ class ScenarioRun:
         while time.monotonic() < end:
             self.executor.spin_once(timeout_sec=min(0.005, max(0.0, end - time.monotonic())))
 
+    def wait_for_clock(self) -> None:
+        """Until the first /clock from the simulator (60 s at most)."""
+        self.wait_for(lambda: self.sim_time >= 0.0, 60.0, "no /clock from the simulator")
+
     def spin_simulated(self, seconds: float, what: str = "the simulation") -> None:
         """Serve callbacks until the simulator's /clock has advanced ``seconds`` (a loaded
         machine runs the simulation slower than wall time; the nodes, on ``use_sim_time``,
         slow down with it)."""
-        self.wait_for(lambda: self.sim_time >= 0.0, 60.0, "no /clock from the simulator")
+        self.wait_for_clock()
         end = self.sim_time + seconds
         self.wait_for(lambda: self.sim_time >= end, 60.0 + 20.0 * seconds,
                       f"{what} did not advance {seconds:g} s of simulated time")
@@ -252,7 +256,7 @@ class ScenarioRun:
         """``stream_path`` (below) on this run's /clock and ~/pose_reference, progress every
         simulated second; ``path_wall_start`` is its wall time (monotonic s, the recorder's
         receive clock). Returns the simulated time (s, /clock) at which the path started."""
-        self.wait_for(lambda: self.sim_time >= 0.0, 60.0, "no /clock from the simulator")
+        self.wait_for_clock()
         t0 = time.monotonic()
         self.path_wall_start = t0
 
