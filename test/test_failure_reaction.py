@@ -85,7 +85,9 @@ def _fail(joint: str, task: str, reaction: str = "auto", before: float = 0.3,
             "first_reaction": first_reaction,
             "peak_active_ratio": float(np.delete(peak, k).max()),
             "peak_passive_ratio": float(peak[k]), "statuses": statuses,
-            "overrun_rad": max(0.0, max(overrun))}
+            "overrun_rad": max(0.0, max(overrun)),
+            # the active joints over the last 0.5 s (the hold's rest)
+            "end_active_ratio": float(np.delete(np.max(speed[-500:], axis=0), k).max())}
 
 
 def test_vertical_axis_failure_keeps_the_pose():
@@ -131,6 +133,20 @@ def test_a_loaded_elbow_failure_is_arrested_by_a_plan_within_the_limits():
     assert r["reaction"].mode == "hold" and "the fall arrested by a plan" in r["reaction"].status
     assert r["peak_speed_ratio"] <= 1.2
     assert r["overrun_rad"] <= 0.05
+
+
+@pytest.mark.parametrize("joint", ["joint6", "joint4"])
+def test_the_safe_posture_brings_every_active_joint_to_rest(joint):
+    """The ``hold`` reaction gives the friction stage its brake's intent, (kp/kd)(q_hold −
+    q_a): the active joints' damping and dry friction are no longer compensated along their
+    own motion, which left the xarm7's light wrist (joint7, 1e-4 kg m²) turning at 0.36 rad/s
+    (0.11 of its speed limit) 2 s into the hold, its brake's torque 1e-3 N·m. Every active
+    joint within 0.01 of its speed limit over the last 0.5 s."""
+    r = _fail(joint, "pose", "hold")
+    print(f"\n[{joint}] hold: active joints at the end {r['end_active_ratio']:.4f} of their "
+          "speed limits")
+    assert r["reaction"].mode == "hold"
+    assert r["end_active_ratio"] <= 0.01
 
 
 def _example_arm(path: str, frame: str, q0: list[float]) -> tuple[str, str, np.ndarray]:

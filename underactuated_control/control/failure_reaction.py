@@ -401,6 +401,8 @@ class SafePosture:
         self._zero = np.zeros(model.nv)
         self.hold: np.ndarray | None = None
         self._t: float | None = None
+        # the active joints' velocity the last step drives toward (the friction stage's intent)
+        self.intended_velocity = np.zeros(model.n_active)
 
     def _walk(self, q: np.ndarray, dt: float) -> None:
         """Move the hold point down ∇_a ½ Σ g_k² (finite differences of the static moments)."""
@@ -433,6 +435,12 @@ class SafePosture:
         if self.unload and dt > 0.0:
             self._walk(q, dt)
         qdd_a = -self.kd * va - self.kp * (qa - self.hold)
+        # the velocity this brake drives toward, (kp/kd)(q_hold − q_a): the friction stage's
+        # intent (control/friction.py). Without one it compensated each joint's damping and dry
+        # friction along the joint's own motion, and a light joint kept turning in the hold
+        # (xarm7's wrist, inertia 1e-4 kg m²: 0.37 rad/s for 5 s, its brake 1e-3 N·m)
+        self.intended_velocity = (self.kp / self.kd) * (self.hold - qa) if self.kd > 0.0 \
+            else np.zeros_like(qa)
         return ws.dynamics.compute(q, v, qdd_a, self.passive_forces(q, v))
 
     def _follow_plan(self, q: np.ndarray, v: np.ndarray, t: float):
@@ -446,6 +454,7 @@ class SafePosture:
             return None
         x = np.concatenate([q, v])
         u = np.clip(sol.us[k] + sol.K[k] @ (x - sol.xs[k]), step.lower, step.upper)
+        self.intended_velocity = sol.xs[k][self.model.nq + self.model.active_dofs]  # the plan's
         qdd = step.acceleration(q, v, u)  # T_a = u: the hybrid recursion at these qdd_a
         return self.workspace.dynamics.compute(q, v, qdd[self.model.active_dofs],
                                                self.passive_forces(q, v))

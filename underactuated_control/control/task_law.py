@@ -213,7 +213,8 @@ class TaskLaw(ControlLaw):
             ws = self.workspace
             ws.generalized(self.frame, q)
             return LawOutput(res.tau_active.copy(), res.qdd_passive.copy(), ws.J_G, ws.J_D,
-                             self.reaction.status)
+                             self.reaction.status,
+                             intended_velocity=self._posture.intended_velocity.copy())
         dt = 0.0 if self._last_t is None else min(max(t - self._last_t, 0.0), _MAX_STEP)
         self._last_t = t
         setpoint = self.follower.step(reference, dt, (self.speed_scale, self.speed_scale))
