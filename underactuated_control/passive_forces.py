@@ -78,6 +78,19 @@ class PassiveForceModel:
             self._scale[dofs] = params.coulomb_velocity_scale
         self._out = np.zeros(nv)
 
+    def without_coulomb(self) -> PassiveForceModel:
+        """The same model with no dry friction (damping and springs kept)."""
+        m = self.model
+        params = {}
+        for k, name in enumerate(m.joint_names):
+            if m.hinge_type[k] == FLOATING and name not in self.overrides:
+                continue
+            dof = m.joint_dofs(name)[0]
+            params[name] = JointForceParameters(
+                damping=float(self._damping[dof]), stiffness=float(self._stiffness[dof]),
+                rest_position=float(self._rest[dof]))
+        return PassiveForceModel(m, params)
+
     def with_model(self, model: RobotModel) -> PassiveForceModel:
         """The same parameters for another passive set of the same robot."""
         return PassiveForceModel(model, self.overrides)

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pinocchio as pin
+import pytest
 from helpers import ROOT
 
 from underactuated_control.nodes.bags import read_bag
@@ -50,15 +51,19 @@ def test_arm_tracks_through_a_motor_failure(tmp_path, domain):
     assert summary["success"]
 
 
-def test_xarm7_elbow_failure_in_zero_gravity_keeps_the_hand(tmp_path, domain):
+@pytest.mark.parametrize("failing", ["joint4", "joint6"])
+def test_xarm7_failure_in_zero_gravity_keeps_the_hand(tmp_path, domain, failing):
     """Issue 23's zero-g goal (`task:=position` with the J_D hold of config/arm.yaml: hand RMS
     ≤ 5 mm after any single failure) on a second arm over DDS: example-robot-data's xarm7 with
     the issue's <dynamics> (damping 0.3, friction 0.05 on every joint), zero gravity in
-    mujoco_sim and the controller, its elbow (joint4) failing half-way round the 5 cm circle.
-    The failure reaction keeps the task and lets the elbow move (held through J_D, the hand
-    was 6.0 mm RMS on this arm offline, doc/failure_analysis.md). Judged by the scenario's
-    figures from the recorded states (the hand from MuJoCo's joint states, the references
-    from the bag)."""
+    mujoco_sim and the controller, a joint failing half-way round the 5 cm circle. The
+    elbow (joint4): the failure reaction keeps the task and lets the elbow move (held through
+    J_D, the hand was 6.0 mm RMS on this arm offline, doc/failure_analysis.md). The wrist
+    pitch (joint6): let move and tracked through the exact J_G, the loop's zero dynamics grow
+    (138/s linearised) and the task was given up (89 mm offline); the reaction now counts
+    less on the wrist's predicted motion (`trust_failed`). Judged by the scenario's figures
+    from the recorded states (the hand from MuJoCo's joint states, the references from the
+    bag)."""
     import re
     import sysconfig
     from pathlib import Path
@@ -72,14 +77,14 @@ def test_xarm7_elbow_failure_in_zero_gravity_keeps_the_hand(tmp_path, domain):
                            text))
     zero = [0.0, 0.0, 0.0]
     q0 = [0.0, -0.4, 0.0, 0.9, 0.0, 1.3, 0.0]  # hand down, 0.36 m out
-    summary = run_arm(tmp_path, 8.0, domain, log=lambda s: None, failing="joint4", urdf=urdf,
+    summary = run_arm(tmp_path, 8.0, domain, log=lambda s: None, failing=failing, urdf=urdf,
                       frame="link_eef", overrides={
                           "mujoco_sim": {"gravity": zero, "initial_positions": q0},
                           CONTROLLER: {"gravity": zero, "tip_link": "link_eef"}})
     m = summary["metrics"]
-    print(f"\n[xarm7 zero g, joint4 fails] hand RMS before {m['hand_rms_before_failure_mm']:.2f}"
-          f" mm, after {m['hand_rms_after_failure_mm']:.2f} mm (max "
-          f"{m['hand_max_after_failure_mm']:.2f}); joint4 moved "
+    print(f"\n[xarm7 zero g, {failing} fails] hand RMS before "
+          f"{m['hand_rms_before_failure_mm']:.2f} mm, after {m['hand_rms_after_failure_mm']:.2f}"
+          f" mm (max {m['hand_max_after_failure_mm']:.2f}); {failing} moved "
           f"{m['failed_joint_excursion_rad']:.3f} rad")
     assert m["nonfinite_commands"] == 0
     assert m["hand_rms_after_failure_mm"] <= 5.0

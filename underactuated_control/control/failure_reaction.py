@@ -43,9 +43,11 @@ from ..optimal_control import HybridStep, Solution, solve_box_ddp
 from ..optimal_control.problems import arrest_problem
 from ..passive_forces import PassiveForceModel
 from ..so3 import rotation_error
+from .task_space import TaskReference
 
 __all__ = ["REACTIONS", "CAUTION", "Decision", "decide", "escalate", "at_least", "newly_passive",
            "least_gravity_moment", "release_passive", "stabilise_passive", "SafePosture",
+           "closed_loop_growth", "trust_failed",
            "ArrestPlan", "arrest_plan", "trajectory_excess"]
 
 REACTIONS = ("auto", "keep_task", "position", "hold")
@@ -66,6 +68,9 @@ LIMIT_TOLERANCE = 0.01  # rad|m: a plan this far past a position limit still cou
 PLAN_ITERATIONS = 300  # box DDP iterations at most (xarm7's elbow: 203, 1.9 s)
 PLAN_SPEED = 1.0  # of each joint's speed limit: a plan faster anywhere is not used
 PLAN_REST = 0.25  # of each joint's speed limit: a plan must end slower than this
+GROWTH_LIMIT = 1.0  # 1/s: a task loop (linearised at rest) growing faster trusts failed joints less
+TRUST_LEVELS = (0.5, 0.0)  # the failed joints' passive_trust tried when it does
+GROWTH_STEP = 1e-6  # rad, rad/s: the linearisation's central differences
 
 
 @dataclass(frozen=True)
@@ -255,6 +260,85 @@ def release_passive(tracker, decision: Decision) -> Decision:
     tracker.held_rows = np.array([r for r in tracker.held_rows if r not in failed],
                                  dtype=np.int64)
     return replace(decision, reason=decision.reason + "; left free of the J_D hold")
+
+
+def closed_loop_growth(tracker, q: np.ndarray, dry_friction: bool = False) -> float:
+    """The largest real part [1/s] of the eigenvalues of the tracker's closed loop on the
+    model, x' = (v, qdd(x)) with qdd what the tracker's command gives (``TrackingResult.qdd``,
+    the hybrid recursion of section 5), linearised at (q, v = 0) about holding the task frame
+    where it is at q (central differences, 4 N steps of the tracker). Positive: the loop
+    leaves that state at that rate (unstable zero dynamics, a passive joint's fall).
+    ``dry_friction``: the passive joints' smooth dry friction linearised with the rest (its
+    slope at rest, f_c/v_s, acts as a stiff damper: the joint gripped by its friction, 5 N m
+    s/rad for the issue's 0.05 N m, 17x its URDF damping); else left out (the joint
+    sliding, its viscous damping alone)."""
+    forces = tracker.passive_forces
+    if not dry_friction:
+        tracker.passive_forces = forces.without_coulomb()
+    try:
+        return _growth(tracker, q)
+    finally:
+        tracker.passive_forces = forces
+
+
+def _growth(tracker, q: np.ndarray) -> float:
+    m, ws = tracker.model, tracker.workspace
+    ws.set_configuration(q)
+    position, rotation = ws.frame_placement(tracker.frame)
+    ref = TaskReference(position=position.copy(), rotation=rotation.copy())
+    n = m.nv
+    x0 = np.concatenate([np.asarray(q, float), np.zeros(n)])
+    A = np.zeros((2 * n, 2 * n))
+    A[:n, n:] = np.eye(n)
+    h = GROWTH_STEP
+    for i in range(2 * n):
+        qdd = []
+        for sign in (1.0, -1.0):
+            x = x0.copy()
+            x[i] += sign * h
+            qdd.append(tracker.step(x[:n], x[n:], ref).qdd.copy())
+        A[n:, i] = (qdd[0] - qdd[1]) / (2.0 * h)
+    ws.set_configuration(q)
+    return float(np.max(np.linalg.eigvals(A).real))
+
+
+def trust_failed(tracker, decision: Decision, q: np.ndarray) -> Decision:
+    """How much of the failed joints' predicted motion the task counts on (the tracker's
+    ``passive_trust`` γ: 1 is J_G of (6.10), 0 the joint as if locked). The exact inversion
+    gives the task's rows the gains' error dynamics and leaves the rest to the zero dynamics;
+    behind a light, damped failed joint those are unstable: the xarm7's wrist pitch (joint6,
+    0.3 N m s/rad) with the hand position held grows at 138/s sliding (2452/s gripped by its
+    dry friction) — the hand held to 1 mm while the joints ran to 1.16x their speed limit
+    within 59 ms. The loop is linearised (``closed_loop_growth``) with the failed joints'
+    dry friction gripping and sliding; where either grows faster than ``GROWTH_LIMIT``, the
+    first of ``TRUST_LEVELS`` that keeps both within it is used on the failed joints (that
+    wrist: 0.0/s both at γ 0.5; the hand then 0.8 mm RMS round the circle). None does: the
+    exact inversion stays (the UR5's elbow in zero g, 30/s gripped, 1.8/s sliding, is
+    unstable at γ 0.5 sliding, 10.6/s; kept exactly, the hand stays within 1 mm). 1-DOF
+    joints only (no floating base). The decision, its reason noting a γ below 1."""
+    m = tracker.model
+    if m.nq != m.nv or not decision.failed:
+        return decision
+    rows = _failed_rows(m, decision.failed)
+
+    def growth() -> float:
+        return max(closed_loop_growth(tracker, q, dry) for dry in (True, False))
+
+    tracker.passive_trust = None
+    exact = growth()
+    if exact <= GROWTH_LIMIT:
+        return decision
+    for level in TRUST_LEVELS:
+        trust = np.ones(len(m.passive_dofs))
+        trust[rows] = level
+        tracker.passive_trust = trust
+        trusted = growth()
+        if trusted <= GROWTH_LIMIT:
+            return replace(decision, reason=decision.reason + (
+                f"; their predicted motion trusted at {level:.1f} in the task (exact "
+                f"inversion grows at {exact:.1f}/s, now {trusted:.1f}/s)"))
+    tracker.passive_trust = None
+    return decision
 
 
 def stabilise_passive(tracker, decision: Decision, q: np.ndarray) -> None:

@@ -30,6 +30,7 @@ from .failure_reaction import (
     newly_passive,
     release_passive,
     stabilise_passive,
+    trust_failed,
 )
 from .law import ControlLaw, LawOutput
 from .limits import PoseSetpointFollower, ReachCheck, SafetyLayer
@@ -244,11 +245,13 @@ class TaskLaw(ControlLaw):
 
     def _apply(self, d: Decision, q: np.ndarray, v: np.ndarray) -> None:
         if d.mode == "keep_task" and not d.forced:
-            d = release_passive(self.tracker, d)
+            d = trust_failed(self.tracker, release_passive(self.tracker, d), q)
         self.reaction = d
         if d.mode == "position":
             self.tracker.task = "position"
             stabilise_passive(self.tracker, d, q)
+            if not d.forced:
+                self.reaction = d = trust_failed(self.tracker, d, q)
         elif d.mode == "hold":
             plan = None
             if not d.forced:  # predict the braked arm, plan its arrest if it would flail

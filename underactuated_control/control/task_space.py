@@ -16,6 +16,12 @@ Each cycle:
    k_0 > 0, a posture term: qdd_a += N (k_0 (q_a,0 - q_a) - d_0 v_a), N the projector left by
    the rows above (the self-motion is pulled back to the posture q_a,0 without touching them);
 4. T_a and qdd_p from the hybrid recursion (section 5) with that qdd_a.
+``passive_trust`` γ (per passive DOF, 1 by default) is how much of the passive joints' predicted
+motion the solve of step 3 counts on: J_G = J_a + J_p J_D (6.10), drift_G = J̇ v + J_p drift_D;
+with γ < 1 the task rows use J_a + J_p Γ J_D and J̇ v + J_p Γ drift_D (Γ = diag γ; 0: the joint
+as if locked). The exact inversion (γ = 1) puts the task's error dynamics where the gains say
+and leaves the rest to the zero dynamics, which behind a light damped passive joint are
+unstable (the failure reaction's ``trust_failed`` measures that and lowers γ).
 S selects the task rows (pose 6, position 3, orientation 3, pointing 2, planar 2:
 x, y in root axes, for robots whose joint axes are all vertical); w_p > 0 asks the
 passive joints (a free-flying base) to keep still (qdd_p,des = -kd_p v_p - kp_p (q_p - q_p,ref));
@@ -180,6 +186,7 @@ class EndEffectorTracker:
         self._passive_q_index = np.array(
             [model.q_start[k] for k in range(model.nb) if model.passive_joint_mask[k]
              and model.hinge_type[k] != FLOATING], dtype=np.int64)
+        self.passive_trust: np.ndarray | None = None  # γ per passive DOF; None: all 1
         self._passive_1dof = np.concatenate(
             [np.zeros(model.nv_joint[k], bool) if model.hinge_type[k] == FLOATING else [True]
              for k in range(model.nb) if model.passive_joint_mask[k]] or [np.zeros(0, bool)])
@@ -242,9 +249,14 @@ class EndEffectorTracker:
         v = np.asarray(v, dtype=float)
         J_G, J_D = ws.generalized(self.frame, q)  # transforms, (4.6), placements, §6.1
         p, R = ws.frame_placement(self.frame)
-        twist = ws.frame_jacobian(self.frame) @ v
+        J = ws.frame_jacobian(self.frame)
+        twist = J @ v
         tau_p = self.passive_forces(q, v)
         drift_G, drift_D = ws.drifts(v, tau_p, self.frame)
+        if self.passive_trust is not None:  # J_a + J_p Γ J_D = J_G - J_p (I - Γ) J_D (6.10)
+            untrusted = J[:, m.passive_dofs] * (1.0 - self.passive_trust)
+            J_G = J_G - untrusted @ J_D
+            drift_G = drift_G - untrusted @ drift_D
 
         e_pos = np.asarray(ref.position, float) - p
         e_rot = rotation_error(np.asarray(ref.rotation, float), R)
@@ -278,7 +290,7 @@ class EndEffectorTracker:
         N = N_task
         rows = self.held_rows  # the held passive DOF: rows of J_D (6.12)
         if self.passive_weight > 0.0 and rows.size and self.skip_unseen_passive:
-            SJ = S @ ws.frame_jacobian(self.frame)
+            SJ = S @ J
             seen = np.linalg.norm(SJ[:, m.passive_dofs[rows]], axis=0)
             rows = rows[seen > _UNSEEN * max(1.0, float(np.abs(SJ).max()))]
         if self.passive_weight > 0.0 and m.n_passive and rows.size:
