@@ -11,7 +11,8 @@ measured state and picks what is still attainable (doc/failure_analysis.md, "Fai
   rows of full rank with margin, and a configuration with that hand position whose gravity
   moment about every failed axis is holdable exists — found by ``least_gravity_moment``, a
   local search on the position's self-motion manifold — at most ``REACH`` rad away); the
-  freed redundancy damps the failed joints through J_D (6.12) toward it;
+  freed redundancy damps the failed joints through J_D (6.12) toward it, or, where they hold
+  their loads where they are (zero gravity), lets them move as ``keep_task`` does;
 - ``hold`` (the safe posture): the active joints are braked to rest and held where they stop
   (qdd_a = -kd v_a - kp (q_a - q_a,hold), then T_a from the hybrid recursion, section 5);
   the failed joints settle under gravity and their own damping. Nothing is chased. Where

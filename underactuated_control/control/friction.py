@@ -25,7 +25,8 @@ q_rest)) as feed-forward:
   on a sampled velocity is a negative damping the loop cannot carry). The task law gives the
   joint velocity its PD drives the frame toward, (S J_G)⁺ S (v_ref + (kp/kd) e) (resolved
   rate); the operational-space law the same through a damped J⁺ of its motion rows plus its
-  posture's (kp₀/kd₀)(q₀ − q) in the null space. A law without an intent gives none: w = α v,
+  posture's (kp₀/kd₀)(q₀ − q) in the null space; the failure reaction's safe posture its
+  brake's (kp/kd)(q_hold − q_a). A law without an intent gives none: w = α v,
   α = min(1, |v|/v_s) — the friction that opposes the actual motion beyond v_s, and a zero
   slope at v = 0, so the dry friction that holds a resting joint is not turned into a negative
   damping (near v_s the slope is still f_c/v_s: on xarm7's light wrist that kicked the task

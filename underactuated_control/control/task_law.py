@@ -249,9 +249,13 @@ class TaskLaw(ControlLaw):
         self.reaction = d
         if d.mode == "position":
             self.tracker.task = "position"
-            stabilise_passive(self.tracker, d, q)
+            if d.target is None and not d.forced:  # their loads held where they are: let move
+                d = release_passive(self.tracker, replace(d, reason=d.reason + "; let move"))
+            else:  # held toward the balanced configuration
+                stabilise_passive(self.tracker, d, q)
             if not d.forced:
-                self.reaction = d = trust_failed(self.tracker, d, q)
+                d = trust_failed(self.tracker, d, q)
+            self.reaction = d
         elif d.mode == "hold":
             plan = None
             if not d.forced:  # predict the braked arm, plan its arrest if it would flail
