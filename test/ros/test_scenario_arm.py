@@ -61,7 +61,7 @@ def test_xarm7_failure_in_zero_gravity_keeps_the_hand(tmp_path, domain, failing)
     J_D, the hand was 6.0 mm RMS on this arm offline, doc/failure_analysis.md). The wrist
     pitch (joint6): let move and tracked through the exact J_G, the loop's zero dynamics grow
     (138/s linearised) and the task was given up (89 mm offline); the reaction now counts
-    less on the wrist's predicted motion (`trust_failed`). Judged by the scenario's figures
+    less on the wrist's predicted motion (`settle_failed`). Judged by the scenario's figures
     from the recorded states (the hand from MuJoCo's joint states, the references from the
     bag)."""
     import re

@@ -6,13 +6,16 @@ measured state and picks what is still attainable (doc/failure_analysis.md, "Fai
 - ``keep_task``: the configured task goes on. Chosen when the task rows of J_G (6.10)
   keep full rank with margin (σ_min(S J_G) ≥ ``RANK_MARGIN`` ε) and the failed joints can hold
   their static load where they are (|g_k(q)| within their dry friction + ``MOMENT_MARGIN``);
-  the failed joints are then let move, not held still through J_D (``release_passive``);
+  the failed joints are then let move, not held still through J_D (``release_passive``;
+  ``settle_failed``: held, or their reaction counted on less, where that is more stable);
 - ``position``: the orientation is given up, the hand position kept (pose task only, position
   rows of full rank with margin, and a configuration with that hand position whose gravity
   moment about every failed axis is holdable exists — found by ``least_gravity_moment``, a
   local search on the position's self-motion manifold — at most ``REACH`` rad away); the
   freed redundancy damps the failed joints through J_D (6.12) toward it, or, where they hold
-  their loads where they are (zero gravity), lets them move as ``keep_task`` does;
+  their loads where they are (zero gravity), lets them move as ``keep_task`` does (auto:
+  ``settle_failed`` takes the other way, or counts less on their reaction, where the loop
+  linearised at the failure is more stable so);
 - ``hold`` (the safe posture): the active joints are braked to rest and held where they stop
   (qdd_a = -kd v_a - kp (q_a - q_a,hold), then T_a from the hybrid recursion, section 5);
   the failed joints settle under gravity and their own damping. Nothing is chased. Where
@@ -32,7 +35,7 @@ so far, never less cautiously than the reaction in force (``at_least``).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -48,7 +51,7 @@ from .task_space import TaskReference
 
 __all__ = ["REACTIONS", "CAUTION", "Decision", "decide", "escalate", "at_least", "newly_passive",
            "least_gravity_moment", "release_passive", "stabilise_passive", "SafePosture",
-           "closed_loop_growth", "trust_failed",
+           "closed_loop_growth", "settle_failed",
            "ArrestPlan", "arrest_plan", "trajectory_excess"]
 
 REACTIONS = ("auto", "keep_task", "position", "hold")
@@ -303,49 +306,101 @@ def _growth(tracker, q: np.ndarray) -> float:
     return float(np.max(np.linalg.eigvals(A).real))
 
 
-def trust_failed(tracker, decision: Decision, q: np.ndarray) -> Decision:
-    """How much of the failed joints' predicted motion the task counts on (the tracker's
-    ``passive_trust`` γ: 1 is J_G of (6.10), 0 the joint as if locked). The exact inversion
-    gives the task's rows the gains' error dynamics and leaves the rest to the zero dynamics;
-    behind a light, damped failed joint those are unstable: the xarm7's wrist pitch (joint6,
-    0.3 N m s/rad) with the hand position held grows at 138/s sliding (2452/s gripped by its
-    dry friction) — the hand held to 1 mm while the joints ran to 1.16x their speed limit
-    within 59 ms. The loop is linearised (``closed_loop_growth``) with the failed joints'
-    dry friction gripping and sliding; where either grows faster than ``GROWTH_LIMIT``, the
-    first of ``TRUST_LEVELS`` that keeps both within it is used on the failed joints (that
-    wrist: 0.0/s both at γ 0.5; the hand then 0.8 mm RMS round the circle). None does: the
-    exact inversion stays (the UR5's elbow in zero g, 30/s gripped, 1.8/s sliding, is
-    unstable at γ 0.5 sliding, 10.6/s; kept exactly, the hand stays within 1 mm). 1-DOF
-    joints only (no floating base). The decision, its reason noting a γ below 1."""
+# the tracker's attributes a hold of the failed joints and their trust set
+_SETTLED = ("held_rows", "passive_weight", "passive_weight_scale", "passive_rows_guard",
+            "passive_kp", "passive_kd", "passive_reference", "base_reference", "passive_trust")
+
+
+def settle_failed(tracker, decision: Decision, q: np.ndarray,
+                  hold: Callable[[], None] | None = None, hold_first: bool = False) -> Decision:
+    """Whether the task holds the failed joints through J_D or lets them move, and how much it
+    counts on their reaction to the active joints (the tracker's ``passive_trust`` γ: 1 is
+    J_G of (6.10), 0 as if they did not react) — from the closed loop linearised at the
+    failure (``closed_loop_growth``, the failed joints' dry friction gripping and sliding:
+    the first way at γ 1 is kept if either is stable, another must be in both). The exact
+    inversion gives the task's rows the gains' error
+    dynamics and leaves the rest to the zero dynamics; behind a light, damped failed joint
+    those are unstable: the xarm7's wrist pitch (joint6, 0.3 N m s/rad) with the hand
+    position held grows at 138/s sliding, 2452/s gripped — the hand held to 1 mm while the
+    joints ran to 1.16x their speed limit within 59 ms. A hold of it through the forearm
+    roll grows too (under gravity 33/s).
+
+    Candidates, in order: the first way (held if ``hold_first``, else let move:
+    ``release_passive``), then γ ∈ ``TRUST_LEVELS`` on it, then the other way at γ 1 and
+    below. The first way at γ 1 is used when it grows no faster than ``GROWTH_LIMIT``; else
+    the first candidate within it; else the slowest-growing one if it grows less than half
+    as fast; else the first way as it is. ``hold()`` applies the hold (None: the tracker's
+    configured hold is it). Zero g, that wrist let move: γ 0.5 (0.0/s), the hand 0.8 mm RMS
+    round the circle; under gravity, held 28/s sliding (33/s gripped), let move 2452/s, at
+    γ 0.5 2.1/s and at 0 1.1/s: let swing to where it hangs at γ 0, 2.8 mm. The UR5's elbow
+    in zero g (1.8/s sliding, 30/s gripped; γ 0.5 10.6/s sliding, 0 4.5/s) keeps the exact
+    inversion (0.9 mm; at γ 0 it was lost, 97 mm). 1-DOF joints only (no floating base).
+    The decision, its reason noting what was chosen."""
     m = tracker.model
+
+    def state() -> dict:
+        return {k: getattr(tracker, k) for k in _SETTLED}
+
+    def restore(values: dict) -> None:
+        for k, value in values.items():
+            setattr(tracker, k, value)
+
+    start = state()
+    free_decision = release_passive(tracker, decision if hold is None else replace(
+        decision, reason=decision.reason + "; let move"))
+    free = state()
+    restore(start)
+    if hold is not None:
+        hold()
+    held = state()
+    ways = [(held, decision, "held"), (free, free_decision, "let move")]
+    if not hold_first:
+        ways.reverse()
+    first, first_decision, first_name = ways[0]
+    restore(first)
     if m.nq != m.nv or not decision.failed:
-        return decision
+        return first_decision
     rows = _failed_rows(m, decision.failed)
 
-    def growth() -> float:
-        return max(closed_loop_growth(tracker, q, dry) for dry in (True, False))
+    def growth(values: dict, level: float, regime=max) -> float:
+        restore(values)
+        if level < 1.0:
+            trust = np.ones(len(m.passive_dofs))
+            trust[rows] = level
+            tracker.passive_trust = trust
+        return regime(closed_loop_growth(tracker, q, dry) for dry in (True, False))
 
-    tracker.passive_trust = None
-    exact = growth()
+    exact = growth(first, 1.0, min)  # kept if stable with the friction gripping or sliding
     if exact <= GROWTH_LIMIT:
-        return decision
-    for level in TRUST_LEVELS:
+        restore(first)
+        return first_decision
+    options = [(exact, first, first_decision, first_name, 1.0)]
+    for i, (values, d, name) in enumerate(ways):
+        for level in ((1.0,) if i else ()) + TRUST_LEVELS:
+            options.append((growth(values, level), values, d, name, level))
+    within = [o for o in options if o[0] <= GROWTH_LIMIT]
+    best = within[0] if within else min(options, key=lambda o: o[0])
+    if best[0] > GROWTH_LIMIT and best[0] >= 0.5 * exact:
+        best = options[0]
+    rate, values, d, name, level = best
+    restore(values)
+    if level < 1.0:
         trust = np.ones(len(m.passive_dofs))
         trust[rows] = level
         tracker.passive_trust = trust
-        trusted = growth()
-        if trusted <= GROWTH_LIMIT:
-            return replace(decision, reason=decision.reason + (
-                f"; their predicted motion trusted at {level:.1f} in the task (exact "
-                f"inversion grows at {exact:.1f}/s, now {trusted:.1f}/s)"))
-    tracker.passive_trust = None
-    return decision
+    if best is options[0]:
+        return d
+    notes = ["held through J_D"] if name != first_name and name == "held" else []
+    if level < 1.0:
+        notes.append(f"their reaction trusted at {level:.1f} in the task")
+    return replace(d, reason=d.reason + f"; {', '.join(notes)} (exact and {first_name}: "
+                                        f"grows at {exact:.1f}/s; now {rate:.1f}/s)")
 
 
 def stabilise_passive(tracker, decision: Decision, q: np.ndarray) -> None:
-    """The ``position`` reaction's use of the freed redundancy: rows of J_D (6.12) on the
-    failed joints, in the position task's null space, asking qdd_k = -kd v_k - kp (q_k -
-    q_k,target) (the balanced configuration's angle, else where it failed), at
+    """The ``position`` reaction's hold (forced, or chosen by ``settle_failed``): rows of J_D
+    (6.12) on the failed joints, in the position task's null space, asking qdd_k = -kd v_k -
+    kp (q_k - q_k,target) (the balanced configuration's angle, else where it failed), at
     ``passive_weight`` 1 on the absolute scale (the rows √w J_D against the constant secondary
     damping: a partial effect). Their full effect (``passive_weight_scale`` relative, w 1)
     asked more of the joints than they give on a passive shoulder in zero g: 53 mm against

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -28,9 +29,8 @@ from .failure_reaction import (
     decide,
     escalate,
     newly_passive,
-    release_passive,
+    settle_failed,
     stabilise_passive,
-    trust_failed,
 )
 from .law import ControlLaw, LawOutput
 from .limits import PoseSetpointFollower, ReachCheck, SafetyLayer
@@ -244,19 +244,18 @@ class TaskLaw(ControlLaw):
         self._apply(at_least(d, self._floor), q, v)
 
     def _apply(self, d: Decision, q: np.ndarray, v: np.ndarray) -> None:
-        if d.mode == "keep_task" and not d.forced:
-            d = trust_failed(self.tracker, release_passive(self.tracker, d), q)
+        tracker = self.tracker
+        if d.mode == "keep_task" and not d.forced:  # let move, unless that is less stable
+            d = settle_failed(tracker, d, q)
+        elif d.mode == "position":
+            tracker.task = "position"
+            if d.forced:  # held toward the balanced configuration (or where they failed)
+                stabilise_passive(tracker, d, q)
+            else:  # a loaded joint held toward its balance first, an unloaded one let move
+                d = settle_failed(tracker, d, q, partial(stabilise_passive, tracker, d, q),
+                                  hold_first=d.target is not None)
         self.reaction = d
-        if d.mode == "position":
-            self.tracker.task = "position"
-            if d.target is None and not d.forced:  # their loads held where they are: let move
-                d = release_passive(self.tracker, replace(d, reason=d.reason + "; let move"))
-            else:  # held toward the balanced configuration
-                stabilise_passive(self.tracker, d, q)
-            if not d.forced:
-                d = trust_failed(self.tracker, d, q)
-            self.reaction = d
-        elif d.mode == "hold":
+        if d.mode == "hold":
             plan = None
             if not d.forced:  # predict the braked arm, plan its arrest if it would flail
                 plan, note = arrest_plan(self.model, q, v)

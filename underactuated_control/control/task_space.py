@@ -16,12 +16,13 @@ Each cycle:
    k_0 > 0, a posture term: qdd_a += N (k_0 (q_a,0 - q_a) - d_0 v_a), N the projector left by
    the rows above (the self-motion is pulled back to the posture q_a,0 without touching them);
 4. T_a and qdd_p from the hybrid recursion (section 5) with that qdd_a.
-``passive_trust`` γ (per passive DOF, 1 by default) is how much of the passive joints' predicted
-motion the solve of step 3 counts on: J_G = J_a + J_p J_D (6.10), drift_G = J̇ v + J_p drift_D;
-with γ < 1 the task rows use J_a + J_p Γ J_D and J̇ v + J_p Γ drift_D (Γ = diag γ; 0: the joint
-as if locked). The exact inversion (γ = 1) puts the task's error dynamics where the gains say
+``passive_trust`` γ (per passive DOF, 1 by default) is how much the solve of step 3 counts on
+the passive joints' reaction to the active ones: J_G = J_a + J_p J_D (6.10); with γ < 1 the
+task rows use J_a + J_p Γ J_D (Γ = diag γ; 0: as if the passive joints did not react), while
+drift_G keeps their own accelerations (gravity, their damping: the arm still follows a failed
+joint's fall). The exact inversion (γ = 1) puts the task's error dynamics where the gains say
 and leaves the rest to the zero dynamics, which behind a light damped passive joint are
-unstable (the failure reaction's ``trust_failed`` measures that and lowers γ).
+unstable (the failure reaction's ``settle_failed`` measures that and lowers γ).
 S selects the task rows (pose 6, position 3, orientation 3, pointing 2, planar 2:
 x, y in root axes, for robots whose joint axes are all vertical); w_p > 0 asks the
 passive joints (a free-flying base) to keep still (qdd_p,des = -kd_p v_p - kp_p (q_p - q_p,ref));
@@ -254,9 +255,7 @@ class EndEffectorTracker:
         tau_p = self.passive_forces(q, v)
         drift_G, drift_D = ws.drifts(v, tau_p, self.frame)
         if self.passive_trust is not None:  # J_a + J_p Γ J_D = J_G - J_p (I - Γ) J_D (6.10)
-            untrusted = J[:, m.passive_dofs] * (1.0 - self.passive_trust)
-            J_G = J_G - untrusted @ J_D
-            drift_G = drift_G - untrusted @ drift_D
+            J_G = J_G - (J[:, m.passive_dofs] * (1.0 - self.passive_trust)) @ J_D
 
         e_pos = np.asarray(ref.position, float) - p
         e_rot = rotation_error(np.asarray(ref.rotation, float), R)
