@@ -470,41 +470,38 @@ def _panda() -> tuple[str, str, np.ndarray]:
         frame, q0
 
 
-@pytest.mark.parametrize("arm, joint", [("xarm7", "joint4"), ("panda", "panda_joint4")])
-def test_an_unloaded_elbow_is_let_move_when_the_orientation_is_given_up(arm, joint):
-    """`task:=pose` in zero gravity, the elbow failing half-way round table C's 8 s circle: the
-    pose rows lose rank and `auto` keeps the position (the status says so). The elbow holds
-    its load (none) where it is, so it is let move, as `keep_task` lets a failed joint move;
-    held through J_D where it failed (forced `failure_reaction:=position`, the reaction before
-    2026-11-28), the hold dragged the panda's self-motion 2.9 rad away and the hand 15.9 mm
-    RMS off its path (the xarm7: 5.9 mm). Let move: within the issue's 10 mm, no joint past
-    1.2x its speed limit, and closer than held."""
-    robot = None if arm == "xarm7" else _panda()
-    free = _circle("pose", joint, 8.0, "auto", False, robot=robot)
-    held = _circle("pose", joint, 8.0, "position", False, robot=robot)
-    print(f"\n[{arm} {joint}, zero g] pose task: let move {free['hand_rms_mm']:.2f} mm RMS "
-          f"(peak v/v_max {free['peak_speed_ratio']:.2f}), held {held['hand_rms_mm']:.2f} mm; "
-          f"{free['status']}")
+def _let_move_against_held(label: str, task: str, joint: str, gravity: bool,
+                           robot: tuple[str, str, np.ndarray] | None = None, **settings) -> None:
+    """``joint`` fails half-way round table C's 8 s circle, with `auto` and with the hold
+    forced (`failure_reaction:=position`, the position reaction before 2026-11-28): `auto`
+    keeps the position with the failed joint let move (the status says so), the hand within
+    the issue's 10 mm, no joint past 1.2x its speed limit, and closer than held."""
+    free = _circle(task, joint, 8.0, "auto", gravity, robot=robot, **settings)
+    held = _circle(task, joint, 8.0, "position", gravity, robot=robot, **settings)
+    print(f"\n[{label}] {task} task: let move {free['hand_rms_mm']:.2f} mm RMS (peak v/v_max "
+          f"{free['peak_speed_ratio']:.2f}), held {held['hand_rms_mm']:.2f} mm; {free['status']}")
     assert "failure reaction position" in free["status"] and "let move" in free["status"]
     assert free["hand_rms_mm"] <= 10.0 and free["peak_speed_ratio"] <= 1.2
     assert held["hand_rms_mm"] > free["hand_rms_mm"]
+
+
+@pytest.mark.parametrize("arm, joint", [("xarm7", "joint4"), ("panda", "panda_joint4")])
+def test_an_unloaded_elbow_is_let_move_when_the_orientation_is_given_up(arm, joint):
+    """`task:=pose` in zero gravity, the elbow failing: the pose rows lose rank and `auto`
+    keeps the position. The elbow holds its load (none) where it is, so it is let move, as
+    `keep_task` lets a failed joint move; held through J_D where it failed, the hold dragged
+    the panda's self-motion 2.9 rad away and the hand 15.9 mm RMS off its path (the xarm7:
+    5.9 mm)."""
+    robot = None if arm == "xarm7" else _panda()
+    _let_move_against_held(f"{arm} {joint}, zero g", "pose", joint, False, robot)
 
 
 def test_a_loaded_wrist_failure_swings_to_its_balance_while_the_hand_is_kept():
     """Issue 23's gravity goal on table C's wrist-pitch row: `task:=position` with the J_D
-    hold, gravity, joint6 (0.79 N m about it, 16x its dry friction) failing half-way round
-    the 8 s circle. `auto` keeps the position and lets the wrist swing to where it hangs
-    (0.6 rad) while the arm follows its predicted fall (drift_G) and counts on its reaction
-    only in part (``passive_trust``); held toward that balance through J_D (forced
-    `failure_reaction:=position`, the reaction before 2026-11-28) the hold drove the forearm
-    roll to its speed limit and `auto` gave the task up (169 mm RMS). Hand within the issue's
-    10 mm, no joint past 1.2x its speed limit."""
-    hold = {"passive_weight": 1.0, "passive_kp": 25.0, "passive_kd": 10.0}
-    free = _circle("position", "joint6", 8.0, "auto", True, **hold)
-    held = _circle("position", "joint6", 8.0, "position", True, **hold)
-    print(f"\n[joint6, gravity] position task: let swing {free['hand_rms_mm']:.2f} mm RMS (peak "
-          f"v/v_max {free['peak_speed_ratio']:.2f}), held {held['hand_rms_mm']:.2f} mm; "
-          f"{free['status']}")
-    assert "failure reaction position" in free["status"] and "let move" in free["status"]
-    assert free["hand_rms_mm"] <= 10.0 and free["peak_speed_ratio"] <= 1.2
-    assert held["hand_rms_mm"] > free["hand_rms_mm"]
+    hold, gravity, joint6 (0.79 N m about it, 16x its dry friction) failing. `auto` keeps the
+    position and lets the wrist swing to where it hangs (0.6 rad) while the arm follows its
+    predicted fall (drift_G) and counts on its reaction only in part (``passive_trust``);
+    held toward that balance through J_D, the hold drove the forearm roll to its speed limit
+    and `auto` gave the task up (169 mm RMS)."""
+    _let_move_against_held("joint6, gravity", "position", "joint6", True, passive_weight=1.0,
+                           passive_kp=25.0, passive_kd=10.0)
