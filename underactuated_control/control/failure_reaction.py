@@ -318,12 +318,11 @@ def settle_failed(tracker, decision: Decision, q: np.ndarray,
     J_G of (6.10), 0 as if they did not react) — from the closed loop linearised at the
     failure (``closed_loop_growth``, the failed joints' dry friction gripping and sliding:
     the first way at γ 1 is kept if either is stable, another must be in both). The exact
-    inversion gives the task's rows the gains' error
-    dynamics and leaves the rest to the zero dynamics; behind a light, damped failed joint
-    those are unstable: the xarm7's wrist pitch (joint6, 0.3 N m s/rad) with the hand
-    position held grows at 138/s sliding, 2452/s gripped — the hand held to 1 mm while the
-    joints ran to 1.16x their speed limit within 59 ms. A hold of it through the forearm
-    roll grows too (under gravity 33/s).
+    inversion gives the task's rows the gains' error dynamics and leaves the rest to the zero
+    dynamics; behind a light, damped failed joint those are unstable: the xarm7's wrist pitch
+    (joint6, 0.3 N m s/rad) with the hand position held grows at 138/s sliding, 2452/s
+    gripped — the hand held to 1 mm while the joints ran to 1.16x their speed limit within
+    59 ms. A hold of it through the forearm roll grows too (under gravity 28/s sliding).
 
     Candidates, in order: the first way (held if ``hold_first``, else let move:
     ``release_passive``), then γ ∈ ``TRUST_LEVELS`` on it, then the other way at γ 1 and
@@ -393,8 +392,9 @@ def settle_failed(tracker, decision: Decision, q: np.ndarray,
     notes = ["held through J_D"] if name != first_name and name == "held" else []
     if level < 1.0:
         notes.append(f"their reaction trusted at {level:.1f} in the task")
-    return replace(d, reason=d.reason + f"; {', '.join(notes)} (exact and {first_name}: "
-                                        f"grows at {exact:.1f}/s; now {rate:.1f}/s)")
+    why = f"(exact and {first_name}: grows at {exact:.1f}/s; now {rate:.1f}/s)"
+    return replace(d, reason=f"{d.reason}; {', '.join(notes)} {why}" if notes
+                   else f"{d.reason} {why}")
 
 
 def stabilise_passive(tracker, decision: Decision, q: np.ndarray) -> None:
