@@ -362,12 +362,15 @@ def settle_failed(tracker, decision: Decision, q: np.ndarray,
         return first_decision
     rows = _failed_rows(m, decision.failed)
 
-    def growth(values: dict, level: float, regime=max) -> float:
+    def apply(values: dict, level: float) -> None:  # a way, the failed joints' trust γ
         restore(values)
         if level < 1.0:
             trust = np.ones(len(m.passive_dofs))
             trust[rows] = level
             tracker.passive_trust = trust
+
+    def growth(values: dict, level: float, regime=max) -> float:
+        apply(values, level)
         return regime(closed_loop_growth(tracker, q, dry) for dry in (True, False))
 
     exact = growth(first, 1.0, min)  # kept if stable with the friction gripping or sliding
@@ -385,11 +388,7 @@ def settle_failed(tracker, decision: Decision, q: np.ndarray,
     if best[0] > GROWTH_LIMIT and best[0] >= 0.5 * exact:
         best = options[0]
     rate, values, d, name, level = best
-    restore(values)
-    if level < 1.0:
-        trust = np.ones(len(m.passive_dofs))
-        trust[rows] = level
-        tracker.passive_trust = trust
+    apply(values, level)
     if best is options[0]:
         return d
     notes = ["held through J_D"] if name != first_name and name == "held" else []
