@@ -321,7 +321,7 @@ _SETTLED = ("held_rows", "passive_weight", "passive_weight_scale", "passive_rows
 
 
 def settle_failed(tracker, decision: Decision, q: np.ndarray,
-                  hold: Callable[[], None] | None = None, hold_first: bool = False) -> Decision:
+                  hold: Callable[[], None] | None = None, loaded: bool = False) -> Decision:
     """Whether the task holds the failed joints through J_D or lets them move, and how much it
     counts on their reaction to the active joints (the tracker's ``passive_trust`` γ: 1 is
     J_G of (6.10), 0 as if they did not react) — from the closed loop linearised at the
@@ -333,8 +333,12 @@ def settle_failed(tracker, decision: Decision, q: np.ndarray,
     gripped — the hand held to 1 mm while the joints ran to 1.16x their speed limit within
     59 ms. A hold of it through the forearm roll grows too (under gravity 28/s sliding).
 
-    Candidates, in order: the first way (held if ``hold_first``, else let move:
-    ``release_passive``), then γ ∈ ``TRUST_LEVELS`` on it, then the other way at γ 1 and below.
+    Candidates, in order: the failed joints let move (``release_passive``), then γ ∈
+    ``TRUST_LEVELS`` on it, then held (``hold``) at γ 1 and below. ``loaded``: their static
+    load exceeds their dry friction, so they slide: the loop is judged sliding only (a
+    loaded joint held first, before 2026-11-28, drifted where the hold kept it from its
+    balance: the panda's forearm roll under gravity, the active joints accelerating for 0.4 s
+    until a speed limit gave the task up, 290 mm; let move 0.9 mm).
     The first way at γ 1 is used when it grows no faster than ``GROWTH_LIMIT``; else the first
     candidate within it (the rest not tried: 12 ms at N = 7 when the first way is stable, 26 ms
     with one candidate, 100 ms with all); else the slowest-growing one if it grows less than
@@ -362,9 +366,7 @@ def settle_failed(tracker, decision: Decision, q: np.ndarray,
     if hold is not None:
         hold()
     held = state()
-    ways = [(held, decision, "held"), (free, free_decision, "let move")]
-    if not hold_first:
-        ways.reverse()
+    ways = [(free, free_decision, "let move"), (held, decision, "held")]
     first, first_decision, first_name = ways[0]
     restore(first)
     if m.nq != m.nv or not decision.failed:
@@ -378,9 +380,11 @@ def settle_failed(tracker, decision: Decision, q: np.ndarray,
             trust[rows] = level
             tracker.passive_trust = trust
 
+    regimes = (False,) if loaded else (True, False)  # dry friction sliding | also gripping
+
     def growth(values: dict, level: float, regime=max) -> float:
         apply(values, level)
-        return regime(closed_loop_growth(tracker, q, dry) for dry in (True, False))
+        return regime(closed_loop_growth(tracker, q, dry) for dry in regimes)
 
     exact = growth(first, 1.0, min)  # kept if stable with the friction gripping or sliding
     if exact <= GROWTH_LIMIT:

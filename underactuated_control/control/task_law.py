@@ -251,9 +251,9 @@ class TaskLaw(ControlLaw):
             tracker.task = "position"
             if d.forced:  # held toward the balanced configuration (or where they failed)
                 stabilise_passive(tracker, d, q)
-            else:  # a loaded joint held toward its balance first, an unloaded one let move
+            else:  # let move, or held toward the balance where the loop says that is stable
                 d = settle_failed(tracker, d, q, partial(stabilise_passive, tracker, d, q),
-                                  hold_first=d.target is not None)
+                                  loaded=d.target is not None)
         self.reaction = d
         if d.mode == "hold":
             plan = None
