@@ -60,6 +60,7 @@ RANK_MARGIN = 1.0  # σ_min(S J_G) ≥ RANK_MARGIN ε keeps a task (ε: singular
 ESCALATE_SPEED = 0.8  # of a joint's speed limit: a kept task losing the hand beyond it is given up
 ESCALATE_ERROR = 0.01  # m: the hand this far from its setpoint is losing it
 RUNAWAY_SPEED = 1.1  # of a joint's speed limit: beyond, the task is given up whatever the hand
+SWING_RUNAWAY = 1.2  # of its speed limit: a failed joint let swing to its balance, likewise
 ESCALATE_SIGMA = 0.25  # of ε: a kept task whose σ_min(S J_G) falls below is given up
 MOMENT_MARGIN = 0.05  # N m over the dry friction: a static load the failed joint can hold
 REACH = 1.5  # rad: farthest a balanced configuration may lie (xarm7 wrist: 1.1)
@@ -225,20 +226,26 @@ def escalate(decision: Decision, sigma_min: float, v: np.ndarray, model: RobotMo
     see); None while it holds. A task that keeps the hand with joints at their speed limits
     (the safety layer holding them there) is kept. Failed joints let swing to the balanced
     configuration (``position`` with a target, ``let_move``) count only toward
-    ``RUNAWAY_SPEED``: their speed is the swing the reaction chose, not the task losing the
-    hand (the xarm7's wrist under gravity swings to 1.03 of its limit, the hand 10–13 mm off
-    for 50 ms, then 3.3 mm RMS; given up, 219 mm)."""
+    ``SWING_RUNAWAY``, the issue's bound: their speed is the swing the reaction chose, not the
+    task losing the hand, and braking the arm does not brake them (the xarm7's wrist under
+    gravity swings to 1.03 of its limit with the default gains, 1.10 with config/arm.yaml's,
+    the hand 6–13 mm off for 50 ms, then 3.3 mm RMS; given up, 190–219 mm, the wrist as
+    fast)."""
     if decision.mode == "hold" or decision.forced:
         return None
     vmax = np.asarray(model.velocity_limit, float)
     ratio = np.abs(v) / np.where(vmax > 0, vmax, np.inf)
     speed = float(np.max(ratio))
-    if decision.let_move and decision.target is not None:  # the swing's joints: runaway only
+    swing = 0.0
+    if decision.let_move and decision.target is not None:  # the swing's joints: its own bound
+        swinging = [model.joint_dofs(n)[0] for n in decision.failed]
+        swing = float(np.max(ratio[swinging]))
         ratio = ratio.copy()
-        ratio[[model.joint_dofs(n)[0] for n in decision.failed]] = 0.0
+        ratio[swinging] = 0.0
+    others = float(np.max(ratio))
     eps = ESCALATE_SIGMA * singular_threshold
-    losing = float(np.max(ratio)) > ESCALATE_SPEED and position_error > ESCALATE_ERROR
-    if sigma_min >= eps and not losing and speed <= RUNAWAY_SPEED:
+    losing = others > ESCALATE_SPEED and position_error > ESCALATE_ERROR
+    if sigma_min >= eps and not losing and others <= RUNAWAY_SPEED and swing <= SWING_RUNAWAY:
         return None
     why = (f"σ_min {sigma_min:.4f} < {eps:.4f}" if sigma_min < eps
            else f"a joint at {speed:.2f} of its speed limit, the hand "

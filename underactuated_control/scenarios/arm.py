@@ -19,6 +19,7 @@ import numpy as np
 from ..bringup import CONTROLLER, bundled
 from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
+from ..so3 import matrix_to_quaternion
 from .harness import (
     COMMAND_TOPIC,
     REFERENCE_TOPIC,
@@ -55,7 +56,8 @@ def run_arm(out_dir: Path, duration: float | None, domain: int,
         ws = JacobianWorkspace(model)
         last = rec.messages("/joint_states")[-1][1]
         ws.set_configuration(joint_positions(model.joint_names, last))
-        start = ws.frame_placement(frame)[0].copy()
+        start, rotation = (x.copy() for x in ws.frame_placement(frame))
+        run.reference_orientation = matrix_to_quaternion(rotation)  # the hand's, kept (pose)
         path = circle_path(start, radius, [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], period)
         failed_at: list[tuple[float, float]] = []  # (simulated, wall) times of the update
 

@@ -74,16 +74,19 @@ def circle_path(start: np.ndarray, radius: float, normal: np.ndarray, first: np.
     return p
 
 
-def position_reference(position: np.ndarray, stamp: float):
-    """A ~/pose_reference message (geometry_msgs/PoseStamped): ``position``, identity
-    orientation (a position task ignores it), stamped ``stamp`` s (simulated time)."""
+def position_reference(position: np.ndarray, stamp: float,
+                       orientation: np.ndarray | None = None):
+    """A ~/pose_reference message (geometry_msgs/PoseStamped): ``position``, ``orientation``
+    (quaternion x, y, z, w; None: identity, which a position task ignores), stamped ``stamp``
+    s (simulated time)."""
     from geometry_msgs.msg import PoseStamped
 
     msg = PoseStamped()
     msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(max(round(stamp * 1e9), 0),
                                                             1_000_000_000)
     msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = map(float, position)
-    msg.pose.orientation.w = 1.0
+    o = msg.pose.orientation
+    o.x, o.y, o.z, o.w = (0.0, 0.0, 0.0, 1.0) if orientation is None else map(float, orientation)
     return msg
 
 
@@ -175,6 +178,7 @@ class ScenarioRun:
         self.recorder = BagRecorder(self.node, {t: types[t] for t in topics or self.TOPICS},
                                     clock=_receive_clock(), keep=keep)
         self.sim_time = -1.0  # s, the simulator's /clock (the path runs on simulated time)
+        self.reference_orientation: np.ndarray | None = None  # x, y, z, w of ~/pose_reference
         self.path_wall_start = 0.0  # s, monotonic: when stream_path started (see there)
         self.node.create_subscription(Clock, "/clock", self._on_clock, 10)
         self.reference_pub = self.node.create_publisher(PoseStamped, REFERENCE_TOPIC, 10)
@@ -231,8 +235,10 @@ class ScenarioRun:
             self.check_alive()
 
     def publish_position(self, position: np.ndarray) -> None:
-        """``position`` to ~/pose_reference, stamped with the latest /clock (simulated time)."""
-        self.reference_pub.publish(position_reference(position, self.sim_time))
+        """``position`` to ~/pose_reference with ``reference_orientation`` (None: identity),
+        stamped with the latest /clock (simulated time)."""
+        self.reference_pub.publish(position_reference(position, self.sim_time,
+                                                      self.reference_orientation))
 
     def set_parameters(self, node: str, values: dict, timeout: float = 10.0,
                        check: bool = True) -> bool:
