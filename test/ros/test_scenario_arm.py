@@ -96,6 +96,21 @@ def test_xarm7_failure_in_zero_gravity_keeps_the_hand(tmp_path, domain, failing)
     assert m["failed_joint_command_after_Nm"] == 0.0
 
 
+def _xarm7_failure_under_gravity(tmp_path: Path, domain: int, failing: str, period: float,
+                                 **controller) -> tuple[dict, set[str]]:
+    """The `arm` scenario's path on the xarm7 (``_xarm7``, from XARM7_Q0, config/arm.yaml and
+    ``controller`` parameters over it), under gravity, ``failing``'s motor failing half-way:
+    the scenario's metrics and the failure reactions /diagnostics reported."""
+    summary = run_arm(tmp_path, period, domain, log=lambda s: None, failing=failing,
+                      urdf=_xarm7(tmp_path), frame="link_eef", overrides={
+                          "mujoco_sim": {"initial_positions": XARM7_Q0},
+                          CONTROLLER: {"tip_link": "link_eef", **controller}})
+    bag = read_bag(tmp_path / "bag", ["/diagnostics"])
+    reactions = {kv.value for _, array in bag["/diagnostics"] for status in array.status
+                 for kv in status.values if kv.key == "failure_reaction" and kv.value}
+    return summary["metrics"], reactions
+
+
 def test_xarm7_loaded_elbow_failure_under_gravity_is_arrested_within_the_limits(tmp_path,
                                                                               domain):
     """Issue 23's gravity goal on a second arm over DDS: example-robot-data's xarm7 with the
@@ -106,15 +121,7 @@ def test_xarm7_loaded_elbow_failure_under_gravity_is_arrested_within_the_limits(
     hybrid derivatives and follows it: after the failure no joint passes 1.2x its URDF speed
     limit nor a position limit by more than 0.05 rad, judged from the recorded joint states
     (MuJoCo's); the choice is in /diagnostics."""
-    urdf = _xarm7(tmp_path)
-    summary = run_arm(tmp_path, 6.0, domain, log=lambda s: None, failing="joint4", urdf=urdf,
-                      frame="link_eef", overrides={
-                          "mujoco_sim": {"initial_positions": XARM7_Q0},
-                          CONTROLLER: {"tip_link": "link_eef"}})
-    m = summary["metrics"]
-    bag = read_bag(tmp_path / "bag", ["/diagnostics"])
-    reactions = {kv.value for _, array in bag["/diagnostics"] for status in array.status
-                 for kv in status.values if kv.key == "failure_reaction" and kv.value}
+    m, reactions = _xarm7_failure_under_gravity(tmp_path, domain, "joint4", 6.0)
     print(f"\n[xarm7 gravity, joint4 fails] peak v/v_max after "
           f"{m['peak_speed_ratio_after_failure']:.2f},"
           f" overrun {m['limit_overrun_after_failure_rad']:.3f} rad; {sorted(reactions)}")
@@ -135,15 +142,7 @@ def test_xarm7_loaded_wrist_failure_under_gravity_keeps_the_hand(tmp_path, domai
     the swing passed 1.1x the wrist's speed limit, the hand was 190 mm off (pose), and braked
     in the safe posture 169 mm (position, in-process; doc/failure_analysis.md). Judged by the
     scenario's figures from the recorded states."""
-    urdf = _xarm7(tmp_path)
-    summary = run_arm(tmp_path, 8.0, domain, log=lambda s: None, failing="joint6", urdf=urdf,
-                      frame="link_eef", overrides={
-                          "mujoco_sim": {"initial_positions": XARM7_Q0},
-                          CONTROLLER: {"tip_link": "link_eef", "task": task}})
-    m = summary["metrics"]
-    bag = read_bag(tmp_path / "bag", ["/diagnostics"])
-    reactions = {kv.value for _, array in bag["/diagnostics"] for status in array.status
-                 for kv in status.values if kv.key == "failure_reaction" and kv.value}
+    m, reactions = _xarm7_failure_under_gravity(tmp_path, domain, "joint6", 8.0, task=task)
     print(f"\n[xarm7 gravity, {task} task, joint6 fails] hand RMS before "
           f"{m['hand_rms_before_failure_mm']:.2f} mm, after {m['hand_rms_after_failure_mm']:.2f}"
           f" mm; peak v/v_max {m['peak_speed_ratio_after_failure']:.2f}, overrun "
