@@ -332,8 +332,9 @@ def settle_failed(tracker, decision: Decision, q: np.ndarray,
     """Whether the task holds the failed joints through J_D or lets them move, and how much it
     counts on their reaction to the active joints (the tracker's ``passive_trust`` γ: 1 is
     J_G of (6.10), 0 as if they did not react) — from the closed loop linearised at the
-    failure (``closed_loop_growth``, the failed joints' dry friction gripping and sliding:
-    the first way at γ 1 is kept if either is stable, another must be in both). The exact
+    failure (``closed_loop_growth``, the failed joints' dry friction gripping and sliding,
+    sliding only where ``loaded``: the first way at γ 1 is kept if either is stable, another
+    must be in both). The exact
     inversion gives the task's rows the gains' error dynamics and leaves the rest to the zero
     dynamics; behind a light, damped failed joint those are unstable: the xarm7's wrist pitch
     (joint6, 0.3 N m s/rad) with the hand position held grows at 138/s sliding, 2452/s
@@ -351,8 +352,8 @@ def settle_failed(tracker, decision: Decision, q: np.ndarray,
     with one candidate, 100 ms with all); else the slowest-growing one if it grows less than
     half as fast; else the first way as it is. ``hold()`` applies the hold (None: the tracker's
     configured hold is it). Zero g, that wrist let move: γ 0.5 (0.0/s), the hand 0.8 mm RMS
-    round the circle; under gravity, held 28/s sliding (33/s gripped), let move 2452/s, at γ 0.5
-    2.1/s and at 0 1.1/s: let swing to where it hangs at γ 0, 2.8 mm. The UR5's elbow in zero g
+    round the circle; under gravity (loaded: sliding), let move 143/s, at γ 0.5 2.1/s and at
+    0 1.1/s (held 28/s): let swing to where it hangs at γ 0, 2.8 mm. The UR5's elbow in zero g
     (1.8/s sliding, 30/s gripped; γ 0.5 10.6/s sliding, 0 4.5/s) keeps the exact inversion (0.9
     mm; at γ 0 it was lost, 97 mm). 1-DOF joints only (no floating base). The decision, its
     reason noting what was chosen."""
