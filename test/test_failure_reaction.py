@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import sysconfig
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,13 @@ import pytest
 
 from underactuated_control import RobotModel
 from underactuated_control.control.command import CommandShaper
-from underactuated_control.control.failure_reaction import CAUTION, Decision, decide, escalate
+from underactuated_control.control.failure_reaction import (
+    CAUTION,
+    Decision,
+    decide,
+    escalate,
+    swing_peak,
+)
 from underactuated_control.control.joint_space import EffortMapper
 from underactuated_control.control.registry import default_settings
 from underactuated_control.control.task_law import TaskLaw
@@ -270,11 +277,16 @@ def test_forced_choice_and_bad_choice():
 def test_a_chosen_swing_gives_the_task_up_only_when_it_runs_away():
     """``escalate``'s rule, each cycle: a joint past 0.8 of its speed limit with the hand 12
     mm off gives the kept position up, unless it is a failed joint the reaction let swing to
-    its balanced configuration; that one only past 1.2 (the issue's bound), an active joint
-    past 1.1 whatever the hand."""
+    its balanced configuration; that one only past 1.2 (the issue's bound) where the arm
+    braked is predicted to keep its swing within 1.1 (the xarm7's wrist at Q0 under gravity:
+    0.84, from the model), else past 1.1 as any joint."""
     model = RobotModel.from_urdf(XARM7).with_passive(["joint6"])
     vmax = np.asarray(model.velocity_limit, float)
-    swing = Decision("position", "test", ("joint6",), 0.05, 0.8, Q0, "position", let_move=True)
+    predicted = swing_peak(model, Q0, np.zeros(7), ["joint6"])
+    assert 0.0 < predicted <= 1.1
+    swing = Decision("position", "test", ("joint6",), 0.05, 0.8, Q0, "position", let_move=True,
+                     swing_peak=predicted)
+    fast = replace(swing, swing_peak=1.6)
     held = Decision("position", "test", ("joint6",), 0.05, 0.8, Q0, "position")
 
     def check(d: Decision, joint: int, ratio: float) -> Decision | None:
@@ -285,6 +297,7 @@ def test_a_chosen_swing_gives_the_task_up_only_when_it_runs_away():
     assert check(swing, 5, 1.03) is None and check(swing, 5, 1.15) is None
     assert check(swing, 5, 1.25).mode == "hold"
     assert check(held, 5, 1.15).mode == "hold"
+    assert check(fast, 5, 1.03) is None and check(fast, 5, 1.15).mode == "hold"
     assert check(swing, 3, 0.9).mode == "hold"  # an active joint: the task is losing the hand
     assert check(held, 5, 0.9).mode == "hold"
 

@@ -51,7 +51,7 @@ from .task_space import TaskReference
 
 __all__ = ["REACTIONS", "CAUTION", "Decision", "decide", "escalate", "at_least", "newly_passive",
            "least_gravity_moment", "release_passive", "stabilise_passive", "SafePosture",
-           "closed_loop_growth", "settle_failed",
+           "closed_loop_growth", "settle_failed", "swing_peak",
            "ArrestPlan", "arrest_plan", "trajectory_excess"]
 
 REACTIONS = ("auto", "keep_task", "position", "hold")
@@ -60,7 +60,8 @@ RANK_MARGIN = 1.0  # σ_min(S J_G) ≥ RANK_MARGIN ε keeps a task (ε: singular
 ESCALATE_SPEED = 0.8  # of a joint's speed limit: a kept task losing the hand beyond it is given up
 ESCALATE_ERROR = 0.01  # m: the hand this far from its setpoint is losing it
 RUNAWAY_SPEED = 1.1  # of a joint's speed limit: beyond, the task is given up whatever the hand
-SWING_RUNAWAY = 1.2  # of its speed limit: a failed joint let swing to its balance, likewise
+SWING_RUNAWAY = 1.2  # of its speed limit: a failed joint let swing to its balance, likewise,
+# where the arm braked is predicted to keep its swing within RUNAWAY_SPEED (``swing_peak``)
 ESCALATE_SIGMA = 0.25  # of ε: a kept task whose σ_min(S J_G) falls below is given up
 MOMENT_MARGIN = 0.05  # N m over the dry friction: a static load the failed joint can hold
 REACH = 1.5  # rad: farthest a balanced configuration may lie (xarm7 wrist: 1.1)
@@ -91,6 +92,7 @@ class Decision:
     task: str = "pose"  # the task configured when the joints failed
     forced: bool = False  # chosen by failure_reaction, not auto: never escalated
     let_move: bool = False  # the failed joints left to move (settle_failed), not held
+    swing_peak: float = np.inf  # their largest |v|/v_max predicted with the arm braked
 
     @property
     def status(self) -> str:
@@ -225,12 +227,15 @@ def escalate(decision: Decision, sigma_min: float, v: np.ndarray, model: RobotMo
     passes ``RUNAWAY_SPEED`` whatever the hand does (the zero dynamics the decision could not
     see); None while it holds. A task that keeps the hand with joints at their speed limits
     (the safety layer holding them there) is kept. Failed joints let swing to the balanced
-    configuration (``position`` with a target, ``let_move``) count only toward
-    ``SWING_RUNAWAY``, the issue's bound: their speed is the swing the reaction chose, not the
-    task losing the hand, and braking the arm does not brake them (the xarm7's wrist under
-    gravity swings to 1.03 of its limit with the default gains, 1.10 with config/arm.yaml's,
-    the hand 6–13 mm off for 50 ms, then 3.3 mm RMS; given up, 190–219 mm, the wrist as
-    fast)."""
+    configuration (``position`` with a target, ``let_move``) count only toward the runaway
+    speed: their speed is the swing the reaction chose, not the task losing the hand. Where
+    the arm braked is predicted to keep that swing within ``RUNAWAY_SPEED``
+    (``decision.swing_peak``), toward ``SWING_RUNAWAY``, the issue's bound: the swing with the
+    hand kept may pass the braked one a little (the xarm7's wrist under gravity, braked 0.84:
+    1.03 of its limit with the default gains, 1.13 with config/arm.yaml's, the hand 6–13 mm
+    off for 50 ms, then 1.3–3.3 mm RMS; given up at 1.1, 190–219 mm); where not (the panda's
+    wrist, braked 1.62), at ``RUNAWAY_SPEED`` as any joint, when an arrest plan can still slow
+    it (1.12–1.17 then; at 1.2, 1.22–1.24)."""
     if decision.mode == "hold" or decision.forced:
         return None
     vmax = np.asarray(model.velocity_limit, float)
@@ -243,9 +248,10 @@ def escalate(decision: Decision, sigma_min: float, v: np.ndarray, model: RobotMo
         ratio = ratio.copy()
         ratio[swinging] = 0.0
     others = float(np.max(ratio))
+    swing_bound = SWING_RUNAWAY if decision.swing_peak <= RUNAWAY_SPEED else RUNAWAY_SPEED
     eps = ESCALATE_SIGMA * singular_threshold
     losing = others > ESCALATE_SPEED and position_error > ESCALATE_ERROR
-    if sigma_min >= eps and not losing and others <= RUNAWAY_SPEED and swing <= SWING_RUNAWAY:
+    if sigma_min >= eps and not losing and others <= RUNAWAY_SPEED and swing <= swing_bound:
         return None
     why = (f"σ_min {sigma_min:.4f} < {eps:.4f}" if sigma_min < eps
            else f"a joint at {speed:.2f} of its speed limit, the hand "
@@ -436,6 +442,18 @@ def stabilise_passive(tracker, decision: Decision, q: np.ndarray) -> None:
     tracker.passive_kp, tracker.passive_kd = HOLD_KP, HOLD_KD
     target = np.asarray(q if decision.target is None else decision.target, float)
     tracker.set_passive_reference(target)
+
+
+def swing_peak(model: RobotModel, q: np.ndarray, v: np.ndarray, failed: Sequence[str]) -> float:
+    """The failed joints' largest |v|/v_max over ``PLAN_HORIZON`` with the active joints
+    braked to where they are (the first guess of ``arrest_problem``: the safe posture's brake
+    predicted on the model, 7–54 ms at N = 7); inf if that prediction diverges."""
+    xs = arrest_problem(model, q, v, PLAN_HORIZON, PLAN_DT, brake_kp=HOLD_KP,
+                        brake_kd=HOLD_KD).first_guess
+    dofs = [model.nv + model.joint_dofs(n)[0] for n in failed]
+    vmax = np.asarray(model.velocity_limit, float)[[d - model.nv for d in dofs]]
+    peak = np.max(np.abs(xs[:, dofs]) / np.where(vmax > 0, vmax, np.inf))
+    return float(peak) if np.isfinite(peak) else np.inf
 
 
 def trajectory_excess(model: RobotModel, xs: np.ndarray) -> tuple[float, float, float]:

@@ -31,6 +31,7 @@ from .failure_reaction import (
     newly_passive,
     settle_failed,
     stabilise_passive,
+    swing_peak,
 )
 from .law import ControlLaw, LawOutput
 from .limits import PoseSetpointFollower, ReachCheck, SafetyLayer
@@ -257,6 +258,8 @@ class TaskLaw(ControlLaw):
             else:  # let move, or held toward the balance where the loop says that is stable
                 d = settle_failed(tracker, d, q, partial(stabilise_passive, tracker, d, q),
                                   loaded=d.target is not None)
+                if d.let_move and d.target is not None:  # its swing, braked (escalate's bound)
+                    d = replace(d, swing_peak=swing_peak(self.model, q, v, d.failed))
         self.reaction = d
         if d.mode == "hold":
             plan = None
