@@ -4,6 +4,8 @@ Pinocchio-free, so the DDS tests can use it too (the Pinocchio references are in
 
 from __future__ import annotations
 
+import re
+import sysconfig
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +13,18 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 ARM7_PATH = ROOT / "urdf/arm7.urdf"
 SPACE_ARM_PATH = ROOT / "urdf/space_arm.urdf"
+EXAMPLE_ROBOTS = Path(sysconfig.get_paths()["purelib"]) / \
+    "cmeel.prefix/share/example-robot-data/robots"  # installed with the test extra
+PANDA_Q0 = [0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8]  # the panda's hand held bent (arm7's start)
+
+
+def issue_arm(path: str) -> str:
+    """An example-robot-data arm's URDF text (``path`` under its robots/) with issue 23's
+    <dynamics> on every joint (damping 0.3 N m s/rad, dry friction 0.05 N m); a gripper's
+    prismatic finger joints fixed (the package refuses their mimic joint)."""
+    text = re.sub(r"<dynamics[^>]*/>", '<dynamics damping="0.3" friction="0.05"/>',
+                  (EXAMPLE_ROBOTS / path).read_text())
+    return re.sub(r'(<joint name="[^"]*finger[^"]*" type=)"prismatic"', r'\1"fixed"', text)
 
 
 def scaled_tolerance(reference, tol: float, floor: float = 1.0) -> float:

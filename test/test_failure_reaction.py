@@ -7,13 +7,11 @@ and the reaction chosen is in the law's status."""
 
 from __future__ import annotations
 
-import re
-import sysconfig
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import PANDA_Q0, issue_arm
 
 from underactuated_control import RobotModel
 from underactuated_control.control.command import CommandShaper
@@ -31,9 +29,7 @@ from underactuated_control.dynamics import inverse_dynamics
 from underactuated_control.jacobians import JacobianWorkspace
 from underactuated_control.sim import build_plant
 
-ROBOTS = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
-XARM7 = re.sub(r"<dynamics[^>]*/>", '<dynamics damping="0.3" friction="0.05"/>',
-               (ROBOTS / "xarm_description/urdf/xarm7.urdf").read_text())
+XARM7 = issue_arm("xarm_description/urdf/xarm7.urdf")
 FRAME = "link_eef"
 Q0 = np.array([0.0, -0.4, 0.0, 0.9, 0.0, 1.3, 0.0])  # hand down, 0.36 m out, 0.44 m up
 
@@ -158,9 +154,7 @@ def test_the_safe_posture_brings_every_active_joint_to_rest(joint):
 
 def _example_arm(path: str, frame: str, q0: list[float]) -> tuple[str, str, np.ndarray]:
     """An example-robot-data arm with the issue's <dynamics> on every joint."""
-    text = re.sub(r"<dynamics[^>]*/>", '<dynamics damping="0.3" friction="0.05"/>',
-                  (ROBOTS / path).read_text())
-    return text, frame, np.array(q0)
+    return issue_arm(path), frame, np.array(q0)
 
 
 @pytest.mark.parametrize("robot, joint", [
@@ -285,7 +279,7 @@ def test_a_chosen_swing_gives_the_task_up_only_when_it_runs_away():
     predicted = swing_peak(model, Q0, np.zeros(7), ["joint6"])
     assert 0.0 < predicted <= 1.1
     swing = Decision("position", "test", ("joint6",), 0.05, 0.8, Q0, "position", let_move=True,
-                     swing_peak=predicted)
+                     swing_peak=predicted, swing_dofs=(int(model.joint_dofs("joint6")[0]),))
     fast = replace(swing, swing_peak=1.6)
     held = Decision("position", "test", ("joint6",), 0.05, 0.8, Q0, "position")
 
@@ -499,10 +493,7 @@ def test_a_light_damped_wrist_failure_keeps_the_hand_in_zero_gravity(task, goal_
 def _panda() -> tuple[str, str, np.ndarray]:
     """example-robot-data's panda, the issue's <dynamics>, its finger joints fixed (a mimic
     joint is refused), the hand held bent (arm7's start)."""
-    text, frame, q0 = _example_arm("panda_description/urdf/panda.urdf", "panda_hand",
-                                   [0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])
-    return re.sub(r'(<joint name="[^"]*finger[^"]*" type=)"prismatic"', r'\1"fixed"', text), \
-        frame, q0
+    return _example_arm("panda_description/urdf/panda.urdf", "panda_hand", PANDA_Q0)
 
 
 def _let_move_against_held(label: str, task: str, joint: str, gravity: bool,

@@ -93,6 +93,7 @@ class Decision:
     forced: bool = False  # chosen by failure_reaction, not auto: never escalated
     let_move: bool = False  # the failed joints left to move (settle_failed), not held
     swing_peak: float = np.inf  # their largest |v|/v_max predicted with the arm braked
+    swing_dofs: tuple[int, ...] = ()  # let swing to the balance: escalate's own bound
 
     @property
     def status(self) -> str:
@@ -227,7 +228,7 @@ def escalate(decision: Decision, sigma_min: float, v: np.ndarray, model: RobotMo
     passes ``RUNAWAY_SPEED`` whatever the hand does (the zero dynamics the decision could not
     see); None while it holds. A task that keeps the hand with joints at their speed limits
     (the safety layer holding them there) is kept. Failed joints let swing to the balanced
-    configuration (``position`` with a target, ``let_move``) count only toward the runaway
+    configuration (``decision.swing_dofs``, set with ``swing_peak``) count only toward the runaway
     speed: their speed is the swing the reaction chose, not the task losing the hand. Where
     the arm braked is predicted to keep that swing within ``RUNAWAY_SPEED``
     (``decision.swing_peak``), toward ``SWING_RUNAWAY``, the issue's bound: the swing with the
@@ -242,10 +243,9 @@ def escalate(decision: Decision, sigma_min: float, v: np.ndarray, model: RobotMo
     ratio = np.abs(v) / np.where(vmax > 0, vmax, np.inf)
     speed = float(np.max(ratio))
     swing = 0.0
-    if decision.let_move and decision.target is not None:  # the swing's joints: its own bound
-        swinging = [model.joint_dofs(n)[0] for n in decision.failed]
+    if decision.swing_dofs:  # the swing's joints: its own bound
+        swinging = list(decision.swing_dofs)
         swing = float(np.max(ratio[swinging]))
-        ratio = ratio.copy()
         ratio[swinging] = 0.0
     others = float(np.max(ratio))
     swing_bound = SWING_RUNAWAY if decision.swing_peak <= RUNAWAY_SPEED else RUNAWAY_SPEED
@@ -450,9 +450,9 @@ def swing_peak(model: RobotModel, q: np.ndarray, v: np.ndarray, failed: Sequence
     predicted on the model, 7–54 ms at N = 7); inf if that prediction diverges."""
     xs = arrest_problem(model, q, v, PLAN_HORIZON, PLAN_DT, brake_kp=HOLD_KP,
                         brake_kd=HOLD_KD).first_guess
-    dofs = [model.nv + model.joint_dofs(n)[0] for n in failed]
-    vmax = np.asarray(model.velocity_limit, float)[[d - model.nv for d in dofs]]
-    peak = np.max(np.abs(xs[:, dofs]) / np.where(vmax > 0, vmax, np.inf))
+    dofs = [model.joint_dofs(n)[0] for n in failed]
+    vmax = np.asarray(model.velocity_limit, float)[dofs]
+    peak = np.max(np.abs(xs[:, model.nv:][:, dofs]) / np.where(vmax > 0, vmax, np.inf))
     return float(peak) if np.isfinite(peak) else np.inf
 
 

@@ -259,7 +259,9 @@ class TaskLaw(ControlLaw):
                 d = settle_failed(tracker, d, q, partial(stabilise_passive, tracker, d, q),
                                   loaded=d.target is not None)
                 if d.let_move and d.target is not None:  # its swing, braked (escalate's bound)
-                    d = replace(d, swing_peak=swing_peak(self.model, q, v, d.failed))
+                    d = replace(d, swing_peak=swing_peak(self.model, q, v, d.failed),
+                                swing_dofs=tuple(int(self.model.joint_dofs(n)[0])
+                                                 for n in d.failed))
         self.reaction = d
         if d.mode == "hold":
             plan = None
