@@ -6,13 +6,11 @@ that our vectors and Pinocchio's can be compared.
 
 from __future__ import annotations
 
-import sysconfig
-from pathlib import Path
-
 import numpy as np
 import pinocchio as pin
+from helpers import EXAMPLE_ROBOTS
 
-ROBOTS = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
+ROBOTS = EXAMPLE_ROBOTS  # example-robot-data's robots/ (test/helpers.py)
 
 EXAMPLE_URDFS = {
     "panda": ROBOTS / "panda_description/urdf/panda.urdf",
