@@ -373,3 +373,57 @@ def test_task_mode_tracks_a_pose_reference_through_J_G(ros, launch):
     pose_pub.publish(bad)
     assert ros.wait_for(lambda: driver.diagnostics and driver.latest_diagnostic_values()[1]
                         .get("rejected_references") == "1", 5)
+
+
+def test_a_stamped_pose_reference_takes_effect_at_its_stamp(ros, launch):
+    """A ~/pose_reference stamped ahead of the states waits, as a trajectory's points do, until
+    a state reaches its stamp (a scenario streams its path ahead so, and the law then follows
+    it at the times it is for whatever the delivery's delay); stamped further ahead than
+    ``reference_max_lead``, it is refused and counted."""
+    from geometry_msgs.msg import PoseStamped
+
+    from underactuated_control.jacobians import JacobianWorkspace
+
+    node = launch("hybrid_dynamics_controller", {
+        "urdf_path": str(ARM7_PATH), "mode": "task", "task": "position", "task_frame": "tool",
+        "state_timeout": 0.5, "friction_compensation": False, "diagnostics_period": 0.2,
+        "reference_max_lead": 2.0})
+    driver = Driver(ros, [f"joint{i}" for i in range(1, 8)])
+    pose_pub = ros.node.create_publisher(PoseStamped, f"{NODE}/pose_reference", 10)
+    assert ros.wait_for(lambda: driver.connected() and pose_pub.get_subscription_count(), 30), \
+        node.log()
+    q, v = np.array([0.1, -0.4, 0.2, -2.0, 0.1, 1.8, 0.5]), np.zeros(7)
+
+    def commands_for(seconds: float) -> np.ndarray:
+        """States stamped now, every 10 ms for ``seconds``: the commands answering them."""
+        t0 = time.monotonic()
+        while time.monotonic() < t0 + seconds:
+            driver.publish_state(q, v)
+            ros.spin_for(0.01)
+        ros.spin_for(0.05)
+        return np.array([c for t, c in driver.commands if t > t0])
+
+    hold = commands_for(0.5)[-1]  # the reference latched where the hand is
+    ws = JacobianWorkspace(RobotModel.from_urdf(ARM7))
+    ws.set_configuration(q)
+    target = ws.frame_placement("tool")[0] + [0.0, 0.0, 0.02]
+    msg = PoseStamped()
+    now = ros.node.get_clock().now().nanoseconds
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(now + 1_000_000_000, 1_000_000_000)
+    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = map(float, target)
+    msg.pose.orientation.w = 1.0
+    pose_pub.publish(msg)
+    waiting = commands_for(0.6)  # the states are still before the reference's stamp
+    scale = max(1.0, float(np.abs(hold).max()))
+    assert len(waiting) > 10 and np.abs(waiting - hold).max() <= 1e-9 * scale
+    commands_for(max(0.0, (now + 1.3e9 - ros.node.get_clock().now().nanoseconds) * 1e-9))
+    moved = commands_for(0.2)  # past its stamp: the law pulls the hand 2 cm up
+    print(f"\n[stamped reference] command change while waiting "
+          f"{np.abs(waiting - hold).max():.1e} N m, after its stamp "
+          f"{np.abs(moved[-1] - hold).max():.3f} N m")
+    assert np.abs(moved[-1] - hold).max() > 1e-2
+    msg.header.stamp.sec += 5  # 5 s ahead of the states: more than reference_max_lead
+    pose_pub.publish(msg)
+    commands_for(0.5)
+    assert ros.wait_for(lambda: driver.diagnostics and driver.latest_diagnostic_values()[1]
+                        .get("rejected_references") == "1", 5), node.log()

@@ -195,8 +195,8 @@ class HandCircle:
                                  self.pub.get_subscription_count(), 60)
         sent = []
 
-        def publish(p):
-            msg = position_reference(p, self.sim_time)
+        def publish(p, stamp):
+            msg = position_reference(p, stamp)
             self.pub.publish(msg)
             sent.append((0, msg))
 

@@ -134,10 +134,17 @@ def test_xarm7_loaded_wrist_failure_under_gravity_keeps_the_hand(tmp_path, domai
     the swing passed 1.1x the wrist's speed limit, the hand was 190 mm off (pose), and braked
     in the safe posture 169 mm (position, in-process; doc/failure_analysis.md). Judged by the
     scenario's figures from the recorded states."""
-    m, reactions = _arm_failure(tmp_path, domain, "xarm7", "joint6", 8.0, task=task)
-    print(f"\n[xarm7 gravity, {task} task, joint6 fails] hand RMS before "
-          f"{m['hand_rms_before_failure_mm']:.2f} mm, after {m['hand_rms_after_failure_mm']:.2f}"
-          f" mm; peak v/v_max {m['peak_speed_ratio_after_failure']:.2f}, overrun "
+    _kept_with_the_swing(*_arm_failure(tmp_path, domain, "xarm7", "joint6", 8.0, task=task),
+                         f"xarm7 gravity, {task} task, joint6 fails")
+
+
+def _kept_with_the_swing(m: dict, reactions: set[str], label: str) -> None:
+    """Issue 23's gravity goal on a run's metrics: the position kept with the failed joint let
+    swing (the reaction's status), hand RMS ≤ 10 mm after the failure, no joint past 1.2x
+    its URDF speed limit nor 0.05 rad past a position limit."""
+    print(f"\n[{label}] hand RMS before {m['hand_rms_before_failure_mm']:.2f} mm, after "
+          f"{m['hand_rms_after_failure_mm']:.2f} mm; peak v/v_max "
+          f"{m['peak_speed_ratio_after_failure']:.2f}, overrun "
           f"{m['limit_overrun_after_failure_rad']:.3f} rad; {sorted(reactions)}")
     assert m["nonfinite_commands"] == 0
     assert any(r.startswith("failure reaction position") and "let move" in r for r in reactions)
@@ -175,13 +182,6 @@ def test_panda_loaded_forearm_roll_failure_under_gravity_keeps_the_hand(tmp_path
     half-way round the circle. The reaction keeps the position and lets the roll swing to
     where it hangs; held first, as the reaction did until 2026-11-28, the hand was lost (290
     and 348 mm in-process, doc/failure_analysis.md)."""
-    m, reactions = _arm_failure(tmp_path, domain, "panda", "panda_joint5", 8.0, task=task)
-    print(f"\n[panda gravity, {task} task, panda_joint5 fails] hand RMS before "
-          f"{m['hand_rms_before_failure_mm']:.2f} mm, after {m['hand_rms_after_failure_mm']:.2f}"
-          f" mm; peak v/v_max {m['peak_speed_ratio_after_failure']:.2f}, overrun "
-          f"{m['limit_overrun_after_failure_rad']:.3f} rad; {sorted(reactions)}")
-    assert m["nonfinite_commands"] == 0
-    assert any(r.startswith("failure reaction position") and "let move" in r for r in reactions)
-    assert m["hand_rms_after_failure_mm"] <= 10.0
-    assert m["peak_speed_ratio_after_failure"] <= 1.2
-    assert m["limit_overrun_after_failure_rad"] <= 0.05
+    _kept_with_the_swing(*_arm_failure(tmp_path, domain, "panda", "panda_joint5", 8.0,
+                                       task=task),
+                         f"panda gravity, {task} task, panda_joint5 fails")

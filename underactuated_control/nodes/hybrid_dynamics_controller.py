@@ -18,6 +18,7 @@ not in joint mode without a stamp, starts when joint mode does.
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -187,6 +188,10 @@ PARAMETERS = table(
     ParameterSpec("future_stamp_tolerance", 0.05, "a /joint_states stamped further ahead of "
                   "this node's clock is refused alone (and never becomes the ordering "
                   "reference)", unit="s", low=0.0, high=60.0),
+    ParameterSpec("reference_max_lead", 1.0, "a ~/pose_reference stamped ahead of the latest "
+                  "state's stamp takes effect when the states reach its stamp (as a "
+                  "trajectory's points do; unstamped: at once), up to this far ahead; further "
+                  "ahead it is refused", unit="s", low=0.0, high=60.0),
     ParameterSpec("effort_limit_scale", 1.0, "commands are clamped to the URDF effort limits "
                   "times this", unit="1", low=1e-3, high=10.0),
     ParameterSpec("publish_jacobians", True, "publish J_G, J_D and the passive accelerations "
@@ -349,6 +354,8 @@ class HybridDynamicsController(Node):
         self._last_receipt: float | None = None  # monotonic time of the last good state
         self._state_time = 0.0  # s: the last good state's stamp (the law's time), else receipt
         self._last_stamp_ns = 0
+        # ~/pose_reference messages stamped ahead of the states: (stamp s, goal), in order
+        self._pending_references: deque[tuple[float, TaskReference]] = deque()
         self._silenced = False  # zero effort sent; silent until fresh valid data
         self._missing: list[str] = []
         self._status = ""
@@ -417,6 +424,7 @@ class HybridDynamicsController(Node):
         self._update_wrench_sensor(plan, p, changed)
         if "mode" in changed and p["mode"] != old.law.mode:
             self.reference = None  # a new law starts from the measured state
+            self._pending_references.clear()
         elif self.reference is not None:
             self.reference = plan.law.carry_reference(self.reference, old.model, old.law)
         self.get_logger().info(f"parameters updated: {sorted(changed)}")
@@ -461,6 +469,22 @@ class HybridDynamicsController(Node):
             return
         if self._collision_refuses("~/pose_reference"):
             return
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        pending = self._pending_references
+        while pending and pending[-1][0] >= stamp:  # a newer message supersedes them
+            pending.pop()
+        if stamp and self._last_stamp_ns and stamp > self._state_time:
+            lead = stamp - self._state_time
+            if lead > self.params["reference_max_lead"]:
+                self.stats["rejected_references"] += 1
+                self.get_logger().warning(
+                    f"~/pose_reference rejected: header.stamp {lead:.3f} s ahead of the latest "
+                    f"/joint_states (> reference_max_lead {self.params['reference_max_lead']} "
+                    "s)", throttle_duration_sec=2.0)
+                return
+            pending.append((stamp, goal))  # its time has not come: applied in the cycle it does
+            return
+        pending.clear()
         self.reference = goal
 
     def _on_odometry(self, msg: Odometry) -> None:
@@ -647,6 +671,7 @@ class HybridDynamicsController(Node):
     # ================================================================== control cycle
     def _send_zero_once(self, why: str) -> None:
         self.reference = None  # re-latch at the measured state when states return
+        self._pending_references.clear()
         self._observer_time = None  # the observer restarts with the states
         if not self._silenced:
             self.command_pub.publish(Float64MultiArray(data=self._zero.tolist()))
@@ -730,6 +755,9 @@ class HybridDynamicsController(Node):
         plan, law = self.plan, self.plan.law
         if self.reference is None:
             self.reference = law.hold_reference(q)
+        pending = self._pending_references
+        while pending and pending[0][0] <= self._state_time:  # stamped goals now due
+            self.reference = pending.popleft()[1]
         if self._reaction is not None:
             self._react(q)
         now_ns = self.get_clock().now().nanoseconds
@@ -889,6 +917,7 @@ class HybridDynamicsController(Node):
         on the joints in collision (joint modes) or along the contact force (pose modes)."""
         law, model = plan.law, plan.model
         self.trajectory = None
+        self._pending_references.clear()
         if self.trajectory_action is not None:
             self.trajectory_action.abort_active("PATH_TOLERANCE_VIOLATED",
                                                 f"collision: {event.describe()}")

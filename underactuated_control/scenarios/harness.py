@@ -90,27 +90,36 @@ def position_reference(position: np.ndarray, stamp: float,
     return msg
 
 
+REFERENCE_LEAD = 0.2  # s of simulated time: how far ahead of its time a scenario sends a point
+
+
 def stream_path(path: Callable[[float], np.ndarray], seconds: float,
-                sim_time: Callable[[], float], publish: Callable[[np.ndarray], None],
+                sim_time: Callable[[], float], publish: Callable[[np.ndarray, float], None],
                 spin: Callable[[], None], events: dict[float, Callable[[], None]] | None = None,
-                progress: Callable[[float], None] | None = None) -> float:
-    """Publish ``path(t)`` (``publish``) at 100 Hz of simulated time for ``seconds`` of it:
-    ``sim_time()`` is the latest /clock (s), ``spin()`` serves callbacks for a moment;
-    ``events``: {t: action} run once when the path's time t is passed; ``progress(t)`` every
-    simulated second. The path's clock follows simulated time in steps of at most 20 ms: a
-    stalled runner pauses the path instead of making the reference jump along it. Returns the
-    simulated time at which the path started."""
+                progress: Callable[[float], None] | None = None, lead: float = 0.0) -> float:
+    """Publish ``path(t)`` (``publish(position, stamp)``) at 100 Hz of simulated time for
+    ``seconds`` of it: ``sim_time()`` is the latest /clock (s), ``spin()`` serves callbacks for
+    a moment; ``events``: {t: action} run once when the path's time t is passed;
+    ``progress(t)`` every simulated second. The path's points are those of a 10 ms grid, each
+    stamped with the simulated time it is for and sent ``lead`` s ahead of it, so that a
+    controller applying stamped references when its states reach them (the controller node's
+    ``reference_max_lead``) follows the path at the times it is for, whatever the delivery's
+    delay. The path's clock is simulated time, but a stall of this runner longer than ``lead``
+    (at least 20 ms) pauses the path by the excess instead of making the reference jump along
+    it. Returns the simulated time at which the path started."""
     last_sim = sim_time()
     start = last_sim
     pending = dict(sorted((events or {}).items()))
-    next_report, sent, elapsed = 1.0, -1.0, 0.0
+    next_report, paused, elapsed, tick = 1.0, 0.0, 0.0, 0
+    longest = max(0.02, lead)  # s: a longer step of the clock between two looks is a stall
     while elapsed < seconds:
         now = sim_time()
-        elapsed += min(max(now - last_sim, 0.0), 0.02)
+        paused += max(now - last_sim - longest, 0.0)
         last_sim = now
-        if elapsed >= sent + 0.01:
-            publish(path(elapsed))
-            sent = elapsed
+        elapsed = now - start - paused
+        while tick * 0.01 <= min(elapsed + lead, seconds):  # the grid's points now due
+            publish(path(tick * 0.01), start + paused + tick * 0.01)
+            tick += 1
         for at in [a for a in pending if a <= elapsed]:
             pending.pop(at)()
         spin()
@@ -234,11 +243,11 @@ class ScenarioRun:
             self.spin(0.05)
             self.check_alive()
 
-    def publish_position(self, position: np.ndarray) -> None:
+    def publish_position(self, position: np.ndarray, stamp: float | None = None) -> None:
         """``position`` to ~/pose_reference with ``reference_orientation`` (None: identity),
-        stamped with the latest /clock (simulated time)."""
-        self.reference_pub.publish(position_reference(position, self.sim_time,
-                                                      self.reference_orientation))
+        stamped ``stamp`` (s, simulated time; None: the latest /clock)."""
+        self.reference_pub.publish(position_reference(
+            position, self.sim_time if stamp is None else stamp, self.reference_orientation))
 
     def set_parameters(self, node: str, values: dict, timeout: float = 10.0,
                        check: bool = True) -> bool:
@@ -258,10 +267,12 @@ class ScenarioRun:
         return not failed
 
     def stream_path(self, path: Callable[[float], np.ndarray], seconds: float, tag: str,
-                    events: dict[float, Callable[[], None]] | None = None) -> float:
-        """``stream_path`` (below) on this run's /clock and ~/pose_reference, progress every
-        simulated second; ``path_wall_start`` is its wall time (monotonic s, the recorder's
-        receive clock). Returns the simulated time (s, /clock) at which the path started."""
+                    events: dict[float, Callable[[], None]] | None = None,
+                    lead: float = REFERENCE_LEAD) -> float:
+        """``stream_path`` (above) on this run's /clock and ~/pose_reference, each point
+        ``lead`` s ahead of its time and stamped with it, progress every simulated second;
+        ``path_wall_start`` is its wall time (monotonic s, the recorder's receive clock).
+        Returns the simulated time (s, /clock) at which the path started."""
         self.wait_for_clock()
         t0 = time.monotonic()
         self.path_wall_start = t0
@@ -275,7 +286,7 @@ class ScenarioRun:
                      f"s wall), states {self.recorder.counts()['/joint_states']}")
 
         return stream_path(path, seconds, lambda: self.sim_time, self.publish_position, spin,
-                           events, progress)
+                           events, progress, lead)
 
     def close(self) -> None:
         try:
