@@ -44,11 +44,12 @@ def run_arm(out_dir: Path, duration: float | None, domain: int,
     ``overrides``, node -> parameters over config/arm.yaml, e.g. a zero ``gravity``); its
     joints are commanded (``command_joints``, unless ``overrides`` names them)."""
     period = duration or 8.0
-    model = RobotModel.from_urdf(urdf or bundled("urdf", "arm7.urdf"))
-    if urdf is not None:  # config/arm.yaml names arm7's joints
+    another_robot = urdf is not None
+    urdf, config = urdf or bundled("urdf", "arm7.urdf"), bundled("config", "arm.yaml")
+    model = RobotModel.from_urdf(urdf)
+    if another_robot:  # config/arm.yaml names arm7's joints
         law = {"command_joints": list(model.joint_names), **(overrides or {}).get(CONTROLLER, {})}
         overrides = {**(overrides or {}), CONTROLLER: law}
-    urdf, config = urdf or bundled("urdf", "arm7.urdf"), bundled("config", "arm.yaml")
     failure_time = 0.5 * period
     run = ScenarioRun(out_dir, domain, urdf, config, "path", log)
     try:
