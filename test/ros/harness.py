@@ -106,3 +106,41 @@ class Ros:
 
 def new_domain() -> int:
     return next(_domains) % 200 + 1
+
+
+class SimTimeReferences:
+    """A node's ``~/pose_reference`` streamed on simulated time: the simulator's /clock, and
+    ``stream(path, seconds, lead)``, the scenarios' ``stream_path`` (each point of the path's
+    10 ms grid stamped with the /clock it is for, sent ``lead`` s ahead). ``sent``: every
+    (0, PoseStamped) the last ``stream`` published, for ``scenarios.harness.reference_at``.
+    A lock-stepped simulator runs as fast as the machine lets it; a path on simulated time is
+    the same path however fast that is, so errors judged on the states' stamps do not depend
+    on the machine."""
+
+    def __init__(self, ros: Ros, node: str) -> None:
+        from geometry_msgs.msg import PoseStamped
+        from rosgraph_msgs.msg import Clock
+
+        self.ros, self.sim_time, self.sent = ros, -1.0, []
+        ros.node.create_subscription(Clock, "/clock", self._on_clock, 10)
+        self.pub = ros.node.create_publisher(PoseStamped, f"/{node}/pose_reference", 10)
+
+    def _on_clock(self, msg) -> None:
+        self.sim_time = msg.clock.sec + 1e-9 * msg.clock.nanosec
+
+    def stream(self, path, seconds: float, lead: float = 0.0) -> float:
+        """Publish ``path(t)`` for ``seconds`` of simulated time; returns the /clock (s) at
+        which it started."""
+        from underactuated_control.scenarios.harness import position_reference, stream_path
+
+        assert self.ros.wait_for(lambda: self.sim_time >= 0.0 and
+                                 self.pub.get_subscription_count(), 60), "no /clock"
+        self.sent = []
+
+        def publish(p, stamp):
+            msg = position_reference(p, stamp)
+            self.pub.publish(msg)
+            self.sent.append((0, msg))
+
+        return stream_path(path, seconds, lambda: self.sim_time, publish,
+                           lambda: self.ros.spin_for(0.002), lead=lead)

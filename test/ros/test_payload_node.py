@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
-from geometry_msgs.msg import PoseStamped, WrenchStamped
+from geometry_msgs.msg import WrenchStamped
+from harness import SimTimeReferences
 from helpers import ROOT
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
-from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from test_payload_identification import COM, INERTIA, MASS, with_payload
 
@@ -32,10 +32,8 @@ from underactuated_control import RobotModel
 from underactuated_control.jacobians import frame_placement
 from underactuated_control.scenarios.harness import (
     circle_path,
-    position_reference,
     reference_at,
     stamp_seconds,
-    stream_path,
 )
 
 ARM7 = ROOT / "urdf/arm7.urdf"
@@ -169,40 +167,26 @@ RADIUS, PERIOD, LEAD, TAIL = 0.05, 3.0, 0.5, 0.3
 
 
 class HandCircle:
-    """Streams the circle on ~/pose_reference on simulated time (the harness's ``stream_path``,
-    each reference stamped with the /clock it is for) and judges the hand against it: its
+    """Streams the circle on ~/pose_reference on simulated time (``SimTimeReferences``, each
+    reference stamped with the /clock it is for) and judges the hand against it: its
     position from Pinocchio's forward kinematics of the simulator's /joint_states, each state
     paired with the last reference stamped at or before it (``reference_at``)."""
 
     def __init__(self, ros, states: States):
-        self.ros, self.states, self.sim_time = ros, states, -1.0
-        ros.node.create_subscription(Clock, "/clock", self._on_clock, 10)
-        self.pub = ros.node.create_publisher(PoseStamped, f"/{NODE}/pose_reference", 10)
+        self.ros, self.states = ros, states
+        self.references = SimTimeReferences(ros, NODE)
         self.pm = pin.buildModelFromUrdf(str(ARM7))
         self.pd, self.fid = self.pm.createData(), self.pm.getFrameId("tool")
         start = self.hand(Q0)
         self.circle = circle_path(start, RADIUS, [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], PERIOD)
-
-    def _on_clock(self, msg):
-        self.sim_time = msg.clock.sec + 1e-9 * msg.clock.nanosec
 
     def hand(self, q) -> np.ndarray:
         pin.framesForwardKinematics(self.pm, self.pd, np.asarray(q))
         return self.pd.oMf[self.fid].translation.copy()
 
     def _stream(self, path, seconds: float) -> tuple[float, list]:
-        assert self.ros.wait_for(lambda: self.sim_time >= 0.0 and
-                                 self.pub.get_subscription_count(), 60)
-        sent = []
-
-        def publish(p, stamp):
-            msg = position_reference(p, stamp)
-            self.pub.publish(msg)
-            sent.append((0, msg))
-
-        t0 = stream_path(path, seconds, lambda: self.sim_time, publish,
-                         lambda: self.ros.spin_for(0.002))
-        return t0, sent
+        t0 = self.references.stream(path, seconds)
+        return t0, self.references.sent
 
     def hold_start(self, seconds: float) -> None:
         self._stream(lambda t: self.circle(0.0), seconds)
@@ -233,7 +217,7 @@ def test_hand_circle_with_the_box_told_tracks_as_without_it(ros, launch, tmp_pat
     node.stop()
     sim.stop()
     ros.spin_for(0.5)  # what the stopped nodes had sent
-    circle.sim_time = -1.0  # the next simulator's clock starts again at 0
+    circle.references.sim_time = -1.0  # the next simulator's clock starts again at 0
     # (2) the box in the plant, the controller told nothing; (3) then told (one atomic call)
     sim, node, _ = launch_arm_carrying_box(launch, tmp_path, mode="task", **CIRCLE_TASK)
     start = len(states.q)
