@@ -3,6 +3,9 @@ fixed-signature dispatch, the workspaces of the free functions and the cache key
 
 import gc
 import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -239,3 +242,71 @@ def test_configuration_is_computed_once_per_q_and_recomputed_for_another():
     with pytest.raises(ValueError, match="joint1"):
         ws.set_configuration(bad)
     assert ws.q_valid[0] == 0.0
+
+
+_ONE_VERSION = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from helpers import issue_arm
+    from underactuated_control import RobotModel
+    from underactuated_control.control.command import CommandShaper
+    from underactuated_control.control.joint_space import EffortMapper
+    from underactuated_control.control.registry import CONTROL_LAWS, default_settings
+    from underactuated_control.jacobians import JacobianWorkspace
+    from underactuated_control import passive_forces, spatial
+    from underactuated_control.control import friction, joint_space, limits, task_space
+
+    rng = np.random.default_rng(0)
+    robots = [(open(sys.argv[1]).read(), "tool"),
+              (issue_arm("xarm_description/urdf/xarm7.urdf"), "link_eef")]
+    modes = [("joint", {}), ("hold", {}), ("task", {"task": "pose"}),
+             ("task", {"task": "position", "task_kp_position": 400, "task_kd_position": 40}),
+             ("task", {"task": "pointing"}), ("task", {"task": "position", "passive_weight": 1}),
+             ("operational_space", {"os_task": "pose"}),
+             ("operational_space", {"os_task": "position", "task_kp_position": 400})]
+    for text, frame in robots:
+        for passive in ([], ["joint3"]):
+            model = RobotModel.from_urdf(text, passive_joints=passive)
+            for mode, overrides in modes:
+                settings = default_settings(**overrides)
+                workspace = JacobianWorkspace(model)
+                law = CONTROL_LAWS[mode](model, settings, frame, workspace)
+                shaper = CommandShaper(model, settings, workspace)
+                mapper = EffortMapper(model, None, 1.0)
+                q = model.neutral_configuration() + 0.3
+                reference = law.hold_reference(q)
+                for k in range(4):  # states as a node gets them, and strided views
+                    state = np.stack([q + rng.uniform(-0.05, 0.05, q.shape),
+                                      rng.uniform(-0.5, 0.5, model.nv)], axis=1)
+                    qk, vk = (state[:, 0], state[:, 1]) if k % 2 else (state[:, 0].copy(),
+                                                                       state[:, 1].copy())
+                    out = law.compute(qk, vk, reference, 1e-3 * k, k == 3)
+                    shaper.apply(qk, vk, out)
+                    mapper.map(out.tau_active)
+    kernels = {"rotation_exp": spatial.rotation_exp, "rotation_log": spatial.rotation_log,
+               "rotation_error_log": spatial.rotation_error_log,
+               "passive_element_forces": passive_forces.passive_element_forces,
+               "compensation_torques": friction.compensation_torques,
+               "map_efforts": joint_space.map_efforts, "follower_step": limits.follower_step,
+               "damped_solve_kernel": task_space.damped_solve_kernel,
+               "task_solve_kernel": task_space.task_solve_kernel,
+               "small_svd": task_space.small_svd}
+    print(" ".join(f"{name}={len(k.signatures)}" for name, k in kernels.items()))
+""")
+
+
+def test_every_mode_runs_one_compiled_version_of_each_kernel_of_its_cycle():
+    """The kernels compiled on first use (no fixed signature) get one version each whatever
+    the modes, robots, passive sets, integer-valued settings and strided state views: a
+    second version would be a compile in the middle of a running controller."""
+    out = subprocess.run([sys.executable, "-c", _ONE_VERSION, str(ARM7)], check=True,
+                         capture_output=True, text=True, timeout=900,
+                         cwd=Path(__file__).parent).stdout.split()
+    counts = {name: int(n) for name, n in (item.split("=") for item in out)}
+    # called from Python every cycle: one version each; the others are called from inside
+    # kernels (compiled into them: no version of their own when those load from the cache)
+    # or by no cycle (a lone rotation's log)
+    called = ("rotation_error_log", "passive_element_forces", "compensation_torques",
+              "map_efforts", "follower_step", "damped_solve_kernel", "task_solve_kernel")
+    assert len(counts) == 10 and all(counts[name] == 1 for name in called), counts
+    assert all(n <= 1 for n in counts.values()), counts

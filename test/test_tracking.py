@@ -337,3 +337,69 @@ def test_passive_rows_yield_to_the_task_only_as_far_as_the_bounds_ask():
         beyond = x[~inside]  # an entry outside moves no further out, nor past its other bound
         assert np.all((beyond >= np.minimum(base, lo)[~inside] - 1e-12)
                       & (beyond <= np.maximum(base, hi)[~inside] + 1e-12))
+
+
+def test_the_compiled_svd_matches_numpy_on_small_matrices_of_any_shape_and_rank():
+    """``small_svd`` (one-sided Jacobi, compiled) against numpy's LAPACK SVD: the same singular
+    values, an exact reconstruction and orthonormal factors, for wide, tall, square, rank
+    deficient and badly scaled matrices."""
+    from underactuated_control.control.task_space import small_svd
+
+    rng = np.random.default_rng(3)
+    for _ in range(500):
+        k, n = rng.integers(1, 10, size=2)
+        A = rng.normal(size=(k, n)) * 10.0 ** rng.uniform(-6, 3)
+        if min(k, n) > 1 and rng.random() < 0.4:  # a repeated row or column: rank deficient
+            if rng.random() < 0.5:
+                A[-1] = A[0]
+            else:
+                A[:, -1] = 2.0 * A[:, 0]
+        U, s, Vt = small_svd(A)
+        scale = np.abs(A).max()
+        assert np.allclose(s, np.linalg.svd(A, compute_uv=False), rtol=0, atol=1e-13 * scale)
+        assert np.all(np.diff(s) <= 0.0)
+        assert np.allclose((U * s) @ Vt, A, rtol=0, atol=1e-13 * scale)
+        kept = s > 1e-12 * s[0]  # the factors of a zero σ are zero (not needed)
+        assert np.allclose(U[:, kept].T @ U[:, kept], np.eye(kept.sum()), atol=1e-12)
+        assert np.allclose(Vt[kept] @ Vt[kept].T, np.eye(kept.sum()), atol=1e-12)
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_the_damped_solve_is_the_closed_form_damped_least_squares(relative):
+    """x = Aᵀ (A Aᵀ + λ² I)⁻¹ b (Nakamura) with λ² = λ_min² + λ_max² (1 − (σ_min/ε)²) below ε,
+    N = I − Aᵀ (A Aᵀ + λ² I)⁻¹ A, from numpy's SVD values and dense solves, for one and two
+    right-hand sides; exact (the pseudo-inverse) above ε without λ_min."""
+    from underactuated_control.control.task_space import _damped_solve
+
+    rng = np.random.default_rng(5)
+    eps, lam_max, lam_min = 0.04, 0.1, 0.01
+    for _ in range(300):
+        k, n = rng.integers(1, 8), rng.integers(2, 9)
+        A = rng.normal(size=(k, n)) * 10.0 ** rng.uniform(-2, 1)
+        if rng.random() < 0.5:  # near singular: the damping acts
+            A[-1] = A[0] + 1e-3 * rng.normal(size=n) * np.abs(A).max()
+        b, c = rng.normal(size=k), rng.normal(size=k)
+        lam_lo = lam_min if rng.random() < 0.5 else 0.0
+        (x, y), N, sigma_min, lam = _damped_solve(A, (b, c), eps, lam_max, lam_lo, relative)
+        s = np.linalg.svd(A, compute_uv=False)
+        unit = s[0] if relative else 1.0
+        lam2 = (unit * lam_lo) ** 2
+        if s[-1] < unit * eps:
+            lam2 += (unit * lam_max) ** 2 * (1.0 - (s[-1] / (unit * eps)) ** 2)
+        assert sigma_min == pytest.approx(s[-1], abs=1e-13 * s[0])
+        assert lam == pytest.approx(np.sqrt(lam2), rel=1e-10, abs=1e-14)
+        if lam2 > 1e-20 or k > n:
+            # (k > n: A Aᵀ is singular; compare on the normal equations' form instead)
+            M = A.T @ A + lam2 * np.eye(n)
+            if lam2 < 1e-20 and np.linalg.cond(M) > 1e10:
+                continue
+            expect_x, expect_y = np.linalg.solve(M, A.T @ b), np.linalg.solve(M, A.T @ c)
+            expect_N = np.eye(n) - np.linalg.solve(M, A.T @ A)
+        else:
+            pinv = np.linalg.pinv(A)
+            expect_x, expect_y, expect_N = pinv @ b, pinv @ c, np.eye(n) - pinv @ A
+        tol = 1e-9 * max(1.0, np.abs(expect_x).max(), np.abs(expect_y).max())
+        assert np.allclose(x, expect_x, atol=tol) and np.allclose(y, expect_y, atol=tol)
+        assert np.allclose(N, expect_N, atol=1e-9)
+        single, *_ = _damped_solve(A, b, eps, lam_max, lam_lo, relative)
+        assert np.array_equal(single, x)  # one right-hand side: the same as in a tuple

@@ -9,10 +9,12 @@ overridden per joint. A free-flying base (floating joint) has no passive force u
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 
 from .model import FLOATING, RobotModel
 
@@ -76,7 +78,6 @@ class PassiveForceModel:
             self._stiffness[dofs] = params.stiffness
             self._rest[dofs] = params.rest_position
             self._scale[dofs] = params.coulomb_velocity_scale
-        self._out = np.zeros(nv)
 
     def without_coulomb(self) -> PassiveForceModel:
         """The same model with no dry friction (damping and springs kept)."""
@@ -100,13 +101,14 @@ class PassiveForceModel:
         """The passive-element force of every DOF (what each joint's damper/spring would apply).
         ``coulomb_velocity`` (default ``v``): the velocity whose smooth sign the Coulomb term
         takes (a controller compensating friction gives the motion it intends)."""
-        qq = np.where(self._stiffness > 0.0, np.asarray(q)[self._q_index], 0.0)
-        v = np.asarray(v, dtype=float)
-        vc = v if coulomb_velocity is None else np.asarray(coulomb_velocity, dtype=float)
-        np.multiply(self._damping, v, out=self._out)
-        self._out += self._coulomb * np.tanh(vc / self._scale)
-        self._out += self._stiffness * (qq - self._rest)
-        return -self._out
+        out = np.empty(self.model.nv)
+        v = np.ascontiguousarray(v, dtype=float)
+        passive_element_forces(np.ascontiguousarray(q, dtype=float), v,
+                               v if coulomb_velocity is None else
+                               np.ascontiguousarray(coulomb_velocity, dtype=float),
+                               self._q_index, self._damping, self._coulomb, self._scale,
+                               self._stiffness, self._rest, out)
+        return out
 
     def __call__(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """T_p for the model's passive DOF, ready for ``hybrid_dynamics(..., tau_passive)``."""
@@ -130,3 +132,14 @@ class PassiveForceModel:
         position of the model above (for compiled loops)."""
         return np.vstack([self._damping, self._coulomb, self._scale, self._stiffness,
                           self._rest])
+
+
+@njit(cache=True, error_model="numpy")  # compiled on first use (C-contiguous float64 in)
+def passive_element_forces(q, v, coulomb_velocity, q_index, damping, coulomb, scale,
+                           stiffness, rest, out):
+    """T = -d v - f_c tanh(v_c / v_s) - k (q - q_rest) of every DOF (the module docstring)
+    into ``out``; q is read only where k > 0 (1-DOF joints)."""
+    for i in range(out.shape[0]):
+        spring = stiffness[i] * (q[q_index[i]] - rest[i]) if stiffness[i] > 0.0 else 0.0
+        out[i] = -(damping[i] * v[i] + coulomb[i] * math.tanh(coulomb_velocity[i] / scale[i])
+                   + spring)

@@ -4,8 +4,8 @@ Conventions (doc/architecture.md §2): a rotation vector ``w`` is axis * angle (
 are (x, y, z, w) as in geometry_msgs and Pinocchio's ``coeffs()``; a pose is (position,
 quaternion) as the 7 configuration numbers of a floating joint; a twist is [linear; angular].
 
-Plain NumPy, no ROS. The compiled kernels that the recursions inline (``quaternion_to_matrix``,
-``axis_angle_matrix``) stay in ``spatial.py``; this module wraps them for Python callers.
+Plain NumPy, no ROS. The compiled kernels (``quaternion_to_matrix``, ``axis_angle_matrix``,
+the SO(3) exp and log) stay in ``spatial.py``; this module wraps them for Python callers.
 """
 
 from __future__ import annotations
@@ -14,7 +14,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .spatial import axis_angle_matrix, matrix_to_quaternion, rpy_to_matrix, skew
+from .spatial import (
+    axis_angle_matrix,
+    matrix_to_quaternion,
+    rotation_error_log,
+    rotation_exp,
+    rotation_log,
+    rpy_to_matrix,
+    skew,
+)
 from .spatial import quaternion_to_matrix as _quaternion_kernel
 
 __all__ = [
@@ -35,10 +43,6 @@ __all__ = [
     "integrate_pose",
 ]
 
-# log(): below this distance from π, the axis comes from the symmetric part of R (the
-# antisymmetric part vanishes at π and its 1/sin(angle) scaling loses digits near it).
-_NEAR_PI = 0.1
-
 
 def cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a × b of two 3-vectors (= skew(a) @ b; np.cross costs ~10x more on tiny arrays)."""
@@ -46,41 +50,41 @@ def cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
                      a[0] * b[1] - a[1] * b[0]])
 
 
+def _vector3(w: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
+    w = np.ascontiguousarray(w, dtype=float)
+    if w.shape != (3,):
+        raise ValueError(f"{name} must be a 3-vector, got shape {w.shape}")
+    return w
+
+
+def _matrix3(R: np.ndarray, name: str) -> np.ndarray:
+    R = np.ascontiguousarray(R, dtype=float)
+    if R.shape != (3, 3):
+        raise ValueError(f"{name} must be a 3x3 matrix, got shape {R.shape}")
+    return R
+
+
 def exp(w: Sequence[float] | np.ndarray) -> np.ndarray:
     """Rotation matrix of the rotation vector ``w`` = θ k (Rodrigues):
-    Exp(w) = I + sin θ K + (1 - cos θ) K², K = k~."""
-    w = np.asarray(w, dtype=float)
-    th = float(np.linalg.norm(w))
-    if th < 1e-12:
-        return np.eye(3) + skew(w)  # first order, exact to O(θ²)
-    K = skew(w / th)
-    return np.eye(3) + np.sin(th) * K + (1 - np.cos(th)) * K @ K
+    Exp(w) = I + sin θ K + (1 - cos θ) K², K = k~ (the compiled ``spatial.rotation_exp``)."""
+    out = np.empty((3, 3))
+    rotation_exp(_vector3(w, "rotation vector"), out)
+    return out
 
 
 def log(R: np.ndarray) -> np.ndarray:
-    """Rotation vector w (|w| in [0, π]) with Exp(w) = R, accurate at 0 and near π."""
-    R = np.asarray(R, dtype=float)
-    cos = np.clip((np.trace(R) - 1.0) / 2.0, -1.0, 1.0)
-    angle = np.arccos(cos)
-    w = np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])  # 2 sin θ a
-    if angle < 1e-9:
-        return 0.5 * w
-    if np.pi - angle < _NEAR_PI:
-        # (R + Rᵀ)/2 - cos θ I = (1 - cos θ) a aᵀ: the axis is its largest column, the sign
-        # that of the antisymmetric part; the angle from both parts (atan2 stays accurate)
-        c = (np.trace(R) - 1.0) / 2.0
-        B = 0.5 * (R + R.T) - c * np.eye(3)
-        k = int(np.argmax(np.diag(B)))
-        axis = B[:, k] / np.linalg.norm(B[:, k])
-        if axis @ w < 0.0:
-            axis = -axis
-        return np.arctan2(0.5 * np.linalg.norm(w), c) * axis
-    return angle / (2.0 * np.sin(angle)) * w
+    """Rotation vector w (|w| in [0, π]) with Exp(w) = R, accurate at 0 and near π (the
+    compiled ``spatial.rotation_log``: near π the axis comes from the symmetric part of R)."""
+    out = np.empty(3)
+    rotation_log(_matrix3(R, "rotation"), out)
+    return out
 
 
 def rotation_error(R_desired: np.ndarray, R: np.ndarray) -> np.ndarray:
     """Rotation vector (axis * angle, root axes) taking R to R_desired: log(R_d Rᵀ)."""
-    return log(R_desired @ R.T)
+    out = np.empty(3)
+    rotation_error_log(_matrix3(R_desired, "desired rotation"), _matrix3(R, "rotation"), out)
+    return out
 
 
 def rotation_angle(R: np.ndarray) -> float:

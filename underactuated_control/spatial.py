@@ -35,6 +35,9 @@ __all__ = [
     "axis_angle_matrix",
     "quaternion_to_matrix",
     "matrix_to_quaternion",
+    "rotation_exp",
+    "rotation_log",
+    "rotation_error_log",
     "spatial_inertia",
     "motion_transform_matrix",
     "xform_motion",
@@ -112,6 +115,73 @@ def quaternion_to_matrix(quat_xyzw: np.ndarray, out: np.ndarray) -> None:
     out[2, 0] = 2.0 * (x * z - y * w)
     out[2, 1] = 2.0 * (y * z + x * w)
     out[2, 2] = 1.0 - 2.0 * (x * x + y * y)
+
+
+# SO(3) exp and log for so3.py's Python callers (one compiled call instead of ~15 NumPy ones):
+# C-contiguous float64 arrays in (so3.py's wrappers make them so: one compiled version, on
+# first use), no fast-math (accuracy near 0 and π: test_so3.py)
+_NEAR_PI = 0.1  # log: below this distance from π, the axis from the symmetric part of R
+
+
+@njit(cache=True, error_model="numpy")
+def rotation_exp(w: np.ndarray, out: np.ndarray) -> None:
+    """Exp(w) = I + sin θ K + (1 - cos θ) K², K = (w/θ)~ (Rodrigues), θ = |w|; I + w~ below
+    θ = 1e-12 (exact to O(θ²)), into ``out``."""
+    th = math.sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2])
+    K = np.zeros((3, 3))
+    scale = 1.0 / th if th >= 1e-12 else 1.0
+    K[0, 1], K[0, 2], K[1, 2] = -w[2] * scale, w[1] * scale, -w[0] * scale
+    K[1, 0], K[2, 0], K[2, 1] = -K[0, 1], -K[0, 2], -K[1, 2]
+    s, c = (math.sin(th), 1.0 - math.cos(th)) if th >= 1e-12 else (1.0, 0.0)
+    for i in range(3):
+        for j in range(3):
+            KK = K[i, 0] * K[0, j] + K[i, 1] * K[1, j] + K[i, 2] * K[2, j]
+            out[i, j] = (1.0 if i == j else 0.0) + s * K[i, j] + c * KK
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _log_into(M: np.ndarray, out: np.ndarray) -> None:
+    """Log(M) of a rotation matrix: |w| in [0, π], accurate at 0 and near π."""
+    trace = M[0, 0] + M[1, 1] + M[2, 2]
+    angle = math.acos(min(max((trace - 1.0) / 2.0, -1.0), 1.0))
+    w0, w1, w2 = M[2, 1] - M[1, 2], M[0, 2] - M[2, 0], M[1, 0] - M[0, 1]  # 2 sin θ a
+    if angle < 1e-9:
+        out[0], out[1], out[2] = 0.5 * w0, 0.5 * w1, 0.5 * w2
+    elif math.pi - angle < _NEAR_PI:
+        # (M + Mᵀ)/2 - cos θ I = (1 - cos θ) a aᵀ: the axis is its largest column, the sign
+        # that of the antisymmetric part; the angle from both parts (atan2 stays accurate)
+        c = (trace - 1.0) / 2.0
+        k = 0
+        for i in range(1, 3):
+            if M[i, i] - c > M[k, k] - c:
+                k = i
+        a0 = 0.5 * (M[0, k] + M[k, 0]) - (c if k == 0 else 0.0)
+        a1 = 0.5 * (M[1, k] + M[k, 1]) - (c if k == 1 else 0.0)
+        a2 = 0.5 * (M[2, k] + M[k, 2]) - (c if k == 2 else 0.0)
+        n = math.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
+        sign = -1.0 if a0 * w0 + a1 * w1 + a2 * w2 < 0.0 else 1.0
+        gain = sign * math.atan2(0.5 * math.sqrt(w0 * w0 + w1 * w1 + w2 * w2), c) / n
+        out[0], out[1], out[2] = gain * a0, gain * a1, gain * a2
+    else:
+        gain = angle / (2.0 * math.sin(angle))
+        out[0], out[1], out[2] = gain * w0, gain * w1, gain * w2
+
+
+@njit(cache=True, error_model="numpy")
+def rotation_log(R: np.ndarray, out: np.ndarray) -> None:
+    """The rotation vector of R (``_log_into``), into ``out``."""
+    _log_into(R, out)
+
+
+@njit(cache=True, error_model="numpy")
+def rotation_error_log(R_desired: np.ndarray, R: np.ndarray, out: np.ndarray) -> None:
+    """Log(R_desired Rᵀ) into ``out``."""
+    M = np.empty((3, 3))
+    for i in range(3):
+        for j in range(3):
+            M[i, j] = R_desired[i, 0] * R[j, 0] + R_desired[i, 1] * R[j, 1] + \
+                R_desired[i, 2] * R[j, 2]
+    _log_into(M, out)
 
 
 def matrix_to_quaternion(R: np.ndarray) -> np.ndarray:

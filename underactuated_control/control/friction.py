@@ -61,10 +61,11 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
+from numba import njit
 
 from ..model import FLOATING, RobotModel
 from ..parameters import ParameterSpec
-from ..passive_forces import JointForceParameters, PassiveForceModel
+from ..passive_forces import JointForceParameters, PassiveForceModel, passive_element_forces
 from .law import LawOutput
 
 __all__ = ["FrictionCompensation"]
@@ -111,7 +112,7 @@ class FrictionCompensation:
                                  ("friction_smoothing_velocity", v_s, 1e-12)):
             if not (np.isfinite(value) and value >= low):
                 raise ValueError(f"{name} must be finite and >= {low:g}, got {value}")
-        self._active = np.asarray(model.active_dofs, dtype=np.int64)
+        self._active = np.array(model.active_dofs, dtype=np.int64)  # writable: a kernel argument
         overrides = {}
         for k, name in enumerate(model.joint_names):
             if model.hinge_type[k] == FLOATING:
@@ -128,15 +129,12 @@ class FrictionCompensation:
         self._feedback_share: np.ndarray | None = None  # on first use (feedback_share)
         self._speed = np.where(np.isfinite(model.velocity_limit) & (model.velocity_limit > 0),
                                model.velocity_limit, np.inf)
-        self._w_viscous = np.zeros(model.nv)
         # nothing to add where the URDF gives no <dynamics> on an active joint
         self.enabled &= bool(np.any(model.damping[self._active] * s_d > 0.0)
                              or np.any(model.friction[self._active] * s_f > 0.0))
-        self._w = np.zeros(model.nv)
-        self._v = np.zeros(model.nv)
         self.period = h
-        self._alpha = np.zeros(model.nv)
         self._v_s = v_s
+        self._none, self._no_brake = np.zeros(0), np.zeros(0, dtype=bool)  # arguments not given
         self._tau = np.zeros(len(self._active))
         self.torque = np.zeros(len(self._active))  # the last compensation added [N·m or N]
 
@@ -176,24 +174,17 @@ class FrictionCompensation:
         intended velocity of the active joints (None: α v, α = min(1, |v|/v_s)), a their
         commanded accelerations (None: 0), h ``damping_compensation_period`` (module
         docstring)."""
-        w, alpha = self._w, self._alpha
-        np.abs(v, out=alpha)
-        alpha /= self._v_s
-        np.minimum(alpha, 1.0, out=alpha)
-        np.multiply(alpha, v, out=w)
-        if intended_velocity is not None:
-            w[self._active] = intended_velocity
-        if braked is not None:
-            w[self._active[braked]] = 0.0
-        viscous = self._v
-        viscous[:] = v
-        if intended_velocity is not None:  # β v + (1 − β) w: the part a late command can carry
-            viscous *= self.feedback_share  # (w within the velocity limits: a far reference's
-            np.clip(w, -self._speed, self._speed, out=self._w_viscous)  # intent is not a speed)
-            viscous += (1.0 - self.feedback_share) * self._w_viscous
-        if acceleration is not None and self.period > 0.0:
-            viscous[self._active] += self.period * np.asarray(acceleration)
-        np.negative(self.forces.all_joints(q, viscous, self._w)[self._active], out=self.torque)
+        f = self.forces
+        intended = intended_velocity is not None
+        compensation_torques(
+            np.ascontiguousarray(q, dtype=float), np.ascontiguousarray(v, dtype=float),
+            np.ascontiguousarray(intended_velocity, dtype=float) if intended else self._none,
+            np.ascontiguousarray(acceleration, dtype=float) if acceleration is not None
+            else self._none,
+            np.ascontiguousarray(braked, dtype=bool) if braked is not None else self._no_brake,
+            intended, acceleration is not None, braked is not None, self._active, self._v_s,
+            self.feedback_share if intended else self._none, self._speed, self.period,
+            f._q_index, f._damping, f._coulomb, f._scale, f._stiffness, f._rest, self.torque)
         return self.torque
 
     def apply(self, q: np.ndarray, v: np.ndarray, out: LawOutput,
@@ -207,3 +198,37 @@ class FrictionCompensation:
                                                  braked), out=self._tau)
         out.tau_active = self._tau
         return None
+
+
+@njit(cache=True, error_model="numpy")  # compiled on first use (C-contiguous float64 in)
+def compensation_torques(q, v, intended_velocity, acceleration, braked, has_intent,
+                         has_acceleration, has_braked, active, v_s, feedback_share, speed,
+                         period, q_index, damping, coulomb, scale, stiffness, rest, torque):
+    """``FrictionCompensation.compensation`` (module docstring) into ``torque`` (active
+    order): w = α v (α = min(1, |v|/v_s)) or the law's intent, 0 where braked; the viscous
+    velocity v, or β v + (1 − β) clip(w, ±v_max) with an intent, + h a; then minus the
+    passive-force model at those velocities."""
+    nv = v.shape[0]
+    w, viscous, forces = np.empty(nv), np.empty(nv), np.empty(nv)
+    for i in range(nv):
+        w[i] = min(abs(v[i]) / v_s, 1.0) * v[i]
+    if has_intent:
+        for a in range(active.shape[0]):
+            w[active[a]] = intended_velocity[a]
+    if has_braked:
+        for a in range(active.shape[0]):
+            if braked[a]:
+                w[active[a]] = 0.0
+    for i in range(nv):
+        if has_intent:  # the part a late command can carry (w within the velocity limits)
+            viscous[i] = v[i] * feedback_share[i] + (1.0 - feedback_share[i]) * min(
+                max(w[i], -speed[i]), speed[i])
+        else:
+            viscous[i] = v[i]
+    if has_acceleration and period > 0.0:
+        for a in range(active.shape[0]):
+            viscous[active[a]] += period * acceleration[a]
+    passive_element_forces(q, viscous, w, q_index, damping, coulomb, scale, stiffness, rest,
+                           forces)
+    for a in range(active.shape[0]):
+        torque[a] = -forces[active[a]]

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from ..dynamics import HybridDynamics, HybridResult
 from ..model import FLOATING, RobotModel
@@ -138,10 +139,8 @@ class EffortMapper:
 
     def map(self, tau_active: np.ndarray) -> np.ndarray:
         """The command (a preallocated array, overwritten by the next call)."""
-        src = self._source
-        self.command[:] = np.where(src >= 0, tau_active[np.maximum(src, 0)], 0.0)
-        np.greater(np.abs(self.command), self.limits, out=self.saturated)
-        np.clip(self.command, -self.limits, self.limits, out=self.command)
+        map_efforts(np.ascontiguousarray(tau_active, dtype=float), self._source, self.limits,
+                    self.command, self.saturated)
         return self.command
 
     def saturated_joints(self) -> list[str]:
@@ -245,3 +244,13 @@ class JointSpaceController:
             self.dynamics.set_velocity(v)
             return self.dynamics.solve(self._qdd, tau_passive)
         return self.dynamics.compute(q, v, self._qdd, tau_passive)
+
+
+@njit(cache=True, error_model="numpy")  # compiled on first use (C-contiguous float64 in)
+def map_efforts(tau_active, source, limits, command, saturated):
+    """``EffortMapper.map``: each commanded joint's effort from the active order (0 for a
+    joint that is not active), ``saturated`` where beyond its limit, then clipped to it."""
+    for i in range(source.shape[0]):
+        tau = tau_active[source[i]] if source[i] >= 0 else 0.0
+        saturated[i] = abs(tau) > limits[i]
+        command[i] = min(max(tau, -limits[i]), limits[i]) if tau == tau else tau  # NaN kept

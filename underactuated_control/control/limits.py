@@ -32,26 +32,57 @@ from ..kinematics import reach
 from ..model import FLOATING, RobotModel
 from ..parameters import ParameterSpec
 from ..passive_forces import PassiveForceModel
-from ..so3 import exp, rotation_error
+from ..spatial import rotation_error_log, rotation_exp
 from .law import LawOutput
 from .task_space import TaskReference
 
 __all__ = ["PoseSetpointFollower", "JointLimitGuard", "ReachCheck", "SafetyLayer",
-           "acceleration_bounds", "clamp_to_bounds"]
+           "acceleration_bounds", "clamp_to_bounds", "follower_step"]
 
 
-def _bounded_step(error: np.ndarray, velocity: np.ndarray, v_max: float, a_max: float,
-                  dt: float) -> np.ndarray:
-    """The acceleration of one step toward ``error`` (see the module docstring)."""
-    distance = float(np.linalg.norm(error))
+@njit(cache=True, inline="always", error_model="numpy")
+def _bounded_step(error, velocity, v_max, a_max, dt, out):
+    """The acceleration of one step (dt > 0) toward ``error`` (see the module docstring),
+    into ``out``."""
+    distance = math.sqrt(error[0] ** 2 + error[1] ** 2 + error[2] ** 2)
     # braking curve; d/dt: never past the goal in one step (exact arrival, any step size)
-    speed = min(v_max, math.sqrt(2.0 * a_max * distance), distance / dt if dt > 0 else 0.0)
-    v_des = error * (speed / distance) if distance > 0.0 else np.zeros(3)
-    dv = v_des - velocity
-    n = float(np.linalg.norm(dv))
-    if n > a_max * dt:
-        dv *= a_max * dt / n
-    return dv / dt if dt > 0 else np.zeros(3)
+    speed = min(v_max, math.sqrt(2.0 * a_max * distance), distance / dt)
+    scale = speed / distance if distance > 0.0 else 0.0
+    for i in range(3):
+        out[i] = error[i] * scale - velocity[i]  # dv = v_des - v
+    n = math.sqrt(out[0] ** 2 + out[1] ** 2 + out[2] ** 2)
+    shrink = a_max * dt / n if n > a_max * dt else 1.0
+    for i in range(3):
+        out[i] = out[i] * shrink / dt
+
+
+# compiled on first use (a task-space mode's first cycle: the node's warm-up), C-contiguous
+# float64 arrays in
+@njit(cache=True, error_model="numpy")
+def follower_step(goal_position, goal_rotation, position, rotation, linear_velocity,
+                  angular_velocity, limits, dt, new_position, new_rotation,
+                  new_linear_velocity, new_angular_velocity, linear_acceleration,
+                  angular_acceleration):
+    """One step (dt > 0) of ``PoseSetpointFollower`` (the module docstring) from the setpoint
+    (position, rotation, velocities) toward the goal; ``limits``: v_max, a_max, w_max,
+    α_max. The new setpoint and its accelerations written."""
+    error = np.empty(3)
+    for i in range(3):
+        error[i] = goal_position[i] - position[i]
+    _bounded_step(error, linear_velocity, limits[0], limits[1], dt, linear_acceleration)
+    rotation_error_log(goal_rotation, rotation, error)
+    _bounded_step(error, angular_velocity, limits[2], limits[3], dt, angular_acceleration)
+    for i in range(3):
+        new_linear_velocity[i] = linear_velocity[i] + linear_acceleration[i] * dt
+        new_angular_velocity[i] = angular_velocity[i] + angular_acceleration[i] * dt
+        new_position[i] = position[i] + new_linear_velocity[i] * dt
+        error[i] = new_angular_velocity[i] * dt
+    turn = np.empty((3, 3))
+    rotation_exp(error, turn)
+    for i in range(3):  # Exp(ω dt) R
+        for j in range(3):
+            new_rotation[i, j] = turn[i, 0] * rotation[0, j] + turn[i, 1] * rotation[1, j] + \
+                turn[i, 2] * rotation[2, j]
 
 
 class PoseSetpointFollower:
@@ -84,14 +115,16 @@ class PoseSetpointFollower:
         v_max, w_max = v_max * speed_scale[0], w_max * speed_scale[1]
         if dt <= 0.0:
             return sp
-        a = _bounded_step(goal.position - sp.position, sp.linear_velocity, v_max, a_max, dt)
-        alpha = _bounded_step(rotation_error(goal.rotation, sp.rotation), sp.angular_velocity,
-                              w_max, al_max, dt)
+        position, rotation = np.empty(3), np.empty((3, 3))
+        linear_velocity, angular_velocity = np.empty(3), np.empty(3)
+        a, alpha = np.empty(3), np.empty(3)
+        follower_step(*(np.ascontiguousarray(x, dtype=float) for x in (
+            goal.position, goal.rotation, sp.position, sp.rotation, sp.linear_velocity,
+            sp.angular_velocity)), np.array([v_max, a_max, w_max, al_max], dtype=float), float(dt),
+            position, rotation, linear_velocity, angular_velocity, a, alpha)
         sp.linear_acceleration, sp.angular_acceleration = a, alpha
-        sp.linear_velocity = sp.linear_velocity + a * dt
-        sp.angular_velocity = sp.angular_velocity + alpha * dt
-        sp.position = sp.position + sp.linear_velocity * dt
-        sp.rotation = exp(sp.angular_velocity * dt) @ sp.rotation
+        sp.linear_velocity, sp.angular_velocity = linear_velocity, angular_velocity
+        sp.position, sp.rotation = position, rotation
         sp.pointing_direction = goal.pointing_direction
         return sp
 

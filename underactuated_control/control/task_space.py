@@ -32,11 +32,13 @@ tool's own axis would only ask the arm for the hand's roll inertia).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numba import njit
 
 from ..jacobians import JacobianWorkspace
 from ..model import FLOATING, RobotModel
@@ -54,6 +56,10 @@ __all__ = ["TaskReference", "TrackingResult", "EndEffectorTracker", "rotation_er
 
 TASKS = ("pose", "position", "orientation", "pointing", "planar")
 WEIGHT_SCALES = ("relative", "absolute")  # passive_weight_scale
+# S of the tasks whose rows do not depend on the pose (planar: x, y of the frame origin in root
+# axes, for robots whose joint axes are all vertical)
+_FIXED_ROWS = {"pose": np.eye(6), "position": np.eye(6)[:3].copy(),
+               "planar": np.eye(6)[:2].copy(), "orientation": np.eye(6)[3:].copy()}
 _UNSEEN = 1e-9  # a passive DOF's task column below this (relative): it does not move the frame
 
 
@@ -225,14 +231,9 @@ class EndEffectorTracker:
         return target
 
     def _task_rows(self, R: np.ndarray) -> np.ndarray:
-        if self.task == "pose":
-            return np.eye(6)
-        if self.task == "position":
-            return np.eye(6)[:3]
-        if self.task == "planar":  # x, y of the frame origin in root axes (all axes along z)
-            return np.eye(6)[:2]
-        if self.task == "orientation":
-            return np.eye(6)[3:]
+        """S: the task's rows of [linear; angular] (C-contiguous, k × 6)."""
+        if self.task in _FIXED_ROWS:
+            return _FIXED_ROWS[self.task]
         u = R @ self.pointing_axis  # pointing: angular accelerations perpendicular to the axis
         e1 = np.cross(u, [1.0, 0.0, 0.0])
         if np.linalg.norm(e1) < 0.1:
@@ -251,39 +252,37 @@ class EndEffectorTracker:
         J_G, J_D = ws.generalized(self.frame, q)  # transforms, (4.6), placements, §6.1
         p, R = ws.frame_placement(self.frame)
         J = ws.frame_jacobian(self.frame)
-        twist = J @ v
         tau_p = self.passive_forces(q, v)
         drift_G, drift_D = ws.drifts(v, tau_p, self.frame)
         if self.passive_trust is not None:  # J_a + J_p Γ J_D = J_G - J_p (I - Γ) J_D (6.10)
             J_G = J_G - (J[:, m.passive_dofs] * (1.0 - self.passive_trust)) @ J_D
 
         e_pos = np.asarray(ref.position, float) - p
-        e_rot = rotation_error(np.asarray(ref.rotation, float), R)
-        a_des = np.empty(6)
-        a_des[:3] = (ref.linear_acceleration + self.kd_position * (ref.linear_velocity - twist[:3])
-                     + self.kp_position * e_pos)
         if self.task == "pointing":
             u = R @ self.pointing_axis
             d = self.pointing_axis if ref.pointing_direction is None else ref.pointing_direction
             d = np.asarray(d, float) / np.linalg.norm(d)
             e_rot = np.cross(u, d)
-        a_des[3:] = (ref.angular_acceleration
-                     + self.kd_orientation * (ref.angular_velocity - twist[3:])
-                     + self.kp_orientation * e_rot)
-
+        else:
+            e_rot = rotation_error(np.asarray(ref.rotation, float), R)
         S = self._task_rows(R)
-        A = S @ J_G
-        b = S @ (a_des - drift_G)
         eps = self.singular_threshold
-        # the velocity the PD drives the frame toward, v_ref + (kp/kd) e, as the joint
-        # velocity that gives it (the joint law's v_ref + kp e / kd, control/friction.py):
-        # solved with the task's accelerations, through the same SVD of S J_G
-        v_des = np.concatenate([
-            ref.linear_velocity + _ratio(self.kp_position, self.kd_position) * e_pos,
-            ref.angular_velocity + _ratio(self.kp_orientation, self.kd_orientation) * e_rot])
-        (x_task, intended), N_task, task_sigma_min, lam = _damped_solve(
-            A, (b, S @ v_des), eps, self.max_damping)
-        if A.shape[0] > A.shape[1]:  # more task rows than actuators: the task's rank falls short
+        # a_des, then S J_G qdd_a = S (a_des - drift_G) (6.10) by damped least squares; with
+        # it, the velocity the PD drives the frame toward, v_ref + (kp/kd) e, as the joint
+        # velocity that gives it (the joint law's v_ref + kp e / kd, control/friction.py),
+        # through the same SVD of S J_G (one compiled call)
+        a_des, X = np.empty(6), np.empty((m.n_active, 2))
+        N_task = np.empty((m.n_active, m.n_active))
+        task_sigma_min, lam = task_solve_kernel(
+            S, np.ascontiguousarray(J), np.ascontiguousarray(v), np.ascontiguousarray(J_G),
+            np.ascontiguousarray(drift_G), e_pos, e_rot,
+            *(np.ascontiguousarray(x, float) for x in (ref.linear_velocity, ref.linear_acceleration,
+                                            ref.angular_velocity, ref.angular_acceleration)),
+            np.array([self.kp_position, self.kd_position, self.kp_orientation,
+                      self.kd_orientation], dtype=float), float(eps), float(self.max_damping),
+            a_des, X, N_task)
+        x_task, intended = X[:, 0], X[:, 1]
+        if S.shape[0] > m.n_active:  # more task rows than actuators: the rank falls short
             task_sigma_min = 0.0
         qdd_a = x_task
         N = N_task
@@ -297,6 +296,7 @@ class EndEffectorTracker:
             J_Dh, drift_Dh = J_D[rows], drift_D[rows]
             w = np.sqrt(self.passive_weight)
             if self.redundancy == "stacked":  # (7.1): one weighted least-squares solve
+                A, b = S @ J_G, S @ (a_des - drift_G)
                 if self.passive_weight_scale == "relative":  # w 1: as strong as the task
                     w *= _ratio(_largest_singular_value(A), _largest_singular_value(J_Dh))
                 qdd_a, N, _, lam = _damped_solve(np.vstack([A, w * J_Dh]),
@@ -366,19 +366,170 @@ def _damped_solve(A: np.ndarray, b: np.ndarray | tuple[np.ndarray, ...], eps: fl
     solve of A/σ_max, b/σ_max: the same whatever the scale of A).
     ``b``: one right-hand side, or a tuple of them solved with the same SVD and damping (x
     then a tuple, each as the single solve would give it).
-    Returns x, the matching smooth null-space projector I - A^+ A, σ_min and λ."""
-    U, sigma, Vt = np.linalg.svd(A, full_matrices=False)
-    sigma_min = float(sigma[-1]) if sigma.size else 0.0
-    if relative and sigma.size and sigma[0] > 0.0:
-        eps, max_damping, min_damping = (float(sigma[0]) * x
-                                         for x in (eps, max_damping, min_damping))
+    Returns x, the matching smooth null-space projector I - A^+ A, σ_min and λ
+    (compiled: ``damped_solve_kernel``)."""
+    rows, n = A.shape
+    several = isinstance(b, tuple)
+    rhs = b if several else (b,)
+    if rows == 0:  # no row: x = 0, N = I; σ_min 0 (below any ε > 0)
+        lam = math.sqrt(min_damping**2 + (max_damping**2 if eps > 0.0 else 0.0))
+        x = tuple(np.zeros(n) for _ in rhs)
+        return (x if several else x[0]), np.eye(n), 0.0, lam
+    B = np.empty((rows, len(rhs)))
+    for i, column in enumerate(rhs):
+        B[:, i] = column
+    X, N = np.empty((n, len(rhs))), np.empty((n, n))
+    sigma_min, lam = damped_solve_kernel(np.ascontiguousarray(A, dtype=np.float64), B,
+                                         float(eps), float(max_damping), float(min_damping),
+                                         bool(relative), X, N)
+    x = tuple(X[:, i] for i in range(len(rhs)))
+    return (x if several else x[0]), N, sigma_min, lam
+
+
+@njit(cache=True, error_model="numpy")
+def small_svd(A):
+    """The thin SVD A = U diag(σ) Vᵀ of a small matrix (k × n), σ descending, as
+    ``np.linalg.svd(A, full_matrices=False)`` (numba's needs SciPy's LAPACK): one-sided Jacobi
+    (Hestenes; Demmel & Veselić 1992) on the tall one of A, Aᵀ, whose columns are rotated
+    until pairwise orthogonal to 1e-15; the column norms are then σ. Columns of U (k ≤ n)
+    or rows of Vᵀ (k > n) of a zero σ are zero."""
+    k, n = A.shape
+    tall = k > n
+    m, p = (k, n) if tall else (n, k)
+    W = np.empty((m, p))  # the tall matrix, rotated: M V = W
+    for i in range(m):
+        for j in range(p):
+            W[i, j] = A[i, j] if tall else A[j, i]
+    V = np.eye(p)
+    for _ in range(60):
+        rotated = False
+        for i in range(p - 1):
+            for j in range(i + 1, p):
+                alpha, beta, gamma = 0.0, 0.0, 0.0
+                for r in range(m):
+                    alpha += W[r, i] * W[r, i]
+                    beta += W[r, j] * W[r, j]
+                    gamma += W[r, i] * W[r, j]
+                if abs(gamma) <= 1e-15 * math.sqrt(alpha * beta):
+                    continue
+                rotated = True
+                zeta = (beta - alpha) / (2.0 * gamma)
+                t = (1.0 if zeta >= 0.0 else -1.0) / (abs(zeta) + math.sqrt(1.0 + zeta * zeta))
+                c = 1.0 / math.sqrt(1.0 + t * t)
+                s = c * t
+                for r in range(m):
+                    wi, wj = W[r, i], W[r, j]
+                    W[r, i], W[r, j] = c * wi - s * wj, s * wi + c * wj
+                for r in range(p):
+                    vi, vj = V[r, i], V[r, j]
+                    V[r, i], V[r, j] = c * vi - s * vj, s * vi + c * vj
+        if not rotated:
+            break
+    sigma = np.empty(p)
+    for j in range(p):
+        sigma[j] = math.sqrt(np.sum(W[:, j] ** 2))
+    order = np.argsort(-sigma)
+    U, Vt = (np.zeros((k, p)), np.empty((p, n))) if tall else (np.empty((k, p)), np.zeros((p, n)))
+    out = np.empty(p)
+    for a in range(p):  # M = W Σ Vᵀ: A = W Σ Vᵀ (tall) or A = V Σ Wᵀ
+        j = order[a]
+        out[a] = sigma[j]
+        scale = 1.0 / sigma[j] if sigma[j] > 0.0 else 0.0
+        for r in range(m):
+            if tall:
+                U[r, a] = W[r, j] * scale
+            else:
+                Vt[a, r] = W[r, j] * scale
+        for r in range(p):
+            if tall:
+                Vt[a, r] = V[r, j]
+            else:
+                U[r, a] = V[r, j]
+    return U, out, Vt
+
+
+# The kernels below compile on first use (~8 s on a fresh cache, the node's warm-up of a
+# task-space mode), not at import: a joint-mode launch does not wait for them. Their callers
+# pass C-contiguous float64 arrays and Python floats and bools (one compiled version each).
+@njit(cache=True, inline="always", error_model="numpy")
+def _damped_into(A, B, eps, max_damping, min_damping, relative, X, N):
+    """The body of ``damped_solve_kernel`` (inlined in ``task_solve_kernel``)."""
+    U, sigma, Vt = small_svd(A)
+    r, n, k = sigma.shape[0], A.shape[1], A.shape[0]
+    sigma_min = sigma[r - 1]
+    if relative and sigma[0] > 0.0:  # in units of σ_max (the SVD's first)
+        eps, max_damping, min_damping = sigma[0] * eps, sigma[0] * max_damping, \
+            sigma[0] * min_damping
     lam2 = min_damping**2
     if sigma_min < eps:
         lam2 += max_damping**2 * (1.0 - (sigma_min / eps) ** 2)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        gain = np.where(sigma > 1e-12 * max(1.0, sigma.max(initial=0.0)),
-                        sigma / (sigma**2 + lam2), 0.0)
-    x = tuple(Vt.T @ (gain * (U.T @ rhs)) for rhs in b) if isinstance(b, tuple) else \
-        Vt.T @ (gain * (U.T @ b))
-    N = np.eye(A.shape[1]) - Vt.T @ ((gain * sigma)[:, None] * Vt)
-    return x, N, sigma_min, float(np.sqrt(lam2))
+    floor = 1e-12 * max(1.0, sigma[0])
+    gain = np.zeros(r)  # σ / (σ² + λ²), 0 for a vanishing σ
+    for i in range(r):
+        if sigma[i] > floor:
+            gain[i] = sigma[i] / (sigma[i] ** 2 + lam2)
+    projected = np.empty(r)
+    for c in range(B.shape[1]):  # x = V diag(gain) Uᵀ b
+        for i in range(r):
+            acc = 0.0
+            for j in range(k):
+                acc += U[j, i] * B[j, c]
+            projected[i] = gain[i] * acc
+        for a in range(n):
+            acc = 0.0
+            for i in range(r):
+                acc += Vt[i, a] * projected[i]
+            X[a, c] = acc
+    for a in range(n):  # N = I - V diag(gain σ) Vᵀ
+        for b in range(n):
+            acc = 0.0
+            for i in range(r):
+                acc += Vt[i, a] * (gain[i] * sigma[i]) * Vt[i, b]
+            N[a, b] = (1.0 if a == b else 0.0) - acc
+    return sigma_min, math.sqrt(lam2)
+
+
+
+@njit(cache=True, error_model="numpy")
+def damped_solve_kernel(A, B, eps, max_damping, min_damping, relative, X, N):
+    """``_damped_solve`` of A (k × n, k ≥ 1) for the columns of B (k × m): X (n × m) and
+    N (n × n) written; returns (σ_min, λ)."""
+    return _damped_into(A, B, eps, max_damping, min_damping, relative, X, N)
+
+@njit(cache=True, error_model="numpy")
+def task_solve_kernel(S, J, v, J_G, drift_G, e_pos, e_rot, linear_velocity,
+                      linear_acceleration, angular_velocity, angular_acceleration, gains, eps,
+                      max_damping, a_des, X, N):
+    """Steps 2-3 of the module docstring for the task rows S (k × 6): the frame's twist J v,
+    a_des = a_ref + kd (v_ref - twist) + kp e ([linear; angular], ``gains`` kp, kd of
+    position then orientation), and the damped solve (``_damped_solve``) of
+    S J_G x = [S (a_des - drift_G), S v_des] (6.10) with v_des = v_ref + (kp/kd) e (the
+    intended velocity's target): X[:, 0] = qdd_a, X[:, 1] = the intended joint velocity.
+    a_des, X, N written; returns (σ_min, λ)."""
+    k, na = S.shape[0], J_G.shape[1]
+    kp_p, kd_p, kp_o, kd_o = gains[0], gains[1], gains[2], gains[3]
+    ratio_p = kp_p / kd_p if kd_p > 0.0 else 0.0
+    ratio_o = kp_o / kd_o if kd_o > 0.0 else 0.0
+    v_des = np.empty(6)
+    for i in range(6):
+        twist = 0.0
+        for j in range(v.shape[0]):
+            twist += J[i, j] * v[j]
+        if i < 3:
+            a_des[i] = linear_acceleration[i] + kd_p * (linear_velocity[i] - twist) + \
+                kp_p * e_pos[i]
+            v_des[i] = linear_velocity[i] + ratio_p * e_pos[i]
+        else:
+            a_des[i] = angular_acceleration[i - 3] + kd_o * (angular_velocity[i - 3] - twist) \
+                + kp_o * e_rot[i - 3]
+            v_des[i] = angular_velocity[i - 3] + ratio_o * e_rot[i - 3]
+    A = np.zeros((k, na))
+    B = np.zeros((k, 2))
+    for r in range(k):
+        for c in range(6):
+            if S[r, c] != 0.0:
+                for j in range(na):
+                    A[r, j] += S[r, c] * J_G[c, j]
+                B[r, 0] += S[r, c] * (a_des[c] - drift_G[c])
+                B[r, 1] += S[r, c] * v_des[c]
+    return _damped_into(A, B, eps, max_damping, 0.0, False, X, N)
