@@ -288,6 +288,8 @@ _ONE_VERSION = textwrap.dedent("""
                "passive_element_forces": passive_forces.passive_element_forces,
                "compensation_torques": friction.compensation_torques,
                "map_efforts": joint_space.map_efforts, "follower_step": limits.follower_step,
+               "joint_law_step": joint_space.joint_law_step,
+               "braked_joints": limits.braked_joints,
                "damped_solve_kernel": task_space.damped_solve_kernel,
                "task_solve_kernel": task_space.task_solve_kernel,
                "small_svd": task_space.small_svd}
@@ -307,6 +309,7 @@ def test_every_mode_runs_one_compiled_version_of_each_kernel_of_its_cycle():
     # kernels (compiled into them: no version of their own when those load from the cache)
     # or by no cycle (a lone rotation's log)
     called = ("rotation_error_log", "passive_element_forces", "compensation_torques",
-              "map_efforts", "follower_step", "damped_solve_kernel", "task_solve_kernel")
-    assert len(counts) == 10 and all(counts[name] == 1 for name in called), counts
+              "map_efforts", "follower_step", "damped_solve_kernel", "task_solve_kernel",
+              "joint_law_step", "braked_joints")
+    assert len(counts) == 12 and all(counts[name] == 1 for name in called), counts
     assert all(n <= 1 for n in counts.values()), counts

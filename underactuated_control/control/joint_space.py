@@ -183,9 +183,10 @@ class JointSpaceController:
                                    for n in model.active_joints], dtype=np.int64)
         na = model.n_active
         self._qdd = np.zeros(na)
-        self._error = np.zeros(na)
         self.integral = np.zeros(na)  # the integral term ki ∫e dt [rad/s²], within ±i_clamp
         self.intended_velocity = np.zeros(na)  # v_ref + (kp e + ki ∫e) / kd
+        self._active_dofs = np.array(model.active_dofs, dtype=np.int64)  # writable: a kernel's
+        self._everywhere = np.ones(na, dtype=bool)  # integrate=None: every joint may integrate
 
     def set_integral(self, ki: float | np.ndarray, i_clamp: float | np.ndarray) -> None:
         """ki [1/s³] and the clamp of the integral term [rad/s²]: one value or one per active
@@ -196,7 +197,8 @@ class JointSpaceController:
             raise ValueError(f"ki must be finite and >= 0, got {ki_arr.tolist()}")
         if np.any(np.isnan(clamp)) or np.any(clamp < 0):
             raise ValueError(f"i_clamp must be >= 0, got {clamp.tolist()}")
-        self.ki, self.i_clamp = ki_arr, clamp
+        self.ki = np.ascontiguousarray(ki_arr, dtype=float)
+        self.i_clamp = np.ascontiguousarray(clamp, dtype=float)
 
     def reset_integral(self) -> None:
         self.integral[:] = 0.0
@@ -209,7 +211,7 @@ class JointSpaceController:
             if not np.all(np.isfinite(arr)) or np.any(arr < 0):
                 raise ValueError(f"{name} must be finite and >= 0, got {arr.tolist()}")
             gains.append(arr)
-        self.kp, self.kd = gains
+        self.kp, self.kd = (np.ascontiguousarray(g, dtype=float) for g in gains)
 
     def active_positions(self, q: np.ndarray) -> np.ndarray:
         return q[self._active_q]
@@ -221,24 +223,15 @@ class JointSpaceController:
         ``configured``: the workspace already holds (4.6) for ``q`` (e.g. from J_G). ``dt`` [s]:
         the time since the last call, over which the integral advances by ki e dt on the
         joints ``integrate`` allows (bool per active joint; None: all)."""
-        a = self.model.active_dofs
-        np.subtract(ref.position, q[self._active_q], out=self._error)
-        if dt > 0.0 and np.any(self.ki > 0.0):
-            step = self.ki * self._error * dt
-            if integrate is not None:
-                step[~integrate] = 0.0
-            self.integral += step
-            np.clip(self.integral, -self.i_clamp, self.i_clamp, out=self.integral)
-        np.multiply(self.kp, self._error, out=self._qdd)
-        self._qdd += self.integral
-        # the velocity the damping term drives toward (qdd = qdd_ref + kd (w - v)); kd 0: the
-        # sign of the pull, as a velocity far beyond any smoothing scale
-        pull = self._qdd
-        self.intended_velocity[:] = np.where(self.kd > 0.0, pull / np.where(
-            self.kd > 0.0, self.kd, 1.0), np.sign(pull) * 1e6)
-        self.intended_velocity += ref.velocity
-        self._qdd += self.kd * (ref.velocity - v[a])
-        self._qdd += ref.acceleration
+        q = np.ascontiguousarray(q, dtype=float)
+        v = np.ascontiguousarray(v, dtype=float)
+        joint_law_step(q, v, self._active_q, self._active_dofs,
+                       *(np.ascontiguousarray(x, dtype=float)
+                         for x in (ref.position, ref.velocity, ref.acceleration)),
+                       self.kp, self.kd, self.ki, self.i_clamp, float(dt),
+                       self._everywhere if integrate is None
+                       else np.ascontiguousarray(integrate, dtype=bool),
+                       self.integral, self.intended_velocity, self._qdd)
         tau_passive = self.passive_forces(q, v)
         if configured:
             self.dynamics.set_velocity(v)
@@ -254,3 +247,28 @@ def map_efforts(tau_active, source, limits, command, saturated):
         tau = tau_active[source[i]] if source[i] >= 0 else 0.0
         saturated[i] = abs(tau) > limits[i]
         command[i] = min(max(tau, -limits[i]), limits[i]) if tau == tau else tau  # NaN kept
+
+
+@njit(cache=True, error_model="numpy")  # compiled on first use (C-contiguous float64 in)
+def joint_law_step(q, v, active_q, active_dofs, position, velocity, acceleration, kp, kd, ki,
+                   i_clamp, dt, integrate, integral, intended, qdd):
+    """``JointSpaceController.compute``'s law (its docstring) into ``integral``,
+    ``intended`` and ``qdd``: e = q_ref − q; with dt > 0 and some ki > 0 the integral
+    advances by ki e dt where ``integrate`` allows and stays within ±i_clamp; the intended
+    velocity v_ref + (kp e + ki ∫e)/kd (kd 0: the pull's sign × 1e6); qdd_a = kp e + ki ∫e +
+    kd (v_ref − v) + qdd_ref."""
+    n = active_q.shape[0]
+    any_ki = False
+    for i in range(n):
+        any_ki = any_ki or ki[i] > 0.0
+    for i in range(n):
+        e = position[i] - q[active_q[i]]
+        if dt > 0.0 and any_ki:
+            step = ki[i] * e * dt if integrate[i] else 0.0
+            integral[i] = min(max(integral[i] + step, -i_clamp[i]), i_clamp[i])
+        pull = kp[i] * e + integral[i]
+        if kd[i] > 0.0:
+            intended[i] = pull / kd[i] + velocity[i]
+        else:  # the pull's sign, as a velocity far beyond any smoothing scale
+            intended[i] = (1e6 if pull > 0.0 else -1e6 if pull < 0.0 else 0.0) + velocity[i]
+        qdd[i] = pull + kd[i] * (velocity[i] - v[active_dofs[i]]) + acceleration[i]

@@ -305,7 +305,7 @@ class SafetyLayer:
         self._forward = shared.hybrid("passive")  # forward dynamics (ABA)
         self._hybrid = shared.hybrid("model")  # section 5 with the model's passive set
         self.passive_forces = PassiveForceModel(model)
-        self._a = np.asarray(model.active_dofs, dtype=np.int64)
+        self._a = np.array(model.active_dofs, dtype=np.int64)  # writable: a kernel's
         self._p = np.asarray(model.passive_dofs, dtype=np.int64)
         self._tau = np.zeros(model.nv)
         self._qdd_a = np.zeros(len(self._a))
@@ -321,7 +321,6 @@ class SafetyLayer:
         # the active joints' accelerations the last apply's command implies (the forward
         # dynamics, bounded when it overrode; None when it did not run)
         self.acceleration: np.ndarray | None = None
-        self._brake_av = np.zeros(len(self._a))
         self._braked = np.zeros(len(self._a), dtype=bool)
         self.limited_joints: list[str] = []
 
@@ -382,10 +381,9 @@ class SafetyLayer:
     def braked(self, v: np.ndarray) -> np.ndarray:
         """The active joints the last apply's command slows down where a bound bit or beyond
         their speed bound: their dry friction helps."""
-        va = np.asarray(v)[self._a]
-        np.multiply(self._qdd_a, va, out=self._brake_av)
-        np.less(self._brake_av, 0.0, out=self._braked)
-        self._braked &= self.guard.active | (np.abs(va) > self.guard.speed)
+        braked_joints(np.ascontiguousarray(v, dtype=float), self._a, self._qdd_a,
+                      self.guard.active, np.ascontiguousarray(self.guard.speed, dtype=float),
+                      self._braked)
         return self._braked
 
     def _within_effort(self, q: np.ndarray, v: np.ndarray, tau_p: np.ndarray) -> None:
@@ -408,3 +406,12 @@ class SafetyLayer:
         self._tau_out[:] = tau_s + alpha * d
         self._qdd_p_out[:] = qdd_p_s + alpha * (self._qdd_p_out - qdd_p_s)
         self._qdd_a[:] = qdd_s + alpha * (self._qdd_a - qdd_s)
+
+
+@njit(cache=True, error_model="numpy")  # compiled on first use (C-contiguous arrays in)
+def braked_joints(v, dofs, qdd, limited, speed, out):
+    """``SafetyLayer.braked`` into ``out``: the active joints whose commanded acceleration
+    opposes their velocity where a bound bit (``limited``) or beyond their speed bound."""
+    for i in range(dofs.shape[0]):
+        va = v[dofs[i]]
+        out[i] = qdd[i] * va < 0.0 and (limited[i] or abs(va) > speed[i])
