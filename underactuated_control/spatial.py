@@ -38,6 +38,7 @@ __all__ = [
     "rotation_exp",
     "rotation_log",
     "rotation_error_log",
+    "jacobi_svd",
     "spatial_inertia",
     "motion_transform_matrix",
     "xform_motion",
@@ -117,10 +118,10 @@ def quaternion_to_matrix(quat_xyzw: np.ndarray, out: np.ndarray) -> None:
     out[2, 2] = 1.0 - 2.0 * (x * x + y * y)
 
 
-# SO(3) exp and log for so3.py's Python callers (one compiled call instead of ~15 NumPy ones):
-# C-contiguous float64 arrays in (so3.py's wrappers make them so: one compiled version, on
-# first use), no fast-math (accuracy near 0 and π: test_so3.py)
-_NEAR_PI = 0.1  # log: below this distance from π, the axis from the symmetric part of R
+# SO(3) exp and log, for so3.py's Python callers (one compiled call instead of ~15 NumPy ones)
+# and the resolver's kernels; from Python, C-contiguous float64 arrays in (so3.py's wrappers
+# make them so: one compiled version, on first use). The one-sided Jacobi SVD of the resolver
+# and the task law.
 
 
 @njit(cache=True, error_model="numpy")
@@ -139,38 +140,75 @@ def rotation_exp(w: np.ndarray, out: np.ndarray) -> None:
             out[i, j] = (1.0 if i == j else 0.0) + s * K[i, j] + c * KK
 
 
-@njit(cache=True, inline="always", error_model="numpy")
-def _log_into(M: np.ndarray, out: np.ndarray) -> None:
-    """Log(M) of a rotation matrix: |w| in [0, π], accurate at 0 and near π."""
-    trace = M[0, 0] + M[1, 1] + M[2, 2]
-    angle = math.acos(min(max((trace - 1.0) / 2.0, -1.0), 1.0))
-    w0, w1, w2 = M[2, 1] - M[1, 2], M[0, 2] - M[2, 0], M[1, 0] - M[0, 1]  # 2 sin θ a
+@njit(cache=True, error_model="numpy", fastmath=FAST)
+def rotation_log(R, out):
+    """Rotation vector of R (accurate at 0 and near π), into ``out``."""
+    w0, w1, w2 = R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]  # 2 sin θ a
+    cos = 0.5 * (R[0, 0] + R[1, 1] + R[2, 2] - 1.0)
+    sin = 0.5 * math.sqrt(w0 * w0 + w1 * w1 + w2 * w2)
+    angle = math.atan2(sin, cos)
     if angle < 1e-9:
         out[0], out[1], out[2] = 0.5 * w0, 0.5 * w1, 0.5 * w2
-    elif math.pi - angle < _NEAR_PI:
-        # (M + Mᵀ)/2 - cos θ I = (1 - cos θ) a aᵀ: the axis is its largest column, the sign
-        # that of the antisymmetric part; the angle from both parts (atan2 stays accurate)
-        c = (trace - 1.0) / 2.0
-        k = 0
-        for i in range(1, 3):
-            if M[i, i] - c > M[k, k] - c:
-                k = i
-        a0 = 0.5 * (M[0, k] + M[k, 0]) - (c if k == 0 else 0.0)
-        a1 = 0.5 * (M[1, k] + M[k, 1]) - (c if k == 1 else 0.0)
-        a2 = 0.5 * (M[2, k] + M[k, 2]) - (c if k == 2 else 0.0)
-        n = math.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
-        sign = -1.0 if a0 * w0 + a1 * w1 + a2 * w2 < 0.0 else 1.0
-        gain = sign * math.atan2(0.5 * math.sqrt(w0 * w0 + w1 * w1 + w2 * w2), c) / n
-        out[0], out[1], out[2] = gain * a0, gain * a1, gain * a2
+    elif math.pi - angle < 0.1:  # (R + Rᵀ)/2 - cos θ I = (1 - cos θ) a aᵀ
+        k, best = 0, -1e300
+        for i in range(3):
+            if R[i, i] - cos > best:
+                k, best = i, R[i, i] - cos
+        n2 = 0.0
+        for i in range(3):
+            b = 0.5 * (R[i, k] + R[k, i]) - (cos if i == k else 0.0)
+            out[i] = b
+            n2 += b * b
+        n = math.sqrt(n2)
+        sign = 1.0 if out[0] * w0 + out[1] * w1 + out[2] * w2 >= 0.0 else -1.0
+        for i in range(3):
+            out[i] *= sign * angle / n
     else:
-        gain = angle / (2.0 * math.sin(angle))
-        out[0], out[1], out[2] = gain * w0, gain * w1, gain * w2
+        f = angle / (2.0 * math.sin(angle))
+        out[0], out[1], out[2] = f * w0, f * w1, f * w2
 
 
-@njit(cache=True, error_model="numpy")
-def rotation_log(R: np.ndarray, out: np.ndarray) -> None:
-    """The rotation vector of R (``_log_into``), into ``out``."""
-    _log_into(R, out)
+@njit(cache=True, error_model="numpy", fastmath=FAST)
+def jacobi_svd(B, V):
+    """One-sided Jacobi SVD (Hestenes): rotates the columns of B (m x n) until they are
+    orthogonal, so that B_in V = B_out with V orthogonal; the singular values are the column
+    norms of B_out (accurate also for the tiny ones that decide a rank). No LAPACK needed."""
+    m, n = B.shape
+    V[:] = 0.0
+    for i in range(n):
+        V[i, i] = 1.0
+    frob = 0.0
+    for i in range(m):
+        for j in range(n):
+            frob += B[i, j] * B[i, j]
+    tiny = 1e-30 * frob  # a column this small is zero to working precision: not rotated
+    for _ in range(60):
+        off = 0.0
+        for p in range(n - 1):
+            for r in range(p + 1, n):
+                alpha, beta, gamma = 0.0, 0.0, 0.0
+                for i in range(m):
+                    alpha += B[i, p] * B[i, p]
+                    beta += B[i, r] * B[i, r]
+                    gamma += B[i, p] * B[i, r]
+                if gamma == 0.0 or alpha <= tiny or beta <= tiny:
+                    continue
+                rel = abs(gamma) / math.sqrt(alpha * beta)
+                if rel <= 1e-15:
+                    continue
+                off = max(off, rel)
+                zeta = (beta - alpha) / (2.0 * gamma)
+                t = (1.0 if zeta >= 0.0 else -1.0) / (abs(zeta) + math.sqrt(1.0 + zeta * zeta))
+                cs = 1.0 / math.sqrt(1.0 + t * t)
+                sn = cs * t
+                for i in range(m):
+                    bp, bq = B[i, p], B[i, r]
+                    B[i, p], B[i, r] = cs * bp - sn * bq, sn * bp + cs * bq
+                for i in range(n):
+                    vp, vq = V[i, p], V[i, r]
+                    V[i, p], V[i, r] = cs * vp - sn * vq, sn * vp + cs * vq
+        if off <= 1e-15:
+            break
 
 
 @njit(cache=True, error_model="numpy")
@@ -181,7 +219,7 @@ def rotation_error_log(R_desired: np.ndarray, R: np.ndarray, out: np.ndarray) ->
         for j in range(3):
             M[i, j] = R_desired[i, 0] * R[j, 0] + R_desired[i, 1] * R[j, 1] + \
                 R_desired[i, 2] * R[j, 2]
-    _log_into(M, out)
+    rotation_log(M, out)
 
 
 def matrix_to_quaternion(R: np.ndarray) -> np.ndarray:

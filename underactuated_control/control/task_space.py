@@ -47,6 +47,7 @@ from ..so3 import (
     quaternion_to_matrix,
     rotation_error,  # re-exported: control.task_space.rotation_error
 )
+from ..spatial import jacobi_svd
 
 if TYPE_CHECKING:
     from .limits import JointLimitGuard
@@ -389,10 +390,9 @@ def _damped_solve(A: np.ndarray, b: np.ndarray | tuple[np.ndarray, ...], eps: fl
 @njit(cache=True, error_model="numpy")
 def small_svd(A):
     """The thin SVD A = U diag(σ) Vᵀ of a small matrix (k × n), σ descending, as
-    ``np.linalg.svd(A, full_matrices=False)`` (numba's needs SciPy's LAPACK): one-sided Jacobi
-    (Hestenes; Demmel & Veselić 1992) on the tall one of A, Aᵀ, whose columns are rotated
-    until pairwise orthogonal to 1e-15; the column norms are then σ. Columns of U (k ≤ n)
-    or rows of Vᵀ (k > n) of a zero σ are zero."""
+    ``np.linalg.svd(A, full_matrices=False)`` (numba's needs SciPy's LAPACK): the one-sided
+    Jacobi SVD (``spatial.jacobi_svd``, Hestenes) of the tall one of A, Aᵀ; the rotated
+    columns' norms are σ. Columns of U (k ≤ n) or rows of Vᵀ (k > n) of a zero σ are zero."""
     k, n = A.shape
     tall = k > n
     m, p = (k, n) if tall else (n, k)
@@ -400,31 +400,8 @@ def small_svd(A):
     for i in range(m):
         for j in range(p):
             W[i, j] = A[i, j] if tall else A[j, i]
-    V = np.eye(p)
-    for _ in range(60):
-        rotated = False
-        for i in range(p - 1):
-            for j in range(i + 1, p):
-                alpha, beta, gamma = 0.0, 0.0, 0.0
-                for r in range(m):
-                    alpha += W[r, i] * W[r, i]
-                    beta += W[r, j] * W[r, j]
-                    gamma += W[r, i] * W[r, j]
-                if abs(gamma) <= 1e-15 * math.sqrt(alpha * beta):
-                    continue
-                rotated = True
-                zeta = (beta - alpha) / (2.0 * gamma)
-                t = (1.0 if zeta >= 0.0 else -1.0) / (abs(zeta) + math.sqrt(1.0 + zeta * zeta))
-                c = 1.0 / math.sqrt(1.0 + t * t)
-                s = c * t
-                for r in range(m):
-                    wi, wj = W[r, i], W[r, j]
-                    W[r, i], W[r, j] = c * wi - s * wj, s * wi + c * wj
-                for r in range(p):
-                    vi, vj = V[r, i], V[r, j]
-                    V[r, i], V[r, j] = c * vi - s * vj, s * vi + c * vj
-        if not rotated:
-            break
+    V = np.empty((p, p))
+    jacobi_svd(W, V)  # M V = W, W's columns orthogonal
     sigma = np.empty(p)
     for j in range(p):
         sigma[j] = math.sqrt(np.sum(W[:, j] ** 2))

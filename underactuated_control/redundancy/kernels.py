@@ -44,7 +44,7 @@ from ..dynamics import OK as DYNAMICS_OK
 from ..dynamics import all_finite, const_views, int_views, joint_transforms, work_views
 from ..jacobians import generalized_jacobian_sweeps
 from ..kinematics import body_placements, frame_jacobian_kernel
-from ..spatial import FAST
+from ..spatial import FAST, jacobi_svd, rotation_log  # (jacobi_svd: re-exported)
 
 __all__ = ["ARM_ANGLE", "ELBOW", "COLLISION", "JOINT_LIMITS", "LOCKING", "OPTIMAL",
            "MANIPULABILITY", "GRAVITY", "LINK_ORIENTATION", "HEADER", "FLOAT_HEADER",
@@ -164,77 +164,6 @@ def _jacobian(parent, S, nv_joint, v_start, E_world, p_world, body, point, J):
         J[:] = 0.0
     else:
         frame_jacobian_kernel(parent, S, nv_joint, v_start, E_world, p_world, body, point, J)
-
-
-@njit(cache=True, error_model="numpy", fastmath=FAST)
-def rotation_log(R, out):
-    """Rotation vector of R (so3.log, accurate at 0 and near π)."""
-    w0, w1, w2 = R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]  # 2 sin θ a
-    cos = 0.5 * (R[0, 0] + R[1, 1] + R[2, 2] - 1.0)
-    sin = 0.5 * math.sqrt(w0 * w0 + w1 * w1 + w2 * w2)
-    angle = math.atan2(sin, cos)
-    if angle < 1e-9:
-        out[0], out[1], out[2] = 0.5 * w0, 0.5 * w1, 0.5 * w2
-    elif math.pi - angle < 0.1:  # (R + Rᵀ)/2 - cos θ I = (1 - cos θ) a aᵀ
-        k, best = 0, -1e300
-        for i in range(3):
-            if R[i, i] - cos > best:
-                k, best = i, R[i, i] - cos
-        n2 = 0.0
-        for i in range(3):
-            b = 0.5 * (R[i, k] + R[k, i]) - (cos if i == k else 0.0)
-            out[i] = b
-            n2 += b * b
-        n = math.sqrt(n2)
-        sign = 1.0 if out[0] * w0 + out[1] * w1 + out[2] * w2 >= 0.0 else -1.0
-        for i in range(3):
-            out[i] *= sign * angle / n
-    else:
-        f = angle / (2.0 * math.sin(angle))
-        out[0], out[1], out[2] = f * w0, f * w1, f * w2
-
-
-@njit(cache=True, error_model="numpy", fastmath=FAST)
-def jacobi_svd(B, V):
-    """One-sided Jacobi SVD (Hestenes): rotates the columns of B (m x n) until they are
-    orthogonal, so that B_in V = B_out with V orthogonal; the singular values are the column
-    norms of B_out (accurate also for the tiny ones that decide a rank). No LAPACK needed."""
-    m, n = B.shape
-    V[:] = 0.0
-    for i in range(n):
-        V[i, i] = 1.0
-    frob = 0.0
-    for i in range(m):
-        for j in range(n):
-            frob += B[i, j] * B[i, j]
-    tiny = 1e-30 * frob  # a column this small is zero to working precision: not rotated
-    for _ in range(60):
-        off = 0.0
-        for p in range(n - 1):
-            for r in range(p + 1, n):
-                alpha, beta, gamma = 0.0, 0.0, 0.0
-                for i in range(m):
-                    alpha += B[i, p] * B[i, p]
-                    beta += B[i, r] * B[i, r]
-                    gamma += B[i, p] * B[i, r]
-                if gamma == 0.0 or alpha <= tiny or beta <= tiny:
-                    continue
-                rel = abs(gamma) / math.sqrt(alpha * beta)
-                if rel <= 1e-15:
-                    continue
-                off = max(off, rel)
-                zeta = (beta - alpha) / (2.0 * gamma)
-                t = (1.0 if zeta >= 0.0 else -1.0) / (abs(zeta) + math.sqrt(1.0 + zeta * zeta))
-                cs = 1.0 / math.sqrt(1.0 + t * t)
-                sn = cs * t
-                for i in range(m):
-                    bp, bq = B[i, p], B[i, r]
-                    B[i, p], B[i, r] = cs * bp - sn * bq, sn * bp + cs * bq
-                for i in range(n):
-                    vp, vq = V[i, p], V[i, r]
-                    V[i, p], V[i, r] = cs * vp - sn * vq, sn * vp + cs * vq
-        if off <= 1e-15:
-            break
 
 
 @njit(cache=True, error_model="numpy", fastmath=FAST)
