@@ -56,11 +56,12 @@ class PassiveForceModel:
             if m.hinge_type[k] == FLOATING and self.overrides[name].stiffness:
                 raise ValueError(f"joint '{name}' is floating: a spring about it is not defined")
         nv = m.nv
-        self._damping = np.zeros(nv)
-        self._coulomb = np.zeros(nv)
-        self._stiffness = np.zeros(nv)
-        self._rest = np.zeros(nv)
-        self._scale = np.full(nv, 1e-2)
+        # one table, rows: damping, Coulomb force, velocity scale, stiffness, rest position
+        # (``coefficients``); the named rows are views of it
+        self._coefficients = np.zeros((5, nv))
+        self._coefficients[2] = 1e-2
+        self._damping, self._coulomb, self._scale, self._stiffness, self._rest = \
+            self._coefficients
         self._q_index = np.zeros(nv, dtype=np.int64)  # configuration index of each 1-DOF joint
         for k, name in enumerate(m.joint_names):
             dofs = m.joint_dofs(name)
@@ -106,9 +107,14 @@ class PassiveForceModel:
         passive_element_forces(np.ascontiguousarray(q, dtype=float), v,
                                v if coulomb_velocity is None else
                                np.ascontiguousarray(coulomb_velocity, dtype=float),
-                               self._q_index, self._damping, self._coulomb, self._scale,
-                               self._stiffness, self._rest, out)
+                               *self.kernel_arguments, out)
         return out
+
+    @property
+    def kernel_arguments(self) -> tuple[np.ndarray, np.ndarray]:
+        """(configuration index per DOF, the (5, nv) coefficient table): what
+        ``passive_element_forces`` takes after q, v and the Coulomb velocity."""
+        return self._q_index, self._coefficients
 
     def __call__(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """T_p for the model's passive DOF, ready for ``hybrid_dynamics(..., tau_passive)``."""
@@ -129,17 +135,16 @@ class PassiveForceModel:
 
     def coefficients(self) -> np.ndarray:
         """(5, nv): per DOF the damping, Coulomb force, velocity scale, stiffness and rest
-        position of the model above (for compiled loops)."""
-        return np.vstack([self._damping, self._coulomb, self._scale, self._stiffness,
-                          self._rest])
+        position of the model above (for compiled loops). A copy."""
+        return self._coefficients.copy()
 
 
 @njit(cache=True, error_model="numpy")  # compiled on first use (C-contiguous float64 in)
-def passive_element_forces(q, v, coulomb_velocity, q_index, damping, coulomb, scale,
-                           stiffness, rest, out):
-    """T = -d v - f_c tanh(v_c / v_s) - k (q - q_rest) of every DOF (the module docstring)
-    into ``out``; q is read only where k > 0 (1-DOF joints)."""
+def passive_element_forces(q, v, coulomb_velocity, q_index, coefficients, out):
+    """T = -d v - f_c tanh(v_c / v_s) - k (q - q_rest) of every DOF (the module docstring;
+    ``coefficients``: rows d, f_c, v_s, k, q_rest) into ``out``; q is read only where k > 0
+    (1-DOF joints, at ``q_index``)."""
+    d, f_c, v_s, k, rest = coefficients
     for i in range(out.shape[0]):
-        spring = stiffness[i] * (q[q_index[i]] - rest[i]) if stiffness[i] > 0.0 else 0.0
-        out[i] = -(damping[i] * v[i] + coulomb[i] * math.tanh(coulomb_velocity[i] / scale[i])
-                   + spring)
+        spring = k[i] * (q[q_index[i]] - rest[i]) if k[i] > 0.0 else 0.0
+        out[i] = -(d[i] * v[i] + f_c[i] * math.tanh(coulomb_velocity[i] / v_s[i]) + spring)

@@ -126,18 +126,15 @@ def quaternion_to_matrix(quat_xyzw: np.ndarray, out: np.ndarray) -> None:
 
 @njit(cache=True, error_model="numpy")
 def rotation_exp(w: np.ndarray, out: np.ndarray) -> None:
-    """Exp(w) = I + sin θ K + (1 - cos θ) K², K = (w/θ)~ (Rodrigues), θ = |w|; I + w~ below
-    θ = 1e-12 (exact to O(θ²)), into ``out``."""
+    """Exp(w): θ = |w| about w/θ (``axis_angle_matrix``, Rodrigues); I + w~ below θ = 1e-12
+    (exact to O(θ²)), into ``out``."""
     th = math.sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2])
-    K = np.zeros((3, 3))
-    scale = 1.0 / th if th >= 1e-12 else 1.0
-    K[0, 1], K[0, 2], K[1, 2] = -w[2] * scale, w[1] * scale, -w[0] * scale
-    K[1, 0], K[2, 0], K[2, 1] = -K[0, 1], -K[0, 2], -K[1, 2]
-    s, c = (math.sin(th), 1.0 - math.cos(th)) if th >= 1e-12 else (1.0, 0.0)
-    for i in range(3):
-        for j in range(3):
-            KK = K[i, 0] * K[0, j] + K[i, 1] * K[1, j] + K[i, 2] * K[2, j]
-            out[i, j] = (1.0 if i == j else 0.0) + s * K[i, j] + c * KK
+    if th >= 1e-12:
+        axis_angle_matrix(w / th, th, out)
+        return
+    out[0, 0], out[0, 1], out[0, 2] = 1.0, -w[2], w[1]
+    out[1, 0], out[1, 1], out[1, 2] = w[2], 1.0, -w[0]
+    out[2, 0], out[2, 1], out[2, 2] = -w[1], w[0], 1.0
 
 
 @njit(cache=True, error_model="numpy", fastmath=FAST)

@@ -174,7 +174,6 @@ class FrictionCompensation:
         intended velocity of the active joints (None: α v, α = min(1, |v|/v_s)), a their
         commanded accelerations (None: 0), h ``damping_compensation_period`` (module
         docstring)."""
-        f = self.forces
         intended = intended_velocity is not None
         compensation_torques(
             np.ascontiguousarray(q, dtype=float), np.ascontiguousarray(v, dtype=float),
@@ -184,7 +183,7 @@ class FrictionCompensation:
             np.ascontiguousarray(braked, dtype=bool) if braked is not None else self._no_brake,
             intended, acceleration is not None, braked is not None, self._active, self._v_s,
             self.feedback_share if intended else self._none, self._speed, self.period,
-            f._q_index, f._damping, f._coulomb, f._scale, f._stiffness, f._rest, self.torque)
+            *self.forces.kernel_arguments, self.torque)
         return self.torque
 
     def apply(self, q: np.ndarray, v: np.ndarray, out: LawOutput,
@@ -203,7 +202,7 @@ class FrictionCompensation:
 @njit(cache=True, error_model="numpy")  # compiled on first use (C-contiguous float64 in)
 def compensation_torques(q, v, intended_velocity, acceleration, braked, has_intent,
                          has_acceleration, has_braked, active, v_s, feedback_share, speed,
-                         period, q_index, damping, coulomb, scale, stiffness, rest, torque):
+                         period, q_index, coefficients, torque):
     """``FrictionCompensation.compensation`` (module docstring) into ``torque`` (active
     order): w = α v (α = min(1, |v|/v_s)) or the law's intent, 0 where braked; the viscous
     velocity v, or β v + (1 − β) clip(w, ±v_max) with an intent, + h a; then minus the
@@ -228,7 +227,6 @@ def compensation_torques(q, v, intended_velocity, acceleration, braked, has_inte
     if has_acceleration and period > 0.0:
         for a in range(active.shape[0]):
             viscous[active[a]] += period * acceleration[a]
-    passive_element_forces(q, viscous, w, q_index, damping, coulomb, scale, stiffness, rest,
-                           forces)
+    passive_element_forces(q, viscous, w, q_index, coefficients, forces)
     for a in range(active.shape[0]):
         torque[a] = -forces[active[a]]

@@ -466,12 +466,12 @@ def _damped_into(A, B, eps, max_damping, min_damping, relative, X, N):
     return sigma_min, math.sqrt(lam2)
 
 
-
 @njit(cache=True, error_model="numpy")
 def damped_solve_kernel(A, B, eps, max_damping, min_damping, relative, X, N):
     """``_damped_solve`` of A (k × n, k ≥ 1) for the columns of B (k × m): X (n × m) and
     N (n × n) written; returns (σ_min, λ)."""
     return _damped_into(A, B, eps, max_damping, min_damping, relative, X, N)
+
 
 @njit(cache=True, error_model="numpy")
 def task_solve_kernel(S, J, v, J_G, drift_G, e_pos, e_rot, linear_velocity,
