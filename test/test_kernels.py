@@ -313,3 +313,59 @@ def test_every_mode_runs_one_compiled_version_of_each_kernel_of_its_cycle():
               "joint_law_step", "braked_joints")
     assert len(counts) == 12 and all(counts[name] == 1 for name in called), counts
     assert all(n <= 1 for n in counts.values()), counts
+
+
+_AFTER_WARM_LAW = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from numba.core.registry import CPUDispatcher
+    from underactuated_control import RobotModel
+    from underactuated_control.control.command import CommandShaper
+    from underactuated_control.control.joint_space import EffortMapper
+    from underactuated_control.control.registry import CONTROL_LAWS, default_settings
+    from underactuated_control.warmup import warm_law
+
+    urdf, frame, mode, passive = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+
+    def versions():
+        return {f"{name}.{attr}": len(obj.signatures) for name, module in list(sys.modules.items())
+                if name.startswith("underactuated_control")
+                for attr, obj in list(vars(module).items()) if isinstance(obj, CPUDispatcher)}
+
+    model = RobotModel.from_urdf(urdf, passive_joints=passive)
+    settings = default_settings(**({"task": "planar"} if frame == "head" else {}))
+    law_class = CONTROL_LAWS[mode]
+    q = model.neutral_configuration() + 0.3
+    warm_law(law_class, model, settings, frame, q, report=None)
+    warmed = versions()
+    # then a controller as the node runs one: a moved reference, 1 ms cycles, Jacobians
+    # published every other cycle, the command shaped and mapped
+    law = law_class(model, settings, frame)
+    shaper, mapper = CommandShaper(model, settings, law.workspace), EffortMapper(model)
+    reference = law.hold_reference(q + 0.05)
+    rng = np.random.default_rng(1)
+    for k in range(20):
+        qk = q + rng.uniform(-0.02, 0.02, q.shape)
+        vk = rng.uniform(-0.3, 0.3, model.nv)
+        mapper.map(shaper.apply(qk, vk, law.compute(qk, vk, reference, 1e-3 * k,
+                                                    k % 2 == 0)).tau_active)
+    after = versions()
+    print(" ".join(f"{k}={warmed.get(k, 0)}->{n}" for k, n in after.items()
+                   if n != warmed.get(k, 0)))
+""")
+
+
+@pytest.mark.parametrize("robot, frame, mode, passive", [
+    (ARM7, "tool", "joint", []), (ARM7, "tool", "hold", ["joint3"]),
+    (ARM7, "tool", "task", []), (ARM7, "tool", "operational_space", ["joint3"]),
+    (Path(underactuated_control.__file__).parents[1] / "urdf" / "snake.urdf", "head", "task",
+     []),
+])
+def test_a_warmed_law_compiles_nothing_while_it_runs(robot, frame, mode, passive):
+    """After ``warm_law`` (what a node runs before it subscribes), a controller's cycles with
+    a moving setpoint, the command stages and the effort map load no further kernel: a kernel
+    first met in a running controller compiles there (seconds) on a fresh cache."""
+    out = subprocess.run([sys.executable, "-c", _AFTER_WARM_LAW, str(robot), frame, mode,
+                          *passive], check=True, capture_output=True, text=True, timeout=900,
+                         cwd=Path(__file__).parent)
+    assert out.stdout.strip() == "", f"kernels first used after the warm-up: {out.stdout}"

@@ -108,15 +108,17 @@ class KernelWorker:
 def warm_law(law_class: type, model: RobotModel, settings: dict[str, Any], frame: str,
              q: np.ndarray | None = None, worker: KernelWorker | None = None,
              report: Callable[[str], None] | None = print) -> float:
-    """Run one cycle of a throwaway ``law_class`` instance on ``model`` at ``q`` (default: a
+    """Run a cycle of a throwaway ``law_class`` instance on ``model`` at ``q`` (default: a
     fixed generic configuration inside the joint limits) with the Jacobians on, then the
     command's stages (``control/command``: its settings default where ``settings`` lacks
-    them), so that every kernel the law's cycle, the shaper and the J_G/J_D publication use is
-    compiled or loaded; returns the seconds it took. The instance is discarded: the caller's
-    own law keeps its state (filters, clocks) untouched.
+    them) and the effort map, then a second cycle 1 ms later (the setpoint follower's step),
+    so that every kernel the law's cycle, the shaper, the effort map and the J_G/J_D
+    publication use is compiled or loaded; returns the seconds it took. The instance is
+    discarded: the caller's own law keeps its state (filters, clocks) untouched.
     ``worker``: a ``KernelWorker`` compiling ``run_steps`` meanwhile; the Jacobian sweeps of
     ``frame`` are compiled first, then the worker is waited for (``report``: its failure)."""
     from .control.command import CommandShaper, shaper_parameters
+    from .control.joint_space import EffortMapper
     from .parameters import coerce
 
     t0 = time.perf_counter()
@@ -134,9 +136,14 @@ def warm_law(law_class: type, model: RobotModel, settings: dict[str, Any], frame
     law = law_class(model, settings, frame)
     if hasattr(law, "warm_kernels"):  # kernels the law needs later (the swing-up's re-plans)
         q = law.warm_kernels(q)
-    out = law.compute(q, v, law.hold_reference(q), 0.0, True)
-    # the command's stages (safety layer, friction compensation), as the node runs them
-    CommandShaper(model, settings, law.workspace).apply(q, v, out)
+    shaper = CommandShaper(model, settings, law.workspace)
+    mapper = EffortMapper(model)
+    reference = law.hold_reference(q)
+    for t in (0.0, 1e-3):  # the second cycle has a time step: the setpoint follower moves
+        out = law.compute(q, v, reference, t, True)
+        # the command's stages (safety layer, friction compensation) and the effort map, as
+        # the node runs them
+        mapper.map(shaper.apply(q, v, out).tau_active)
     return time.perf_counter() - t0
 
 

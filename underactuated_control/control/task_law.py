@@ -119,7 +119,8 @@ class TaskLaw(ControlLaw):
         ParameterSpec("task_max_position_error", 0.1, "the setpoint waits when it is this far "
                       "ahead of the measured hand (a target out of reach is not chased)",
                       unit="m", low=1e-3, high=10.0),
-        ParameterSpec("task_max_orientation_error", 0.5, "likewise for the orientation",
+        ParameterSpec("task_max_orientation_error", 0.5, "likewise for the orientation (not for "
+                      "the tasks position and planar, which leave it free)",
                       unit="rad", low=1e-3, high=3.14),
         # posture term (issue 23 item 4)
         ParameterSpec("task_posture_kp", 0.0, "stiffness pulling the active joints' self-motion "
@@ -175,6 +176,13 @@ class TaskLaw(ControlLaw):
         """``ValueError`` for a goal no configuration can reach (``ReachCheck``)."""
         if self.tracker.task in ("pose", "position", "planar"):
             self.reach.check(reference.position)
+
+    def warm_kernels(self, q: np.ndarray) -> np.ndarray:
+        """For ``warmup.warm_law``: the SO(3) exponential of the leash (``_leash``), which a
+        cycle calls only when the orientation lags far behind; returns ``q``."""
+        if self.tracker.task not in ("position", "planar"):
+            exp(np.zeros(3))
+        return q
 
     def hold_reference(self, q: np.ndarray) -> TaskReference:
         ws = self.workspace
@@ -296,14 +304,18 @@ class TaskLaw(ControlLaw):
     def _leash(self, setpoint: TaskReference, e_position: np.ndarray,
                e_orientation: np.ndarray) -> None:
         """Hold the setpoint (at rest) within the largest errors of the measured pose, so that
-        it waits for a hand that cannot follow instead of running away from it."""
+        it waits for a hand that cannot follow instead of running away from it. Only what the
+        task controls: a position or planar task leaves the orientation free (its error is
+        not a lag), an orientation or pointing task the position."""
         max_p, max_r = self.max_error
-        n = float(np.linalg.norm(e_position))
+        task = self.tracker.task
+        n = float(np.linalg.norm(e_position)) if task not in ("orientation", "pointing") else 0.0
         if n > max_p:
             setpoint.position = setpoint.position - e_position * (1.0 - max_p / n)
             setpoint.linear_velocity = np.zeros(3)
             setpoint.linear_acceleration = np.zeros(3)
-        angle = float(np.linalg.norm(e_orientation))
+        angle = float(np.linalg.norm(e_orientation)) if task not in ("position", "planar") \
+            else 0.0
         if angle > max_r:
             setpoint.rotation = exp(-e_orientation * (1.0 - max_r / angle)) @ setpoint.rotation
             setpoint.angular_velocity = np.zeros(3)
