@@ -35,7 +35,14 @@ from .failure_reaction import (
 )
 from .law import ControlLaw, LawOutput
 from .limits import PoseSetpointFollower, ReachCheck, SafetyLayer
-from .task_space import TASKS, WEIGHT_SCALES, EndEffectorTracker, TaskReference
+from .task_space import (
+    ORIENTATION_TASKS,
+    POSITION_TASKS,
+    TASKS,
+    WEIGHT_SCALES,
+    EndEffectorTracker,
+    TaskReference,
+)
 
 __all__ = ["TaskLaw"]
 
@@ -174,13 +181,13 @@ class TaskLaw(ControlLaw):
 
     def check_reference(self, reference: TaskReference) -> None:
         """``ValueError`` for a goal no configuration can reach (``ReachCheck``)."""
-        if self.tracker.task in ("pose", "position", "planar"):
+        if self.tracker.task in POSITION_TASKS:
             self.reach.check(reference.position)
 
     def warm_kernels(self, q: np.ndarray) -> np.ndarray:
         """For ``warmup.warm_law``: the SO(3) exponential of the leash (``_leash``), which a
         cycle calls only when the orientation lags far behind; returns ``q``."""
-        if self.tracker.task not in ("position", "planar"):
+        if self.tracker.task in ORIENTATION_TASKS:
             exp(np.zeros(3))
         return q
 
@@ -309,13 +316,12 @@ class TaskLaw(ControlLaw):
         not a lag), an orientation or pointing task the position."""
         max_p, max_r = self.max_error
         task = self.tracker.task
-        n = float(np.linalg.norm(e_position)) if task not in ("orientation", "pointing") else 0.0
+        n = float(np.linalg.norm(e_position)) if task in POSITION_TASKS else 0.0
         if n > max_p:
             setpoint.position = setpoint.position - e_position * (1.0 - max_p / n)
             setpoint.linear_velocity = np.zeros(3)
             setpoint.linear_acceleration = np.zeros(3)
-        angle = float(np.linalg.norm(e_orientation)) if task not in ("position", "planar") \
-            else 0.0
+        angle = float(np.linalg.norm(e_orientation)) if task in ORIENTATION_TASKS else 0.0
         if angle > max_r:
             setpoint.rotation = exp(-e_orientation * (1.0 - max_r / angle)) @ setpoint.rotation
             setpoint.angular_velocity = np.zeros(3)

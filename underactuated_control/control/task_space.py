@@ -53,9 +53,11 @@ if TYPE_CHECKING:
     from .limits import JointLimitGuard
 
 __all__ = ["TaskReference", "TrackingResult", "EndEffectorTracker", "rotation_error",
-           "TASKS", "WEIGHT_SCALES"]
+           "TASKS", "POSITION_TASKS", "ORIENTATION_TASKS", "WEIGHT_SCALES"]
 
 TASKS = ("pose", "position", "orientation", "pointing", "planar")
+POSITION_TASKS = ("pose", "position", "planar")  # the tasks with rows of the frame's position
+ORIENTATION_TASKS = ("pose", "orientation", "pointing")  # ... and of its orientation
 WEIGHT_SCALES = ("relative", "absolute")  # passive_weight_scale
 # S of the tasks whose rows do not depend on the pose (planar: x, y of the frame origin in root
 # axes, for robots whose joint axes are all vertical)
