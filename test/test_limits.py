@@ -259,3 +259,47 @@ def test_task_setpoint_slows_near_a_singularity_instead_of_the_joints_being_brak
         assert any("slowed near a singularity" in s for s in statuses) == (fraction > 0)
     assert result[0.0][1] > 0 and result[0.0][0] > 0.9  # before: braked at the limit
     assert result[0.5][1] == 0 and result[0.5][0] < 0.75  # half-way to the limit at most
+
+
+@pytest.mark.parametrize("mode", ["task", "joint"])
+@pytest.mark.parametrize("passive", [[], ["joint3"]])
+def test_layer_takes_the_laws_own_accelerations_pinocchio_oracle(passive, mode):
+    """The task and joint laws hand the layer the accelerations they solved their torques for
+    (so the layer runs no forward dynamics of its own): they are Pinocchio's ABA of those
+    torques with the passive joints' URDF forces, and the layer shapes the command exactly as
+    it does from its own forward dynamics, whether it overrides (a goal far off, joints near
+    their limits) or not."""
+    from underactuated_control.control.registry import CONTROL_LAWS, default_settings
+    from underactuated_control.jacobians import JacobianWorkspace
+
+    model, layer, ref, LawOutput = _layer_case(passive)
+    a, p = model.active_dofs, model.passive_dofs
+    settings = default_settings(task="pose")
+    law = CONTROL_LAWS[mode](model, settings, "tool", JacobianWorkspace(model))
+    rng = np.random.default_rng(11)
+    overrode = 0
+    for k in range(12):
+        q = model.random_configuration(rng, scale=1.0)
+        far = k % 2 == 0  # a far goal, joints beyond their 2.5 rad/s; or near and slow
+        v = rng.uniform(-3.0, 3.0, model.nv) if far else rng.uniform(-0.2, 0.2, model.nv)
+        target = model.random_configuration(rng, scale=1.0) if far else q + 0.01
+        goal = law.hold_reference(np.clip(target, model.position_lower, model.position_upper))
+        law.hold_reference(q)
+        for step in range(3):  # the setpoint moves: feed-forward accelerations
+            out = law.compute(q, v, goal, 0.001 * (3 * k + step), False)
+        assert out.qdd_active is not None and out.tau_passive is not None
+        np.testing.assert_allclose(out.tau_passive, layer.passive_forces(q, v), atol=1e-12)
+        tau = np.zeros(model.nv)
+        tau[a], tau[p] = out.tau_active, out.tau_passive
+        qdd = ref.aba(q, v, tau)
+        scale = max(1.0, np.abs(qdd).max())
+        np.testing.assert_allclose(out.qdd_active, qdd[a], atol=1e-9 * scale)
+        own = LawOutput(out.tau_active.copy(), out.qdd_passive.copy(), status=out.status)
+        overrode += layer.apply(q, v, out)
+        shaped, acceleration = out.tau_active.copy(), layer.acceleration.copy()
+        layer.apply(q, v, own)  # the layer's forward dynamics instead of the law's
+        np.testing.assert_allclose(shaped, own.tau_active, atol=1e-8 * max(
+            1.0, np.abs(own.tau_active).max()))
+        np.testing.assert_allclose(acceleration, layer.acceleration, atol=1e-9 * scale)
+        assert out.status == own.status
+    assert 0 < overrode < 12  # both paths of the layer were compared

@@ -25,7 +25,10 @@ from numba import njit
 
 from .buffers import block_view, borrow
 from .dynamics import (
+    GRAVITY,
     OK,
+    SOLVE,
+    VELOCITY,
     HybridDynamics,
     Workspace,
     const_views,
@@ -34,6 +37,7 @@ from .dynamics import (
     model_workspace,
     outward_sweep,
     residual_force_sweep,
+    run_steps,
     work_views,
 )
 from .dynamics import configure as configure_at
@@ -103,6 +107,45 @@ def generalized_jacobian_sweeps(ints, consts, work, q, configure, E_world, p_wor
             classical_acceleration(E_world[body], w.alpha[body], w.vel[body], offset, column)
             for a in range(6):
                 J_G[a, k] = column[a]  # (6.11)
+    return OK
+
+
+@njit(cache=True, error_model="numpy", fastmath=FAST)
+def frame_task_kernel(ints, consts, work, q, v, tau_passive, no_active, empty, E_world, p_world,
+                      body, rotation, offset, J_G, J_D, column, position, R, J, drift_G, drift_D,
+                      alpha):
+    """A task's quantities at (q, v) in one compiled call: §6.1 (J_G, J_D with transforms,
+    (4.6) and placements), the frame's placement (``position``, ``R``: frame axes in root
+    axes) and Jacobian J, then the drifts of (6.10), (6.12): the recursion with qdd_a = 0, the
+    true velocities, gravity and T_p. Returns a status code as ``run_steps``."""
+    status = generalized_jacobian_sweeps(ints, consts, work, q, True, E_world, p_world, body,
+                                         offset, True, J_G, J_D, column)
+    if status != OK:
+        return status
+    m, _ = int_views(ints)
+    c, _ = const_views(consts, m.nb)
+    Eb = E_world[body]
+    for i in range(3):  # p = p_b + E_bᵀ r,  R = (E_f E_b)ᵀ
+        position[i] = p_world[body, i] + Eb[0, i] * offset[0] + Eb[1, i] * offset[1] \
+            + Eb[2, i] * offset[2]
+        for j in range(3):
+            R[i, j] = Eb[0, i] * rotation[j, 0] + Eb[1, i] * rotation[j, 1] \
+                + Eb[2, i] * rotation[j, 2]
+    frame_jacobian_kernel(m.parent, c.S, m.nv_joint, m.v_start, E_world, p_world, body,
+                          position, J)
+    status = run_steps(ints, consts, work, empty, v, no_active, tau_passive,
+                       VELOCITY | SOLVE | GRAVITY)
+    if status != OK:
+        return status
+    w, _, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
+    for k in range(m.npas):
+        drift_D[k] = w.qdd_passive[k]  # (6.12) with qdd_a = 0
+    for k in range(6):
+        alpha[k] = w.alpha[body, k]
+    for k in range(3):  # without the fictitious base acceleration [0; -g] that carried gravity
+        alpha[3 + k] -= Eb[k, 0] * w.alpha_base[3] + Eb[k, 1] * w.alpha_base[4] \
+            + Eb[k, 2] * w.alpha_base[5]
+    classical_acceleration(Eb, alpha, w.vel[body], offset, drift_G)  # (6.10) with qdd_a = 0
     return OK
 
 
@@ -177,7 +220,7 @@ class JacobianWorkspace:
         self.J_D = np.zeros((npas, na))
         self.drift_G = np.zeros(6)
         self.drift_D = np.zeros(npas)
-        self._unit = np.zeros(na)
+        self._no_active = np.zeros(na)  # qdd_a = 0 of the drifts
         self._zero_tau_p = np.zeros(npas)
         self._zero_vel = np.zeros(6)
         self._alpha = np.zeros(6)
@@ -190,6 +233,8 @@ class JacobianWorkspace:
         self._tmp6a = np.zeros(6)
         self._tmp6b = np.zeros(6)
         self._column = np.zeros(6)
+        self._position = np.zeros(3)
+        self._rotation = np.zeros((3, 3))
         self._empty = np.zeros(0)
 
     # -------------------------------------------------------------- configuration
@@ -267,6 +312,32 @@ class JacobianWorkspace:
         if status != OK:
             dyn.raise_for_status(status, q=q)
         return self.J_G, self.J_D
+
+    def task_quantities(self, frame: str, q: np.ndarray, v: np.ndarray,
+                        tau_passive: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(J_G, J_D, position, R, J, drift_G, drift_D) of ``frame`` at (q, v) with the passive
+        forces ``tau_passive``: ``generalized``, ``frame_placement``, ``frame_jacobian`` and
+        ``drifts`` in one compiled call (a control law's cycle). The arrays are the
+        workspace's own, overwritten by the next call."""
+        f = self.model.frame(frame)
+        if f.body < 0:
+            J_G, J_D = self.generalized(frame, q)
+            p, R = self.frame_placement(frame)
+            drift_G, drift_D = self.drifts(v, tau_passive, frame)
+            return J_G, J_D, p, R, self.frame_jacobian(frame), drift_G, drift_D
+        dyn, m = self.dynamics, self.model
+        q = dyn.as_vector(q, m.nq, "q")
+        v = dyn.as_vector(v, m.nv, "v")
+        tau_passive = dyn.as_vector(tau_passive, m.n_passive, "tau_passive")
+        status = frame_task_kernel(*dyn.buffers, q, v, tau_passive, self._no_active,
+                                   self._empty, self.E_world, self.p_world, f.body, f.rotation,
+                                   f.translation, self.J_G, self.J_D, self._column,
+                                   self._position, self._rotation, self.J, self.drift_G,
+                                   self.drift_D, self._alpha)
+        if status != OK:
+            dyn.raise_for_status(status, q=q, v=v, tp=tau_passive)
+        return (self.J_G, self.J_D, self._position, self._rotation, self.J, self.drift_G,
+                self.drift_D)
 
     def generalized_by_rows(self, frame: str, q: np.ndarray | None = None) -> np.ndarray:
         """J_G alone in O(6 N) by the adjoint sweeps (cheaper than columns when n_a > 6)."""

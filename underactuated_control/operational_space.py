@@ -421,13 +421,20 @@ class OperationalSpace:
         the frame's acceleration under joint forces [Γ_a0; 0] from rest (one articulated-body
         pass), then J_Gᵀ of it by ``generalized_torque``. ``task``: ``generalized()`` at the
         same q. A new array."""
+        return self.generalized_command(np.zeros(self.k), tau_a0, task)
+
+    def generalized_command(self, F: np.ndarray, tau_a0: np.ndarray, task: GeneralizedTask
+                            ) -> np.ndarray:
+        """Γ_a = J_Gᵀ Sᵀ F + [I − J_Gᵀ J̄_Gᵀ] Γ_a0 (n_active): ``generalized_torque(F)`` plus
+        ``generalized_null_space_torque(tau_a0, task)``, with one hybrid pass for both
+        (J_Gᵀ is linear: Γ_a0 + J_Gᵀ Sᵀ (F − Λ_G S a(Γ_a0))). A new array."""
         self._require()
         m = self.model
         ta = self.dynamics.as_vector(tau_a0, m.n_active, "tau_a0")
         tau = np.zeros(m.nv)
         tau[m.active_dofs] = ta
         self._free_accelerations(self._zero_tau, tau, 0)
-        return ta - self.generalized_torque(task.Lambda @ (self.S @ self.work.a_vel))
+        return ta + self.generalized_torque(F - task.Lambda @ (self.S @ self.work.a_vel))
 
     def generalized(self, tau_passive: np.ndarray | None = None, v: np.ndarray | None = None,
                     with_jbar: bool = True, f_ext: Mapping[str, np.ndarray] | None = None
@@ -478,26 +485,13 @@ def _scaled_inverse(A: np.ndarray, rcond: float, reference: np.ndarray | None = 
     relative to the reference's diagonal, so a direction the cut removed entirely counts as
     singular even when it is the only one."""
     k = A.shape[0]
-    if reference is not None:
-        ref = np.diag(reference)
-        if not (ref > 0).all():
-            return None
-        d = 1.0 / np.sqrt(ref)
-        B = A * np.outer(d, d)
-        try:
-            L = np.linalg.cholesky(0.5 * (B + B.T))
-        except np.linalg.LinAlgError:
-            return None
-        if not (np.diag(L) ** 2 > rcond).all():
-            return None
-    buf = np.zeros((4, 6, 6))
-    d = np.zeros(6)
-    A6 = np.zeros((6, 6))
-    A6[:k, :k] = A
-    out = np.zeros((6, 6))
-    if not scaled_spd_inverse(A6, k, rcond, out, buf[0], buf[1], buf[2], d):
+    buf = np.zeros((7, 6, 6))  # A, the reference, the inverse, scratch; padded to 6 x 6
+    buf[0, :k, :k] = A
+    buf[1, :k, :k] = A if reference is None else reference
+    if not scaled_spd_inverse(buf[0], k, rcond, buf[2], buf[3], buf[4], buf[5], buf[6, 0],
+                              buf[1]):
         return None
-    return out[:k, :k].copy()
+    return buf[2, :k, :k].copy()
 
 
 @dataclass

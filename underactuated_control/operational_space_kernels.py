@@ -225,14 +225,16 @@ def congruence(A, Y, n, m, T, out):
 
 
 @njit(cache=True, error_model="numpy", fastmath=FAST)
-def scaled_spd_inverse(A, k, rcond, out, L, Li, B, d):
+def scaled_spd_inverse(A, k, rcond, out, L, Li, B, d, reference):
     """out[:k, :k] = A[:k, :k]⁻¹ of a symmetric positive (semi)definite A by Cholesky after a
-    Jacobi scaling (d_i = A_ii^-1/2, so the test is unit-free: linear and angular rows mix
-    kg and kg m²); False when a scaled pivot is <= rcond (A singular to that tolerance)."""
+    Jacobi scaling by the diagonal of ``reference`` (A itself, or a matrix A was cut from:
+    d_i = reference_ii^-1/2, so the test is unit-free: linear and angular rows mix kg and
+    kg m²); False when a scaled pivot is <= rcond (A singular to that tolerance; against a
+    reference, a direction the cut removed counts as singular even when it is the only one)."""
     for i in range(k):
-        if not (A[i, i] > 0.0):
+        if not (reference[i, i] > 0.0):
             return False
-        d[i] = 1.0 / np.sqrt(A[i, i])
+        d[i] = 1.0 / np.sqrt(reference[i, i])
     for i in range(k):
         for j in range(k):
             B[i, j] = d[i] * A[i, j] * d[j]
@@ -336,7 +338,7 @@ def task_configuration(m, c, w, s, o, path, q, configure, body, k, invert, rcond
     if invert:
         if not task_rows_move(o, k, rcond):
             return SINGULAR_TASK
-        if not scaled_spd_inverse(o.Linv, k, rcond, o.Lam, o.L, o.Li, o.B, o.d):
+        if not scaled_spd_inverse(o.Linv, k, rcond, o.Lam, o.L, o.Li, o.B, o.d, o.Linv):
             return SINGULAR_TASK
     return OK
 

@@ -125,8 +125,10 @@ class JointLaw(ControlLaw):
             res = self.controller.compute(q, v, reference, True, dt, integrate)
         else:
             res = self.controller.compute(q, v, reference, False, dt, integrate)
+        c = self.controller
         self._last = LawOutput(res.tau_active, res.qdd_passive, J_G, J_D,
-                               intended_velocity=self.controller.intended_velocity)
+                               intended_velocity=c.intended_velocity,
+                               qdd_active=c.qdd_active, tau_passive=c.tau_passive)
         return self._last
 
     def _integrating(self, reference: JointReference, q: np.ndarray) -> np.ndarray | None:

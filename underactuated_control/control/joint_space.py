@@ -182,7 +182,8 @@ class JointSpaceController:
         self._active_q = np.array([model.q_start[model.joint_index(n)]
                                    for n in model.active_joints], dtype=np.int64)
         na = model.n_active
-        self._qdd = np.zeros(na)
+        self.qdd_active = np.zeros(na)  # the last compute's qdd_a
+        self.tau_passive = np.zeros(model.n_passive)  # and its passive forces
         self.integral = np.zeros(na)  # the integral term ki ∫e dt [rad/s²], within ±i_clamp
         self.intended_velocity = np.zeros(na)  # v_ref + (kp e + ki ∫e) / kd
         self._active_dofs = np.array(model.active_dofs, dtype=np.int64)  # writable: a kernel's
@@ -231,12 +232,12 @@ class JointSpaceController:
                        self.kp, self.kd, self.ki, self.i_clamp, float(dt),
                        self._everywhere if integrate is None
                        else np.ascontiguousarray(integrate, dtype=bool),
-                       self.integral, self.intended_velocity, self._qdd)
-        tau_passive = self.passive_forces(q, v)
+                       self.integral, self.intended_velocity, self.qdd_active)
+        self.tau_passive = tau_passive = self.passive_forces(q, v)
         if configured:
             self.dynamics.set_velocity(v)
-            return self.dynamics.solve(self._qdd, tau_passive)
-        return self.dynamics.compute(q, v, self._qdd, tau_passive)
+            return self.dynamics.solve(self.qdd_active, tau_passive)
+        return self.dynamics.compute(q, v, self.qdd_active, tau_passive)
 
 
 @njit(cache=True, error_model="numpy")  # compiled on first use (C-contiguous float64 in)

@@ -50,6 +50,11 @@ class LawOutput:
     # the law already includes the active joints' URDF friction and damping (swing_up):
     # the friction stage adds nothing
     friction_compensated: bool = False
+    # the active joints' accelerations that ``tau_active`` gives at (q, v) with the model's
+    # passive forces ``tau_passive`` (n_passive,), as the law solved them ((5.4) of the task
+    # law); None: the safety layer finds them by the forward dynamics
+    qdd_active: np.ndarray | None = None
+    tau_passive: np.ndarray | None = None
 
 
 class ControlLaw(ABC):

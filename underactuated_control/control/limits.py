@@ -346,15 +346,22 @@ class SafetyLayer:
         self.acceleration = None
         if not self.enabled:
             return False
-        tau, a = self._tau, self._a
-        tau[a] = out.tau_active  # the law's intent (before the effort clamp)
-        tau_p = self.passive_forces(q, v)
-        tau[self._p] = tau_p
-        try:
-            qdd = self._forward.compute(q, v, self._empty, tau).qdd
-        except ValueError:  # a non-finite command: the caller refuses it
-            return False
-        np.take(qdd, a, out=self._qdd_a)
+        a = self._a
+        if out.qdd_active is not None and out.tau_passive is not None:  # the law's own (5.4)
+            if not math.isfinite(float(np.sum(out.tau_active))):
+                return False  # a non-finite command: the caller refuses it
+            tau_p = out.tau_passive
+            self._qdd_a[:] = out.qdd_active
+        else:  # the forward dynamics of the law's intent (before the effort clamp)
+            tau = self._tau
+            tau[a] = out.tau_active
+            tau_p = self.passive_forces(q, v)
+            tau[self._p] = tau_p
+            try:
+                qdd = self._forward.compute(q, v, self._empty, tau).qdd
+            except ValueError:  # a non-finite command: the caller refuses it
+                return False
+            np.take(qdd, a, out=self._qdd_a)
         self.acceleration = self._qdd_a
         if self.guard.clamp_in_place(q, v, self._qdd_a) == 0:
             return False

@@ -173,8 +173,7 @@ class OperationalSpaceLaw(ControlLaw):
             except SingularTaskError as exc:
                 raise ValueError(str(exc)) from None
             F = self._task_force(task.Lambda, f_star, twist, task.mu, task.p)
-            tau_active = osp.generalized_torque(F) + osp.generalized_null_space_torque(
-                tau0[m.active_dofs], task)
+            tau_active = osp.generalized_command(F, tau0[m.active_dofs], task)
         J_G = J_D = None
         if with_jacobians or m.n_passive:  # J_G: the frame's map from the active joints
             J_G, J_D = self.workspace.generalized(self.frame, q)

@@ -9,6 +9,7 @@ profile. Joint position and velocity limits are the command's safety layer's
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 from functools import partial
@@ -56,6 +57,11 @@ _GAINS = {  # parameter -> EndEffectorTracker argument (gains, posture, damped s
 _MAX_STEP = 0.1  # s: a longer gap between states (a stop) restarts the setpoint's motion
 _LEAST_SPEED_SCALE = 0.02  # the slowed setpoint keeps this share of its speed (never stuck)
 _LAG = 1e-3  # m: the setpoint this far from its goal is held back (for the status)
+
+
+def _length(x: np.ndarray) -> float:
+    """|x| of a 3-vector (np.linalg.norm costs twice as much, every cycle)."""
+    return math.sqrt(float(x @ x))
 
 
 def _check_passive_dofs(names: list[str], model: RobotModel | None) -> None:
@@ -253,7 +259,8 @@ class TaskLaw(ControlLaw):
                 self._apply(nxt, q, v)
             status = f"{status}; {self.reaction.status}" if status else self.reaction.status
         return LawOutput(res.tau_active, res.qdd_passive, ws.J_G, ws.J_D, status,
-                         intended_velocity=res.intended_velocity)
+                         intended_velocity=res.intended_velocity, qdd_active=res.qdd_active,
+                         tau_passive=res.tau_passive)
 
     def _react(self, q: np.ndarray, v: np.ndarray) -> None:
         """Decide the failure reaction at (q, v) (control/failure_reaction.py), apply it."""
@@ -296,14 +303,14 @@ class TaskLaw(ControlLaw):
         that holds the setpoint back from its goal."""
         if self.joint_speed_fraction <= 0.0 or intended is None:
             return ""
-        ratio = float(np.max(np.abs(intended) / self._speed_limits, initial=0.0))
+        ratio = float((np.abs(intended) / self._speed_limits).max(initial=0.0))
         v_max, _, w_max, _ = self.follower.limits
-        share = max(float(np.linalg.norm(setpoint.linear_velocity)) / v_max,
-                    float(np.linalg.norm(setpoint.angular_velocity)) / w_max)
+        share = max(_length(setpoint.linear_velocity) / v_max,
+                    _length(setpoint.angular_velocity) / w_max)
         allowed = share * self.joint_speed_fraction / ratio if ratio > 0.0 else 1.0
         self.speed_scale = min(1.0, max(allowed, _LEAST_SPEED_SCALE))
-        if self.speed_scale >= 1.0 or ratio <= self.joint_speed_fraction or float(
-                np.linalg.norm(goal.position - setpoint.position)) <= _LAG:
+        if self.speed_scale >= 1.0 or ratio <= self.joint_speed_fraction or _length(
+                goal.position - setpoint.position) <= _LAG:
             return ""
         return (f"setpoint slowed near a singularity (a joint at {ratio:.2f} of its speed "
                 "limit)")
@@ -316,12 +323,12 @@ class TaskLaw(ControlLaw):
         not a lag), an orientation or pointing task the position."""
         max_p, max_r = self.max_error
         task = self.tracker.task
-        n = float(np.linalg.norm(e_position)) if task in POSITION_TASKS else 0.0
+        n = _length(e_position) if task in POSITION_TASKS else 0.0
         if n > max_p:
             setpoint.position = setpoint.position - e_position * (1.0 - max_p / n)
             setpoint.linear_velocity = np.zeros(3)
             setpoint.linear_acceleration = np.zeros(3)
-        angle = float(np.linalg.norm(e_orientation)) if task in ORIENTATION_TASKS else 0.0
+        angle = _length(e_orientation) if task in ORIENTATION_TASKS else 0.0
         if angle > max_r:
             setpoint.rotation = exp(-e_orientation * (1.0 - max_r / angle)) @ setpoint.rotation
             setpoint.angular_velocity = np.zeros(3)

@@ -94,6 +94,7 @@ class TrackingResult:
     # (n_active,) the joint velocity the task's PD pulls toward, v_a = (S J_G)^+ S (v_ref +
     # (kp/kd) e) through the same damped inverse: the sign of the friction compensation
     intended_velocity: np.ndarray | None = None
+    tau_passive: np.ndarray | None = None  # (n_passive,) the passive forces it was solved with
 
 
 class EndEffectorTracker:
@@ -252,11 +253,9 @@ class EndEffectorTracker:
         m, ws = self.model, self.workspace
         q = np.asarray(q, dtype=float)
         v = np.asarray(v, dtype=float)
-        J_G, J_D = ws.generalized(self.frame, q)  # transforms, (4.6), placements, §6.1
-        p, R = ws.frame_placement(self.frame)
-        J = ws.frame_jacobian(self.frame)
         tau_p = self.passive_forces(q, v)
-        drift_G, drift_D = ws.drifts(v, tau_p, self.frame)
+        # transforms, (4.6), placements, §6.1; the frame's pose and J; the drifts: one call
+        J_G, J_D, p, R, J, drift_G, drift_D = ws.task_quantities(self.frame, q, v, tau_p)
         if self.passive_trust is not None:  # J_a + J_p Γ J_D = J_G - J_p (I - Γ) J_D (6.10)
             J_G = J_G - (J[:, m.passive_dofs] * (1.0 - self.passive_trust)) @ J_D
 
@@ -335,7 +334,7 @@ class EndEffectorTracker:
             qdd_passive=res.qdd_passive.copy(), qdd=res.qdd.copy(),
             frame_acceleration_desired=a_des, position_error=e_pos, orientation_error=e_rot,
             singular=bool(task_sigma_min < eps), sigma_min=task_sigma_min, damping=lam,
-            intended_velocity=intended)
+            intended_velocity=intended, tau_passive=tau_p)
 
 
 def _ratio(kp: float, kd: float) -> float:
