@@ -111,6 +111,44 @@ def test_drift_terms_reproduce_the_true_accelerations(name, floating, passive):
         assert_close(JD @ qa + dD, qp, 1e-9)
 
 
+@pytest.mark.parametrize("name, floating, passive", CASES)
+def test_task_quantities_in_one_call_match_pinocchio(name, floating, passive):
+    """``JacobianWorkspace.task_quantities`` (a task law's cycle: J_G, J_D, the frame's
+    placement and J, the drifts, one compiled call) against Pinocchio: its frame placement and
+    LOCAL_WORLD_ALIGNED Jacobian, the dense J_G, J_D, and the true motion of the dense (4.4)
+    solution through (6.10), (6.12); a frame with an offset and rotation from its body too."""
+    from underactuated_control.jacobians import JacobianWorkspace
+
+    rng = np.random.default_rng(4)
+    model, ref = build(name, floating, passive, rng)
+    ws = JacobianWorkspace(model)
+    frames = [f for f in (model.body_names[-1], *model.link_names[::-1])
+              if ref.pm.existFrame(f) and model.frame(f).body >= 0]
+    offset = next(f for f in frames if np.abs(model.frame(f).translation).max() > 0
+                  or np.abs(model.frame(f).rotation - np.eye(3)).max() > 0)
+    for frame in (frames[0], offset):
+        fid = ref.pm.getFrameId(frame)
+        for _ in range(2):
+            q, v = model.random_configuration(rng), rng.normal(size=model.nv)
+            qa, tp = rng.normal(size=model.n_active), rng.normal(size=model.n_passive)
+            JG, JD, p, R, J, dG, dD = ws.task_quantities(frame, q, v, tp)
+            JG_ref, JD_ref = dense_JG_JD(ref, model, q, frame)
+            assert_close(JG, JG_ref, 1e-10)
+            assert_close(JD, JD_ref, 1e-10)
+            np.testing.assert_allclose(J, ref.frame_jacobian(q, frame), atol=1e-12)
+            np.testing.assert_allclose(p, ref.pd.oMf[fid].translation, atol=1e-12)
+            np.testing.assert_allclose(R, ref.pd.oMf[fid].rotation, atol=1e-12)
+            _, qp = ref.dense_hybrid(q, v, qa, tp, model.active_dofs, model.passive_dofs)
+            qdd = np.zeros(model.nv)
+            qdd[model.active_dofs], qdd[model.passive_dofs] = qa, qp
+            pin.forwardKinematics(ref.pm, ref.pd, ref.q(q), ref.v(v), ref.v(qdd))
+            pin.updateFramePlacements(ref.pm, ref.pd)
+            acc = pin.getFrameClassicalAcceleration(ref.pm, ref.pd, fid,
+                                                    pin.LOCAL_WORLD_ALIGNED).vector
+            assert_close(JG @ qa + dG, acc, 1e-9)
+            assert_close(JD @ qa + dD, qp, 1e-9)
+
+
 def test_frame_acceleration_by_finite_differences():
     """d/dt (J(q(t)) v(t)) along q(t) = q + v t + qdd t²/2 equals J_G qdd_a + drift_G."""
     rng = np.random.default_rng(3)

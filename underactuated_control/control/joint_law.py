@@ -25,10 +25,12 @@ toward (``intended_velocity``), the sign of the friction compensation (``frictio
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
@@ -40,6 +42,23 @@ __all__ = ["JointLaw", "HoldLaw"]
 
 _MAX_DT = 0.05  # s: the longest step the integral takes (a gap in the states counts as this)
 _AT_REST = 1e-6  # rad/s or m/s: a reference this slow is at rest (integral on)
+
+
+@njit(cache=True, error_model="numpy")  # compiled on first use (C-contiguous arrays in)
+def integrating_joints(q, position, velocity, tau, active_q, effort_limit, while_moving,
+                       has_last, overridden, out):
+    """``JointLaw``'s anti-windup (the module docstring) into ``out``: joint i integrates
+    while its reference is at rest (or ``while_moving``), not at all after a cycle a stage
+    overrode, and, where its last torque ``tau`` reached its effort limit, only to unwind
+    (the error's sign differs from the torque's)."""
+    for i in range(active_q.shape[0]):
+        allowed = while_moving or abs(velocity[i]) <= _AT_REST
+        if has_last:
+            if overridden:
+                allowed = False
+            elif abs(tau[i]) >= effort_limit[i]:
+                allowed = allowed and np.sign(position[i] - q[active_q[i]]) != np.sign(tau[i])
+        out[i] = allowed
 
 
 def _one_per_joint(name: str):
@@ -86,6 +105,8 @@ class JointLaw(ControlLaw):
         scale = float(settings.get("effort_limit_scale", 1.0))
         self._effort_limit = np.asarray(model.effort_limit, float)[model.active_dofs] * scale
         self._while_moving = bool(settings.get("integrate_while_moving", False))
+        self._integrate = np.ones(model.n_active, dtype=bool)  # the joints that integrate
+        self._none = np.zeros(0)
         self._last: LawOutput | None = None  # the previous output, as the stages shaped it
         self._last_t: float | None = None
 
@@ -113,8 +134,8 @@ class JointLaw(ControlLaw):
 
     def compute(self, q: np.ndarray, v: np.ndarray, reference: JointReference, t: float,
                 with_jacobians: bool) -> LawOutput:
-        gaps = np.isnan(reference.position)
-        if gaps.any():  # joints that became active hold their measured position
+        if math.isnan(reference.position.sum()):  # joints that became active hold where
+            gaps = np.isnan(reference.position)      # they are
             reference.position[gaps] = self.controller.active_positions(q)[gaps]
         dt = 0.0 if self._last_t is None else min(max(t - self._last_t, 0.0), _MAX_DT)
         self._last_t = t
@@ -131,22 +152,16 @@ class JointLaw(ControlLaw):
                                qdd_active=c.qdd_active, tau_passive=c.tau_passive)
         return self._last
 
-    def _integrating(self, reference: JointReference, q: np.ndarray) -> np.ndarray | None:
-        """Anti-windup: the joints whose integral may advance this cycle (None: all)."""
-        allowed = None if self._while_moving else np.abs(reference.velocity) <= _AT_REST
+    def _integrating(self, reference: JointReference, q: np.ndarray) -> np.ndarray:
+        """Anti-windup: the joints whose integral may advance this cycle."""
         last = self._last
-        if last is None:
-            return allowed
-        if last.status:  # a stage overrode the law: its error is not the law's to integrate
-            return np.zeros(self.model.n_active, dtype=bool)
-        tau = last.tau_active
-        saturated = np.abs(tau) >= self._effort_limit
-        if not saturated.any():
-            return allowed
-        # integrating the error's sign pushes the torque the same way: allowed if it unwinds
-        error = reference.position - self.controller.active_positions(q)
-        free = ~saturated | (np.sign(error) != np.sign(tau))
-        return free if allowed is None else free & allowed
+        # a stage overrode the law (status set): its error is not the law's to integrate
+        integrating_joints(*(np.ascontiguousarray(x, dtype=float) for x in (
+            q, reference.position, reference.velocity,
+            self._none if last is None else last.tau_active)), self.controller.active_q,
+            self._effort_limit, self._while_moving, last is not None,
+            last is not None and bool(last.status), self._integrate)
+        return self._integrate
 
 
 class HoldLaw(JointLaw):

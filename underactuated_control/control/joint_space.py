@@ -179,7 +179,7 @@ class JointSpaceController:
             PassiveForceModel(model)
         self.set_gains(kp, kd)
         self.set_integral(ki, i_clamp)
-        self._active_q = np.array([model.q_start[model.joint_index(n)]
+        self.active_q = np.array([model.q_start[model.joint_index(n)]  # their q entries
                                    for n in model.active_joints], dtype=np.int64)
         na = model.n_active
         self.qdd_active = np.zeros(na)  # the last compute's qdd_a
@@ -215,7 +215,7 @@ class JointSpaceController:
         self.kp, self.kd = (np.ascontiguousarray(g, dtype=float) for g in gains)
 
     def active_positions(self, q: np.ndarray) -> np.ndarray:
-        return q[self._active_q]
+        return q[self.active_q]
 
     def compute(self, q: np.ndarray, v: np.ndarray, ref: JointReference,
                 configured: bool = False, dt: float = 0.0,
@@ -226,7 +226,7 @@ class JointSpaceController:
         joints ``integrate`` allows (bool per active joint; None: all)."""
         q = np.ascontiguousarray(q, dtype=float)
         v = np.ascontiguousarray(v, dtype=float)
-        joint_law_step(q, v, self._active_q, self._active_dofs,
+        joint_law_step(q, v, self.active_q, self._active_dofs,
                        *(np.ascontiguousarray(x, dtype=float)
                          for x in (ref.position, ref.velocity, ref.acceleration)),
                        self.kp, self.kd, self.ki, self.i_clamp, float(dt),

@@ -13,7 +13,8 @@ accelerate at most k (min(sqrt(2 a_brake d), k d / 4) − s) toward it (beyond: 
 and at most 5 k (v_max − s) toward its URDF velocity limit v_max (one compiled kernel).
 
 ``SafetyLayer``: those bounds for every mode, on the accelerations the law's torques imply
-(forward dynamics), the torques recomputed by the hybrid recursion when a bound bites.
+(forward dynamics, or the law's own hybrid solve), the torques recomputed by the hybrid
+recursion when a bound bites.
 ``ReachCheck``: the reach test of every pose-goal mode.
 """
 
@@ -270,7 +271,9 @@ class SafetyLayer:
     ``JointLimitGuard`` bounds, for every mode (see ``command.py``).
 
     Each cycle: qdd = forward dynamics of (T_a of the law, T_p of the passive-force model) (the
-    hybrid recursion with every joint passive); qdd_a clipped to the guard's bounds; when a
+    hybrid recursion with every joint passive), or the law's own ``qdd_active`` where it gives
+    them with the T_p they were solved with (the task and joint laws: (5.4) at the same (q, v)
+    gives the same accelerations); qdd_a clipped to the guard's bounds; when a
     bound bites, T_a and qdd_p are recomputed by the hybrid recursion (section 5) with the
     bounded qdd_a and the same T_p (scaled toward the least accelerations within the bounds
     when they would need more than the effort limits, less the ``reserve`` a later stage adds,
@@ -348,7 +351,7 @@ class SafetyLayer:
             return False
         a = self._a
         if out.qdd_active is not None and out.tau_passive is not None:  # the law's own (5.4)
-            if not math.isfinite(float(np.sum(out.tau_active))):
+            if not math.isfinite(out.tau_active.sum()):
                 return False  # a non-finite command: the caller refuses it
             tau_p = out.tau_passive
             self._qdd_a[:] = out.qdd_active
