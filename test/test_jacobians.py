@@ -87,6 +87,18 @@ def test_random_trees_jacobians(seed):
         assert_close(disturbance_jacobian(model, q), JD_ref, 1e-9)
 
 
+def true_motion(ref, model, q, v, qa, tp, fid):
+    """(classical acceleration of frame ``fid`` [linear; angular], LOCAL_WORLD_ALIGNED; qdd_p)
+    of the true motion: Pinocchio's dense (4.4) solution for (qdd_a, T_p)."""
+    _, qp = ref.dense_hybrid(q, v, qa, tp, model.active_dofs, model.passive_dofs)
+    qdd = np.zeros(model.nv)
+    qdd[model.active_dofs], qdd[model.passive_dofs] = qa, qp
+    pin.forwardKinematics(ref.pm, ref.pd, ref.q(q), ref.v(v), ref.v(qdd))
+    pin.updateFramePlacements(ref.pm, ref.pd)
+    return pin.getFrameClassicalAcceleration(ref.pm, ref.pd, fid,
+                                             pin.LOCAL_WORLD_ALIGNED).vector, qp
+
+
 @pytest.mark.parametrize("name, floating, passive", CASES)
 def test_drift_terms_reproduce_the_true_accelerations(name, floating, passive):
     """a_frame = J_G qdd_a + drift_G and qdd_p = J_D qdd_a + drift_D, with the true motion from
@@ -98,13 +110,7 @@ def test_drift_terms_reproduce_the_true_accelerations(name, floating, passive):
     for _ in range(3):
         q, v = model.random_configuration(rng), rng.normal(size=model.nv)
         qa, tp = rng.normal(size=model.n_active), rng.normal(size=model.n_passive)
-        _, qp = ref.dense_hybrid(q, v, qa, tp, model.active_dofs, model.passive_dofs)
-        qdd = np.zeros(model.nv)
-        qdd[model.active_dofs], qdd[model.passive_dofs] = qa, qp
-        pin.forwardKinematics(ref.pm, ref.pd, ref.q(q), ref.v(v), ref.v(qdd))
-        pin.updateFramePlacements(ref.pm, ref.pd)
-        acc = pin.getFrameClassicalAcceleration(ref.pm, ref.pd, fid,
-                                                pin.LOCAL_WORLD_ALIGNED).vector
+        acc, qp = true_motion(ref, model, q, v, qa, tp, fid)
         dG, dD = jacobian_drifts(model, q, v, frame, tp)
         JG, JD = generalized_jacobian(model, q, frame), disturbance_jacobian(model, q)
         assert_close(JG @ qa + dG, acc, 1e-9)
@@ -138,13 +144,7 @@ def test_task_quantities_in_one_call_match_pinocchio(name, floating, passive):
             np.testing.assert_allclose(J, ref.frame_jacobian(q, frame), atol=1e-12)
             np.testing.assert_allclose(p, ref.pd.oMf[fid].translation, atol=1e-12)
             np.testing.assert_allclose(R, ref.pd.oMf[fid].rotation, atol=1e-12)
-            _, qp = ref.dense_hybrid(q, v, qa, tp, model.active_dofs, model.passive_dofs)
-            qdd = np.zeros(model.nv)
-            qdd[model.active_dofs], qdd[model.passive_dofs] = qa, qp
-            pin.forwardKinematics(ref.pm, ref.pd, ref.q(q), ref.v(v), ref.v(qdd))
-            pin.updateFramePlacements(ref.pm, ref.pd)
-            acc = pin.getFrameClassicalAcceleration(ref.pm, ref.pd, fid,
-                                                    pin.LOCAL_WORLD_ALIGNED).vector
+            acc, qp = true_motion(ref, model, q, v, qa, tp, fid)
             assert_close(JG @ qa + dG, acc, 1e-9)
             assert_close(JD @ qa + dD, qp, 1e-9)
 
