@@ -25,7 +25,6 @@ toward (``intended_velocity``), the sign of the friction compensation (``frictio
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -134,8 +133,8 @@ class JointLaw(ControlLaw):
 
     def compute(self, q: np.ndarray, v: np.ndarray, reference: JointReference, t: float,
                 with_jacobians: bool) -> LawOutput:
-        if math.isnan(reference.position.sum()):  # joints that became active hold where
-            gaps = np.isnan(reference.position)      # they are
+        gaps = np.isnan(reference.position)
+        if gaps.any():  # joints that became active hold their measured position
             reference.position[gaps] = self.controller.active_positions(q)[gaps]
         dt = 0.0 if self._last_t is None else min(max(t - self._last_t, 0.0), _MAX_DT)
         self._last_t = t
