@@ -52,7 +52,7 @@ class LawOutput:
     friction_compensated: bool = False
     # the active joints' accelerations that ``tau_active`` gives at (q, v) with the model's
     # passive forces ``tau_passive`` (n_passive,), as the law solved them ((5.4) of the task
-    # law); None: the safety layer finds them by the forward dynamics
+    # and joint laws); None: the safety layer finds them by the forward dynamics
     qdd_active: np.ndarray | None = None
     tau_passive: np.ndarray | None = None
 
