@@ -297,9 +297,30 @@ def test_layer_takes_the_laws_own_accelerations_pinocchio_oracle(passive, mode):
         own = LawOutput(out.tau_active.copy(), out.qdd_passive.copy(), status=out.status)
         overrode += layer.apply(q, v, out)
         shaped, acceleration = out.tau_active.copy(), layer.acceleration.copy()
+        slowed = layer.slowed_joints.copy()
         layer.apply(q, v, own)  # the layer's forward dynamics instead of the law's
         np.testing.assert_allclose(shaped, own.tau_active, atol=1e-8 * max(
             1.0, np.abs(own.tau_active).max()))
         np.testing.assert_allclose(acceleration, layer.acceleration, atol=1e-9 * scale)
         assert out.status == own.status
+        # the joints the command brakes (friction stage): by their definition, both paths
+        va = v[a]
+        braked = (layer.acceleration * va < 0) & (layer.guard.active
+                                                  | (np.abs(va) > layer.guard.speed))
+        np.testing.assert_array_equal(layer.slowed_joints, braked)
+        np.testing.assert_array_equal(slowed, braked)
     assert 0 < overrode < 12  # both paths of the layer were compared
+
+
+@pytest.mark.parametrize("own", [True, False], ids=["law's accelerations", "forward pass"])
+def test_layer_leaves_a_non_finite_command_to_the_caller(own):
+    """A law's NaN torque is not shaped (the caller refuses it): no bound, no acceleration."""
+    model, layer, _, LawOutput = _layer_case([])
+    q, v = model.neutral_configuration(), np.zeros(model.nv)
+    tau = np.zeros(model.n_active)
+    tau[2] = np.nan
+    out = LawOutput(tau, np.zeros(0), qdd_active=np.zeros(model.n_active) if own else None,
+                    tau_passive=np.zeros(0) if own else None)
+    assert layer.apply(q, v, out) is False
+    assert layer.acceleration is None and not layer.overrode
+    assert out.tau_active is tau and np.isnan(out.tau_active[2])

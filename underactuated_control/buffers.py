@@ -16,7 +16,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
 
-__all__ = ["block_view", "borrow", "take", "numpy_view", "numpy_views"]
+__all__ = ["block_view", "borrow", "take", "numpy_view", "numpy_views", "float_array"]
 
 
 def _is_shape(shape) -> bool:
@@ -128,3 +128,11 @@ def numpy_views(blocks: tuple, buffer: np.ndarray) -> tuple:
     (fields that are not arrays, e.g. sizes, are kept as they are)."""
     return type(blocks)(*(numpy_view(b, buffer) if isinstance(b, np.ndarray) else b
                           for b in blocks))
+
+
+def float_array(x) -> np.ndarray:
+    """``x`` as the lazily compiled kernels take it, a float64 C-contiguous array (no copy,
+    and no call into NumPy, when it is one: a control cycle passes a dozen)."""
+    if x.__class__ is np.ndarray and x.dtype == np.float64 and x.flags.c_contiguous:
+        return x
+    return np.ascontiguousarray(x, dtype=np.float64)

@@ -55,5 +55,5 @@ class CommandShaper:
             # no intent (a law that gives none): the viscous part on v, as measured
             friction.apply(q, v, out)
         else:
-            friction.apply(q, v, out, safety.acceleration, safety.braked(v))
+            friction.apply(q, v, out, safety.acceleration, safety.slowed_joints)
         return out

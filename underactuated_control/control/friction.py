@@ -63,6 +63,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numba import njit
 
+from ..buffers import float_array
 from ..model import FLOATING, RobotModel
 from ..parameters import ParameterSpec
 from ..passive_forces import JointForceParameters, PassiveForceModel, passive_element_forces
@@ -122,6 +123,7 @@ class FrictionCompensation:
                 damping=s_d * float(model.damping[dof]), coulomb=s_f * float(model.friction[dof]),
                 coulomb_velocity_scale=v_s)
         self.forces = PassiveForceModel(model, overrides)
+        self._force_arguments = self.forces.kernel_arguments
         rho = float(settings.get("damping_feedback_root", 0.5))
         if not (np.isfinite(rho) and 0.0 <= rho <= 1.0):
             raise ValueError(f"damping_feedback_root must be within [0, 1], got {rho}")
@@ -174,17 +176,8 @@ class FrictionCompensation:
         intended velocity of the active joints (None: α v, α = min(1, |v|/v_s)), a their
         commanded accelerations (None: 0), h ``damping_compensation_period`` (module
         docstring)."""
-        intended = intended_velocity is not None
-        compensation_torques(
-            np.ascontiguousarray(q, dtype=float), np.ascontiguousarray(v, dtype=float),
-            np.ascontiguousarray(intended_velocity, dtype=float) if intended else self._none,
-            np.ascontiguousarray(acceleration, dtype=float) if acceleration is not None
-            else self._none,
-            np.ascontiguousarray(braked, dtype=bool) if braked is not None else self._no_brake,
-            intended, acceleration is not None, braked is not None, self._active, self._v_s,
-            self.feedback_share if intended else self._none, self._speed, self.period,
-            *self.forces.kernel_arguments, self.torque)
-        return self.torque
+        return self._compensate(q, v, intended_velocity, acceleration, braked, self._none,
+                                self._none)
 
     def apply(self, q: np.ndarray, v: np.ndarray, out: LawOutput,
               acceleration: np.ndarray | None = None, braked: np.ndarray | None = None
@@ -193,20 +186,36 @@ class FrictionCompensation:
         the active joints' accelerations the command implies (``SafetyLayer.acceleration``)."""
         if not self.enabled or out.friction_compensated:
             return None
-        np.add(out.tau_active, self.compensation(q, v, out.intended_velocity, acceleration,
-                                                 braked), out=self._tau)
+        self._compensate(q, v, out.intended_velocity, acceleration, braked,
+                         float_array(out.tau_active), self._tau)
         out.tau_active = self._tau
         return None
+
+    def _compensate(self, q, v, intended_velocity, acceleration, braked, base: np.ndarray,
+                    total: np.ndarray) -> np.ndarray:
+        """The compensation into ``self.torque`` (and ``base`` + it into ``total`` when
+        ``base`` is not empty), in one compiled call."""
+        intended = intended_velocity is not None
+        compensation_torques(
+            float_array(q), float_array(v),
+            float_array(intended_velocity) if intended else self._none,
+            float_array(acceleration) if acceleration is not None else self._none,
+            np.ascontiguousarray(braked, dtype=bool) if braked is not None else self._no_brake,
+            intended, acceleration is not None, braked is not None, self._active, self._v_s,
+            self.feedback_share if intended else self._none, self._speed, self.period,
+            *self._force_arguments, self.torque, base, total)
+        return self.torque
 
 
 @njit(cache=True, error_model="numpy")  # compiled on first use (C-contiguous float64 in)
 def compensation_torques(q, v, intended_velocity, acceleration, braked, has_intent,
                          has_acceleration, has_braked, active, v_s, feedback_share, speed,
-                         period, q_index, coefficients, torque):
+                         period, q_index, coefficients, torque, base, total):
     """``FrictionCompensation.compensation`` (module docstring) into ``torque`` (active
     order): w = α v (α = min(1, |v|/v_s)) or the law's intent, 0 where braked; the viscous
     velocity v, or β v + (1 − β) clip(w, ±v_max) with an intent, + h a; then minus the
-    passive-force model at those velocities."""
+    passive-force model at those velocities. With a non-empty ``base`` (a law's torques),
+    ``total`` = ``base`` + ``torque`` (the stage's output)."""
     nv = v.shape[0]
     w, viscous, forces = np.empty(nv), np.empty(nv), np.empty(nv)
     for i in range(nv):
@@ -230,3 +239,6 @@ def compensation_torques(q, v, intended_velocity, acceleration, braked, has_inte
     passive_element_forces(q, viscous, w, q_index, coefficients, forces)
     for a in range(active.shape[0]):
         torque[a] = -forces[active[a]]
+    if base.shape[0] > 0:
+        for a in range(active.shape[0]):
+            total[a] = base[a] + torque[a]

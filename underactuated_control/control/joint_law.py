@@ -25,12 +25,14 @@ toward (``intended_velocity``), the sign of the friction compensation (``frictio
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from numba import njit
 
+from ..buffers import float_array
 from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
 from ..parameters import ParameterSpec, per_joint
@@ -49,7 +51,11 @@ def integrating_joints(q, position, velocity, tau, active_q, effort_limit, while
     """``JointLaw``'s anti-windup (the module docstring) into ``out``: joint i integrates
     while its reference is at rest (or ``while_moving``), not at all after a cycle a stage
     overrode, and, where its last torque ``tau`` reached its effort limit, only to unwind
-    (the error's sign differs from the torque's)."""
+    (the error's sign differs from the torque's). False, with ``out`` untouched, where a
+    reference position is NaN (a joint that became active: the caller fills it first)."""
+    for i in range(active_q.shape[0]):
+        if math.isnan(position[i]):
+            return False
     for i in range(active_q.shape[0]):
         allowed = while_moving or abs(velocity[i]) <= _AT_REST
         if has_last:
@@ -58,6 +64,7 @@ def integrating_joints(q, position, velocity, tau, active_q, effort_limit, while
             elif abs(tau[i]) >= effort_limit[i]:
                 allowed = allowed and np.sign(position[i] - q[active_q[i]]) != np.sign(tau[i])
         out[i] = allowed
+    return True
 
 
 def _one_per_joint(name: str):
@@ -133,12 +140,13 @@ class JointLaw(ControlLaw):
 
     def compute(self, q: np.ndarray, v: np.ndarray, reference: JointReference, t: float,
                 with_jacobians: bool) -> LawOutput:
-        gaps = np.isnan(reference.position)
-        if gaps.any():  # joints that became active hold their measured position
+        integrate = self._integrating(reference, q)
+        if integrate is None:  # joints that became active hold their measured position
+            gaps = np.isnan(reference.position)
             reference.position[gaps] = self.controller.active_positions(q)[gaps]
+            integrate = self._integrating(reference, q)
         dt = 0.0 if self._last_t is None else min(max(t - self._last_t, 0.0), _MAX_DT)
         self._last_t = t
-        integrate = self._integrating(reference, q)
         J_G = J_D = None
         if with_jacobians:  # one (4.6) pass for J_G, J_D and the command
             J_G, J_D = self.workspace.generalized(self.frame, q)
@@ -151,16 +159,17 @@ class JointLaw(ControlLaw):
                                qdd_active=c.qdd_active, tau_passive=c.tau_passive)
         return self._last
 
-    def _integrating(self, reference: JointReference, q: np.ndarray) -> np.ndarray:
-        """Anti-windup: the joints whose integral may advance this cycle."""
+    def _integrating(self, reference: JointReference, q: np.ndarray) -> np.ndarray | None:
+        """Anti-windup: the joints whose integral may advance this cycle (None while a
+        reference position is NaN)."""
         last = self._last
         # a stage overrode the law (status set): its error is not the law's to integrate
-        integrating_joints(*(np.ascontiguousarray(x, dtype=float) for x in (
-            q, reference.position, reference.velocity,
-            self._none if last is None else last.tau_active)), self.controller.active_q,
-            self._effort_limit, self._while_moving, last is not None,
+        complete = integrating_joints(
+            float_array(q), float_array(reference.position), float_array(reference.velocity),
+            self._none if last is None else float_array(last.tau_active),
+            self.controller.active_q, self._effort_limit, self._while_moving, last is not None,
             last is not None and bool(last.status), self._integrate)
-        return self._integrate
+        return self._integrate if complete else None
 
 
 class HoldLaw(JointLaw):

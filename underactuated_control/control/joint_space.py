@@ -25,10 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from ..buffers import float_array
 from ..dynamics import HybridDynamics, HybridResult
 from ..model import FLOATING, RobotModel
 from ..parameters import per_joint
-from ..passive_forces import PassiveForceModel
+from ..passive_forces import PassiveForceModel, passive_element_forces
 
 __all__ = ["JointSpaceController", "JointStateMatcher", "EffortMapper", "JointReference",
            "MissingJointsError", "DuplicateJointsError"]
@@ -188,6 +189,8 @@ class JointSpaceController:
         self.intended_velocity = np.zeros(na)  # v_ref + (kp e + ki ∫e) / kd
         self._active_dofs = np.array(model.active_dofs, dtype=np.int64)  # writable: a kernel's
         self._everywhere = np.ones(na, dtype=bool)  # integrate=None: every joint may integrate
+        self._passive_dofs = np.array(model.passive_dofs, dtype=np.int64)
+        self._forces = np.zeros(model.nv)  # the passive-force model on every DOF
 
     def set_integral(self, ki: float | np.ndarray, i_clamp: float | np.ndarray) -> None:
         """ki [1/s³] and the clamp of the integral term [rad/s²]: one value or one per active
@@ -224,16 +227,16 @@ class JointSpaceController:
         ``configured``: the workspace already holds (4.6) for ``q`` (e.g. from J_G). ``dt`` [s]:
         the time since the last call, over which the integral advances by ki e dt on the
         joints ``integrate`` allows (bool per active joint; None: all)."""
-        q = np.ascontiguousarray(q, dtype=float)
-        v = np.ascontiguousarray(v, dtype=float)
-        joint_law_step(q, v, self.active_q, self._active_dofs,
-                       *(np.ascontiguousarray(x, dtype=float)
-                         for x in (ref.position, ref.velocity, ref.acceleration)),
-                       self.kp, self.kd, self.ki, self.i_clamp, float(dt),
+        q, v = float_array(q), float_array(v)
+        joint_law_step(q, v, self.active_q, self._active_dofs, float_array(ref.position),
+                       float_array(ref.velocity), float_array(ref.acceleration), self.kp,
+                       self.kd, self.ki, self.i_clamp, float(dt),
                        self._everywhere if integrate is None
                        else np.ascontiguousarray(integrate, dtype=bool),
-                       self.integral, self.intended_velocity, self.qdd_active)
-        self.tau_passive = tau_passive = self.passive_forces(q, v)
+                       self.integral, self.intended_velocity, self.qdd_active,
+                       *self.passive_forces.kernel_arguments, self._forces,
+                       self._passive_dofs, self.tau_passive)
+        tau_passive = self.tau_passive
         if configured:
             self.dynamics.set_velocity(v)
             return self.dynamics.solve(self.qdd_active, tau_passive)
@@ -252,12 +255,15 @@ def map_efforts(tau_active, source, limits, command, saturated):
 
 @njit(cache=True, error_model="numpy")  # compiled on first use (C-contiguous float64 in)
 def joint_law_step(q, v, active_q, active_dofs, position, velocity, acceleration, kp, kd, ki,
-                   i_clamp, dt, integrate, integral, intended, qdd):
+                   i_clamp, dt, integrate, integral, intended, qdd, q_index, coefficients,
+                   forces, passive_dofs, tau_passive):
     """``JointSpaceController.compute``'s law (its docstring) into ``integral``,
     ``intended`` and ``qdd``: e = q_ref − q; with dt > 0 and some ki > 0 the integral
     advances by ki e dt where ``integrate`` allows and stays within ±i_clamp; the intended
     velocity v_ref + (kp e + ki ∫e)/kd (kd 0: the pull's sign × 1e6); qdd_a = kp e + ki ∫e +
-    kd (v_ref − v) + qdd_ref."""
+    kd (v_ref − v) + qdd_ref. Then T_p, the passive-force model (``q_index``,
+    ``coefficients``: ``PassiveForceModel.kernel_arguments``) at the passive DOF, into
+    ``tau_passive`` (``forces``: every DOF's)."""
     n = active_q.shape[0]
     any_ki = False
     for i in range(n):
@@ -273,3 +279,6 @@ def joint_law_step(q, v, active_q, active_dofs, position, velocity, acceleration
         else:  # the pull's sign, as a velocity far beyond any smoothing scale
             intended[i] = (1e6 if pull > 0.0 else -1e6 if pull < 0.0 else 0.0) + velocity[i]
         qdd[i] = pull + kd[i] * (velocity[i] - v[active_dofs[i]]) + acceleration[i]
+    passive_element_forces(q, v, v, q_index, coefficients, forces)
+    for k in range(passive_dofs.shape[0]):
+        tau_passive[k] = forces[passive_dofs[k]]

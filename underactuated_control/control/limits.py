@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numba import njit, types
 
+from ..buffers import float_array
 from ..dynamics import Workspace
 from ..jacobians import JacobianWorkspace
 from ..kinematics import reach
@@ -119,10 +120,11 @@ class PoseSetpointFollower:
         position, rotation = np.empty(3), np.empty((3, 3))
         linear_velocity, angular_velocity = np.empty(3), np.empty(3)
         a, alpha = np.empty(3), np.empty(3)
-        follower_step(*(np.ascontiguousarray(x, dtype=float) for x in (
-            goal.position, goal.rotation, sp.position, sp.rotation, sp.linear_velocity,
-            sp.angular_velocity)), np.array([v_max, a_max, w_max, al_max], dtype=float), float(dt),
-            position, rotation, linear_velocity, angular_velocity, a, alpha)
+        follower_step(float_array(goal.position), float_array(goal.rotation),
+                      float_array(sp.position), float_array(sp.rotation),
+                      float_array(sp.linear_velocity), float_array(sp.angular_velocity),
+                      np.array([v_max, a_max, w_max, al_max], dtype=float), float(dt),
+                      position, rotation, linear_velocity, angular_velocity, a, alpha)
         sp.linear_acceleration, sp.angular_acceleration = a, alpha
         sp.linear_velocity, sp.angular_velocity = linear_velocity, angular_velocity
         sp.position, sp.rotation = position, rotation
@@ -222,10 +224,15 @@ class JointLimitGuard:
     def bounds(self, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(lower, upper) acceleration bounds [rad/s²] of the active joints (preallocated
         arrays, overwritten by the next call)."""
-        acceleration_bounds(_vector(q), _vector(v), self._q_index, self._v_index, self.lower,
-                            self.upper, self.speed, self.braking, self.gain,
-                            self.velocity_gain, self._lo, self._hi)
+        acceleration_bounds(float_array(q), float_array(v), *self.kernel_arguments,
+                            self._lo, self._hi)
         return self._lo, self._hi
+
+    @property
+    def kernel_arguments(self) -> tuple:
+        """What ``acceleration_bounds`` takes after q and v, before (lo, hi)."""
+        return (self._q_index, self._v_index, self.lower, self.upper, self.speed, self.braking,
+                self.gain, self.velocity_gain)
 
     def clamp_in_place(self, q: np.ndarray, v: np.ndarray, qdd_active: np.ndarray) -> int:
         """Clip ``qdd_active`` (a float64 C-contiguous array) to the bounds in place; returns
@@ -233,18 +240,24 @@ class JointLimitGuard:
         self.bounds(q, v)
         return int(clamp_to_bounds(qdd_active, self._lo, self._hi, self.active))
 
+    def clamp_law_accelerations(self, q: np.ndarray, v: np.ndarray, tau_active: np.ndarray,
+                                qdd_active: np.ndarray, out: np.ndarray,
+                                braked: np.ndarray) -> int:
+        """``out`` = ``qdd_active`` (the accelerations a law solved ``tau_active`` for) clipped
+        to the bounds, and, when no joint was, the joints that command brakes into
+        ``braked`` (``braked_joints``), in one compiled call; returns how many joints were
+        limited (``active`` flags them), −1 without clipping if ``tau_active`` is not
+        finite."""
+        return bound_own_accelerations(
+            float_array(tau_active), float_array(qdd_active), float_array(q),
+            float_array(v), *self.kernel_arguments, self._lo, self._hi, out, self.active,
+            braked)
+
     def clamp(self, q: np.ndarray, v: np.ndarray, qdd_active: np.ndarray) -> np.ndarray:
         """A clipped copy of ``qdd_active``."""
         out = np.array(qdd_active, dtype=float)
         self.clamp_in_place(q, v, out)
         return out
-
-
-def _vector(x: np.ndarray) -> np.ndarray:
-    """``x`` as the kernels take it (a float64 C-contiguous vector; no copy when it is one)."""
-    if type(x) is np.ndarray and x.dtype == np.float64 and x.flags.c_contiguous:
-        return x
-    return np.ascontiguousarray(x, dtype=np.float64)
 
 
 class ReachCheck:
@@ -324,7 +337,9 @@ class SafetyLayer:
         # the active joints' accelerations the last apply's command implies (the forward
         # dynamics, bounded when it overrode; None when it did not run)
         self.acceleration: np.ndarray | None = None
-        self._braked = np.zeros(len(self._a), dtype=bool)
+        # the active joints the last apply's command brakes (``braked``; valid while
+        # ``acceleration`` is not None)
+        self.slowed_joints = np.zeros(len(self._a), dtype=bool)
         self.limited_joints: list[str] = []
 
     _defaults: ClassVar[dict[str, Any]] = {s.name: s.default for s in parameters}
@@ -351,10 +366,14 @@ class SafetyLayer:
             return False
         a = self._a
         if out.qdd_active is not None and out.tau_passive is not None:  # the law's own (5.4)
-            if not math.isfinite(out.tau_active.sum()):
+            limited = self.guard.clamp_law_accelerations(q, v, out.tau_active, out.qdd_active,
+                                                         self._qdd_a, self.slowed_joints)
+            if limited < 0:
                 return False  # a non-finite command: the caller refuses it
+            self.acceleration = self._qdd_a
+            if limited == 0:
+                return False
             tau_p = out.tau_passive
-            self._qdd_a[:] = out.qdd_active
         else:  # the forward dynamics of the law's intent (before the effort clamp)
             tau = self._tau
             tau[a] = out.tau_active
@@ -365,9 +384,10 @@ class SafetyLayer:
             except ValueError:  # a non-finite command: the caller refuses it
                 return False
             np.take(qdd, a, out=self._qdd_a)
-        self.acceleration = self._qdd_a
-        if self.guard.clamp_in_place(q, v, self._qdd_a) == 0:
-            return False
+            self.acceleration = self._qdd_a
+            if self.guard.clamp_in_place(q, v, self._qdd_a) == 0:
+                self.braked(v)
+                return False
         res = self._hybrid.compute(q, v, self._qdd_a, tau_p)  # (5.4) with the bounded qdd_a
         self._tau_out[:] = res.tau_active
         self._qdd_p_out[:] = res.qdd_passive
@@ -386,15 +406,16 @@ class SafetyLayer:
         self.limited_joints = [self.model.dof_names[d] for d, b in zip(a, self.guard.active)
                                if b]
         out.status = f"{out.status} safety limits on {self.limited_joints}".strip()
+        self.braked(v)
         return True
 
     def braked(self, v: np.ndarray) -> np.ndarray:
         """The active joints the last apply's command slows down where a bound bit or beyond
-        their speed bound: their dry friction helps."""
-        braked_joints(np.ascontiguousarray(v, dtype=float), self._a, self._qdd_a,
-                      self.guard.active, np.ascontiguousarray(self.guard.speed, dtype=float),
-                      self._braked)
-        return self._braked
+        their speed bound: their dry friction helps (into ``slowed_joints``, which ``apply``
+        leaves so for its own ``v``)."""
+        braked_joints(float_array(v), self._a, self._qdd_a, self.guard.active,
+                      float_array(self.guard.speed), self.slowed_joints)
+        return self.slowed_joints
 
     def _within_effort(self, q: np.ndarray, v: np.ndarray, tau_p: np.ndarray) -> None:
         """The bounded accelerations need more than the effort limits (which the motors would
@@ -418,10 +439,36 @@ class SafetyLayer:
         self._qdd_a[:] = qdd_s + alpha * (self._qdd_a - qdd_s)
 
 
-@njit(cache=True, error_model="numpy")  # compiled on first use (C-contiguous arrays in)
+# compiled at import (a law whose safety layer overrides calls it from Python only then)
+_BRAKED_SIGNATURE = types.void(_VECTOR, _INDEX, _VECTOR, types.boolean[::1], _VECTOR,
+                               types.boolean[::1])
+
+
+@njit(_BRAKED_SIGNATURE, cache=True, error_model="numpy")
 def braked_joints(v, dofs, qdd, limited, speed, out):
     """``SafetyLayer.braked`` into ``out``: the active joints whose commanded acceleration
     opposes their velocity where a bound bit (``limited``) or beyond their speed bound."""
     for i in range(dofs.shape[0]):
         va = v[dofs[i]]
         out[i] = qdd[i] * va < 0.0 and (limited[i] or abs(va) > speed[i])
+
+
+@njit(cache=True, error_model="numpy")  # compiled on first use (C-contiguous arrays in)
+def bound_own_accelerations(tau_active, qdd_active, q, v, q_index, v_index, lower, upper, speed,
+                            braking, gain, velocity_gain, lo, hi, qdd, limited, braked):
+    """``SafetyLayer.apply`` for a law that gives its own ``qdd_active`` in one call: −1
+    where ``tau_active`` is not finite; else ``qdd`` = ``qdd_active`` clipped to the guard's
+    bounds (``acceleration_bounds``, ``clamp_to_bounds``: ``lo``, ``hi``, ``limited``), the
+    number of joints clipped returned, and, when none was, ``braked`` (``braked_joints``)."""
+    total = 0.0
+    for i in range(tau_active.shape[0]):
+        total += tau_active[i]
+    if not math.isfinite(total):
+        return -1
+    qdd[:] = qdd_active
+    acceleration_bounds(q, v, q_index, v_index, lower, upper, speed, braking, gain,
+                        velocity_gain, lo, hi)
+    n = clamp_to_bounds(qdd, lo, hi, limited)
+    if n == 0:
+        braked_joints(v, v_index, qdd, limited, speed, braked)
+    return n

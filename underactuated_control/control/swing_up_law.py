@@ -357,6 +357,7 @@ class SwingUpLaw(ControlLaw):
         self.effort_limit = limit
         self.continuous = np.array([model.joint_types[k] == "continuous"
                                     for k in range(model.nb)])
+        self._continuous_dofs = np.flatnonzero(self.continuous)  # two 1-DOF joints
         self.dynamics = self.workspace.dynamics
         self._active_ws = self.workspace.shared.hybrid("active")
         self._forward_ws = self.workspace.shared.hybrid("passive")
@@ -364,6 +365,7 @@ class SwingUpLaw(ControlLaw):
         self._masses = model.inertia[:, 3, 3].copy()
         self._com = np.array([[I[2, 4], I[0, 5], I[1, 3]] for I in model.inertia])  # m·c
         self._com /= np.maximum(self._masses, 1e-300)[:, None]
+        self._gravity_vector = np.asarray(model.gravity, float)
         self._unit = np.ones(1)
         self._zero = np.zeros(1)
         self._tau = np.zeros(1)
@@ -498,8 +500,8 @@ class SwingUpLaw(ControlLaw):
         """V(q) = −Σ m_k gᵀ c_k: the bodies' centres of mass placed by the kinematics."""
         ws = self.workspace
         ws.set_configuration(np.asarray(q, float))
-        c = ws.p_world + np.einsum("kji,kj->ki", ws.E_world, self._com)
-        return float(-(self._masses * (c @ np.asarray(self.model.gravity, float))).sum())
+        c = ws.p_world + (self._com[:, None, :] @ ws.E_world)[:, 0, :]  # c_k = p_k + E_kᵀ r_k
+        return -float((c @ self._gravity_vector) @ self._masses)
 
     def mass_matrix(self, q: np.ndarray) -> np.ndarray:
         """M(q) from the recursion (``mass_matrix``, every joint active)."""
@@ -538,10 +540,14 @@ class SwingUpLaw(ControlLaw):
         return H
 
     # ------------------------------------------------------------------ the recursion, affine in u
-    def _affine(self, q: np.ndarray, v: np.ndarray) -> tuple[float, float, float, float]:
+    def _affine(self, q: np.ndarray, v: np.ndarray, forces: np.ndarray | None = None
+                ) -> tuple[float, float, float, float]:
         """(tau0, D, p0, J): T_a = tau0 + D u and qdd_p = p0 + J u for u = qdd_a, from two
-        passes of the hybrid recursion (T_p from the URDF's damping and friction)."""
-        Tp = self.friction.all_joints(q, v)[self.p:self.p + 1]
+        passes of the hybrid recursion (T_p from the URDF's damping and friction: ``forces``,
+        the passive-force model of every joint at (q, v), when the caller has it)."""
+        if forces is None:
+            forces = self.friction.all_joints(q, v)
+        Tp = forces[self.p:self.p + 1]
         res = self.dynamics.compute(q, v, self._zero, Tp)
         tau0, p0 = float(res.tau_active[0]), float(res.qdd_passive[0])
         res = self.dynamics.solve(self._unit, Tp)
@@ -584,7 +590,7 @@ class SwingUpLaw(ControlLaw):
 
     def _balancing_command(self, z: np.ndarray) -> float:
         """The balancing LQR's motor command −K z, within the effort limit."""
-        return float(np.clip(-(self.K @ z)[0], -self.effort_limit, self.effort_limit))
+        return min(max(-float((self.K @ z)[0]), -self.effort_limit), self.effort_limit)
 
     def _closed_loop_rate(self, z: np.ndarray) -> np.ndarray:
         """dz/dt of the nonlinear robot under the (saturated) LQR command."""
@@ -594,7 +600,7 @@ class SwingUpLaw(ControlLaw):
             tau = z[4]
             rate = (command - tau) / self.filter_time
             if self.lqr_rate > 0.0:
-                rate = float(np.clip(rate, -self.lqr_rate, self.lqr_rate))
+                rate = min(max(float(rate), -self.lqr_rate), self.lqr_rate)
             return np.concatenate([v, self._qdd(q, v, tau), [rate]])
         return np.concatenate([v, self._qdd(q, v, command)])
 
@@ -662,10 +668,15 @@ class SwingUpLaw(ControlLaw):
 
     def state_error(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """z = [q − q_up (continuous joints wrapped), v, filtered torque]."""
-        e = np.asarray(q, float) - self.q_up
-        e = np.where(self.continuous, _wrap(e), e)
-        z = np.concatenate([e, v])
-        return np.append(z, self.tau_filtered) if self.filter_time > 0.0 else z
+        n = self.q_up.shape[0]
+        z = np.empty(2 * n + 1 if self.filter_time > 0.0 else 2 * n)
+        z[:n] = q
+        z[:n] -= self.q_up
+        z[self._continuous_dofs] = _wrap(z[self._continuous_dofs])
+        z[n:2 * n] = v
+        if self.filter_time > 0.0:
+            z[2 * n] = self.tau_filtered
+        return z
 
     def compute(self, q: np.ndarray, v: np.ndarray, reference: Any, t: float,
                 with_jacobians: bool) -> LawOutput:
@@ -676,8 +687,9 @@ class SwingUpLaw(ControlLaw):
         J_G = J_D = None
         if with_jacobians:
             J_G, J_D = self.workspace.generalized(self.frame, q)
-        tau0, D, p0, Jd = self._affine(q, v)
-        compensation = -float(self.friction.all_joints(q, v)[self.a])  # the motor's own joint
+        forces = self.friction.all_joints(q, v)
+        tau0, D, p0, Jd = self._affine(q, v, forces)
+        compensation = -float(forces[self.a])  # the motor's own joint
         z = self.state_error(q, v)
         self.level = float(z @ self.P @ z)
         if self.phase != BALANCING and self.level < self.rho_in:
@@ -704,9 +716,9 @@ class SwingUpLaw(ControlLaw):
         rate = self.swing_rate if self.phase == PUMPING else \
             self.lqr_rate if self.phase in (LOCKED, BALANCING) else 0.0
         if rate > 0.0:
-            change = float(np.clip(change, -rate * dt, rate * dt)) if dt > 0.0 else 0.0
+            change = min(max(change, -rate * dt), rate * dt) if dt > 0.0 else 0.0
         self.tau_filtered += change
-        tau_motor = float(np.clip(self.tau_filtered, -limit, limit))
+        tau_motor = min(max(float(self.tau_filtered), -limit), limit)
         # the accelerations this torque gives, from the same two passes of the recursion
         u = (tau_motor - compensation - tau0) / D
         self._tau[0] = tau_motor
@@ -858,8 +870,8 @@ class SwingUpLaw(ControlLaw):
         energy = float(0.5 * v @ M @ v) + potential
         self.energy_now = energy
         e_energy = energy - self.pump_target
-        kick = s["swing_kick"] * float(np.clip(
-            1.0 - (energy - self.energy_down) / (_KICK_ENERGY * self.delta_energy), 0.0, 1.0))
+        kick = s["swing_kick"] * min(max(
+            1.0 - (energy - self.energy_down) / (_KICK_ENERGY * self.delta_energy), 0.0), 1.0)
         e = self._active_error(q, kick)
         if self.phase == PUMPING:
             momentum = float(M[p] @ v)  # conserved through a quick lock of the active joint
@@ -883,5 +895,6 @@ class SwingUpLaw(ControlLaw):
             u = -self.k_p * e - 2.0 * s["swing_damping"] * np.sqrt(self.k_p) * v[a] + pumping \
                 + power
             bound = s["swing_torque_fraction"] * self.effort_limit
-        u = float(np.clip(u, (-bound - compensation - tau0) / D, (bound - compensation - tau0) / D))
+        lo, hi = (-bound - compensation - tau0) / D, (bound - compensation - tau0) / D
+        u = min(max(float(u), lo), hi)
         return tau0 + D * u + compensation

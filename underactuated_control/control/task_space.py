@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numba import njit
 
+from ..buffers import float_array
 from ..jacobians import JacobianWorkspace
 from ..model import FLOATING, RobotModel
 from ..passive_forces import PassiveForceModel
@@ -276,10 +277,10 @@ class EndEffectorTracker:
         a_des, X = np.empty(6), np.empty((m.n_active, 2))
         N_task = np.empty((m.n_active, m.n_active))
         task_sigma_min, lam = task_solve_kernel(
-            S, np.ascontiguousarray(J), np.ascontiguousarray(v), np.ascontiguousarray(J_G),
-            np.ascontiguousarray(drift_G), e_pos, e_rot,
-            *(np.ascontiguousarray(x, float) for x in (ref.linear_velocity, ref.linear_acceleration,
-                                            ref.angular_velocity, ref.angular_acceleration)),
+            S, float_array(J), float_array(v), float_array(J_G),
+            float_array(drift_G), e_pos, e_rot, float_array(ref.linear_velocity),
+            float_array(ref.linear_acceleration), float_array(ref.angular_velocity),
+            float_array(ref.angular_acceleration),
             np.array([self.kp_position, self.kd_position, self.kp_orientation,
                       self.kd_orientation], dtype=float), float(eps), float(self.max_damping),
             a_des, X, N_task)
