@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit, types
 
 from ..buffers import float_array
-from ..dynamics import Workspace
+from ..dynamics import Workspace, all_finite
 from ..jacobians import JacobianWorkspace
 from ..kinematics import reach
 from ..model import FLOATING, RobotModel
@@ -460,10 +460,7 @@ def bound_own_accelerations(tau_active, qdd_active, q, v, q_index, v_index, lowe
     where ``tau_active`` is not finite; else ``qdd`` = ``qdd_active`` clipped to the guard's
     bounds (``acceleration_bounds``, ``clamp_to_bounds``: ``lo``, ``hi``, ``limited``), the
     number of joints clipped returned, and, when none was, ``braked`` (``braked_joints``)."""
-    total = 0.0
-    for i in range(tau_active.shape[0]):
-        total += tau_active[i]
-    if not math.isfinite(total):
+    if not all_finite(tau_active):  # the check run_steps makes of the forward path's input
         return -1
     qdd[:] = qdd_active
     acceleration_bounds(q, v, q_index, v_index, lower, upper, speed, braking, gain,
