@@ -182,7 +182,7 @@ def compare(bag: Path, fresh: list[tuple[int, np.ndarray]]) -> dict:
     t_cmd = np.array([t for t, _ in data[COMMANDS]])
     recorded = np.array([m.data for _, m in data[COMMANDS]])
     end = t_cmd[-1] - WINDOW  # later states' answers may be missing from the recording
-    errors, which = [], []
+    errors, which, ambiguous = [], [], 0
     for k, cmd in fresh:
         lo = t_state[max(k - LAG, 0)] - 5e6
         if t_state[k] > end:
@@ -191,6 +191,8 @@ def compare(bag: Path, fresh: list[tuple[int, np.ndarray]]) -> dict:
         d = np.abs(recorded[near] - cmd).max(axis=1) if len(near) else np.array([np.inf])
         errors.append(d.min())
         which.append(int(near[d.argmin()]) if len(near) else -1)
+        # a second recorded command as close: the match would not tell the state
+        ambiguous += int(np.partition(d, 1)[1] <= TOL) if len(d) > 1 else 0
     errors, which = np.array(errors), np.array(which)
     matched = errors <= TOL
     # recorded commands whose state the observer saw replayed (it may hear the replay late)
@@ -200,7 +202,7 @@ def compare(bag: Path, fresh: list[tuple[int, np.ndarray]]) -> dict:
     return {"fresh": len(errors), "matched": int(matched.sum()), "errors": errors,
             "recorded": len(considered),
             "recorded_reproduced": len(considered & set(which[matched].tolist())),
-            "median_step_between_commands": float(np.median(step)),
+            "ambiguous": ambiguous, "median_step_between_commands": float(np.median(step)),
             "peak_command": float(np.abs(recorded).max())}
 
 
@@ -211,10 +213,12 @@ def check(result: dict) -> None:
           f"{e[e <= TOL].max(initial=0):.1e} N·m); {result['recorded_reproduced']} of "
           f"{result['recorded']} recorded commands reproduced; median change between "
           f"consecutive commands {result['median_step_between_commands']:.2e} N·m, peak "
-          f"{result['peak_command']:.1f} N·m")
+          f"{result['peak_command']:.1f} N·m; {result['ambiguous']} matches ambiguous")
     assert result["fresh"] >= 300
-    # a match identifies the state: consecutive commands differ by far more than TOL
-    assert result["median_step_between_commands"] > 100 * TOL
+    # a match identifies the state: no other recorded command it may answer is as close (the
+    # median step between consecutive commands is no measure of it: it falls with the share
+    # of the recording the arm spends settled, which depends on when the recorder started)
+    assert result["ambiguous"] <= 0.05 * result["fresh"]
     # the regression check: the fresh controller's commands are the recorded ones (those it
     # gives for states the recorded controller dropped, best effort on a loaded machine, have
     # nothing to equal: a few per cent at most), and most recorded commands are reproduced,

@@ -100,7 +100,9 @@ def test_a_jumping_joint_reference_stays_within_the_velocity_limits(ros, launch,
     t0 = time.monotonic()
     for target in (np.add(q0, jump), q0, np.add(q0, jump)):
         jump_to(target)
-        ros.spin_for(2.5)
+        # 2.5 s of simulated time (lock-stepped states, 1 ms apart), however slow the machine
+        states = len(rec.q)
+        ros.wait_for(lambda n=states: len(rec.q) >= n + 2500, 30)
     q, v = rec.since(t0)
     assert len(q) > 500, node.log()
     peak, beyond = report(f"{robot}, joint mode, jumping reference", q, v, urdf)
