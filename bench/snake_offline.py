@@ -10,7 +10,10 @@ closed loop on MuJoCo (``scenarios.snake.simulate_offline``: the controller's ta
 bundled C shape and N - 1 seeded perturbations of it (each joint + N(0, ``--spread``²) rad),
 with a command latency of 0, 1, 2 physics steps in turn; the head error per window of the
 path (0-11 s: ramp and lap 1, then laps 2 and 3). How robust the three-lap goal is on starts
-nobody tuned for (a DDS run starts where the hold before the path left the shape).
+nobody tuned for (a DDS run starts where the hold before the path left the shape). With
+``--drift``, also each window's passive-joint displacement split by the joints' momentum
+balance (``scenarios.snake.passive_drift``): the largest |Δq_p|, |kinetic term| and
+|momentum term| [rad] over the passive joints.
 
 Each closed loop takes about as long as it simulates (a loaded machine: longer).
 """
@@ -28,9 +31,11 @@ from underactuated_control import RobotModel
 from underactuated_control.jacobians import generalized_jacobian
 from underactuated_control.scenarios.snake import (
     HEAD,
+    SNAKE_URDF,
     SnakeDesign,
     closed_loop_eigenvalues,
     initial_configuration,
+    passive_drift,
     simulate_offline,
     snake_urdf,
 )
@@ -45,7 +50,8 @@ def shapes(n: int) -> dict[str, np.ndarray]:
 LAPS = ((0.0, 11.0), (11.0, 19.0), (19.0, 27.0))  # s of the default path: ramp + lap 1, 2, 3
 
 
-def perturbed_starts(count: int, spread: float, seed: int = 0) -> list[dict]:
+def perturbed_starts(count: int, spread: float, seed: int = 0, drift: bool = False
+                     ) -> list[dict]:
     """Three laps from the C shape and ``count`` - 1 perturbations of it (see the docstring)."""
     rng = np.random.default_rng(seed)
     q_c = initial_configuration(11)
@@ -64,10 +70,18 @@ def perturbed_starts(count: int, spread: float, seed: int = 0) -> list[dict]:
                "head_rms_mm": res.metrics["head_rms_mm"], "lap_rms_mm": laps,
                "head_max_mm": res.metrics["head_max_mm"],
                "wall_s": time.perf_counter() - t0}
+        if drift:
+            terms = passive_drift(RobotModel.from_urdf(SNAKE_URDF.read_text()), res.t, res.q,
+                                  res.v, [(a, min(b, res.t[-1])) for a, b in LAPS])
+            row["drift_rad"] = [{term: float(np.abs(w[term]).max()) for term in
+                                 ("displacement", "kinetic", "momentum")} for w in terms]
         rows.append(row)
         print(f"{k:>5} {row['max_abs_dq_rad']:>12.3f} {latency:>7} {row['head_rms_mm']:>10.2f} "
               f"{laps[0]:>10.2f} {laps[1]:>7.2f} {laps[2]:>7.2f} {row['head_max_mm']:>8.1f} "
               f"{row['wall_s']:>6.1f}", flush=True)
+        for (a, b), w in zip(LAPS, row.get("drift_rad", [])):
+            print(f"{'':>5} {a:>4.0f}-{b:<3.0f} s: |Δq_p| {w['displacement']:.3f}, kinetic "
+                  f"{w['kinetic']:.3f}, momentum {w['momentum']:.3f} rad", flush=True)
     kept = sum(r["head_rms_mm"] < 5.0 for r in rows)
     print(f"three laps within 5 mm RMS from {kept} of {count} starts; laps 1-2 within 5 mm "
           f"from {sum(max(r['lap_rms_mm'][:2]) < 5.0 for r in rows)}")
@@ -82,6 +96,8 @@ def main() -> None:
                     help="the three-lap study from this many start shapes instead (see above)")
     ap.add_argument("--spread", type=float, default=0.02,
                     help="[rad] standard deviation of the start perturbations (--starts)")
+    ap.add_argument("--drift", action="store_true",
+                    help="with --starts: each window's passive drift by its momentum balance")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = ap.parse_args()
     if not args.duration > 0:
@@ -89,7 +105,7 @@ def main() -> None:
     if args.starts < 0 or not args.spread >= 0:
         ap.error("--starts must be >= 0 and --spread >= 0 rad")
     if args.starts:
-        rows = perturbed_starts(args.starts, args.spread)
+        rows = perturbed_starts(args.starts, args.spread, drift=args.drift)
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps({"spread_rad": args.spread, "rows": rows},

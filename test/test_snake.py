@@ -20,6 +20,7 @@ from underactuated_control.scenarios.snake import (
     closed_loop_eigenvalues,
     initial_configuration,
     law_settings,
+    passive_drift,
     simulate_offline,
     snake_plant,
     snake_urdf,
@@ -164,6 +165,55 @@ def test_offline_closed_loop_head_follows_on_mujoco():
     ref.frame_jacobian(res.q[-1], HEAD)
     np.testing.assert_allclose(ref.pd.oMf[ref.pm.getFrameId(HEAD)].translation,
                                res.head[-1], atol=1e-9)
+
+
+
+def test_passive_drift_balances_mujocos_passive_joints():
+    """Each passive joint's displacement equals its momentum balance's three terms
+    (``passive_drift``: ∫∂T/∂q/d − ∫g/d − Δ(Mv)/d, from the controller's model) on MuJoCo's
+    trajectories: the snake's closed loop (no gravity on its vertical axes; the kinetic term is
+    the one that grows lap after lap) and, with gravity, the pendubot with its passive elbow
+    damped, swinging under a sinusoidal shoulder torque. Measured: 2e-5 rad (snake, 5 s of the
+    first lap, terms up to 0.08 rad; MuJoCo's implicitfast, as the scenario) and 7e-7 rad
+    (pendubot, 3 s, terms up to 0.8 rad; RK4): the trapezoid rule on 1 ms steps."""
+    from underactuated_control.sim import closed_loop, mujoco_spec
+    from underactuated_control.sim.model import Plant
+
+    res = simulate_offline(duration=8.0)
+    model = RobotModel.from_urdf(SNAKE)
+    (lap,) = passive_drift(model, res.t, res.q, res.v, [(3.0, 8.0)])
+    terms = lap["kinetic"] + lap["gravity"] + lap["momentum"]
+    print({k: np.round(x, 5) for k, x in lap.items()})
+    assert np.abs(lap["displacement"]).max() > 0.02  # the shape moved
+    assert np.abs(lap["kinetic"]).max() > 0.02  # and not by the momentum term alone
+    assert np.abs(lap["gravity"]).max() < 1e-12  # vertical axes
+    np.testing.assert_allclose(terms, lap["displacement"], atol=2e-4)
+
+    urdf = (ROOT / "urdf/pendubot.urdf").read_text().replace('damping="0"', 'damping="0.1"')
+    pendubot = RobotModel.from_urdf(urdf)
+    assert list(pendubot.passive_joints) == ["elbow"] and pendubot.damping[1] == 0.1
+    plant = Plant.compile(mujoco_spec(urdf, pendubot, integrator="rk4"),
+                          list(pendubot.joint_names), list(pendubot.active_joints))
+    plant.set_state(np.array([0.4, -0.3]))
+    qs, vs = [], []
+
+    def control(k, q, v):
+        qs.append(q.copy())
+        vs.append(v.copy())
+        return np.array([0.8 * np.sin(2 * np.pi * 1.3 * k * 1e-3)])
+
+    closed_loop(plant, control, 3000)
+    t = np.arange(len(qs)) * 1e-3
+    (swing,) = passive_drift(pendubot, t, np.array(qs), np.array(vs), [(0.0, t[-1])])
+    print({k: np.round(x, 5) for k, x in swing.items()}, "residual",
+          np.abs(swing["kinetic"] + swing["gravity"] + swing["momentum"]
+                 - swing["displacement"]).max())
+    assert abs(swing["gravity"][0]) > 0.1  # gravity does work on the elbow
+    np.testing.assert_allclose(swing["kinetic"] + swing["gravity"] + swing["momentum"],
+                               swing["displacement"], atol=1e-5)
+    with pytest.raises(ValueError, match="every passive joint damped"):
+        passive_drift(RobotModel.from_urdf((ROOT / "urdf/pendubot.urdf").read_text()), t,
+                      np.array(qs), np.array(vs), [(0.0, 1.0)])
 
 
 @pytest.mark.ros

@@ -234,6 +234,64 @@ def closed_loop_eigenvalues(urdf: str, q0: np.ndarray, step: float = 1e-6,
     return ev[np.argsort(-ev.real)]
 
 
+def passive_drift(model, t: np.ndarray, q: np.ndarray, v: np.ndarray,
+                  windows: list[tuple[float, float]]) -> list[dict[str, np.ndarray]]:
+    """Each passive joint's displacement over each window [t0, t1] of a trace, split by the
+    joint's momentum balance (doc/scenarios.md, "Why the third lap").
+
+    A passive joint i whose only force is its viscous damping d_i (the URDF's; no spring, no
+    dry friction) obeys Lagrange's equation d/dt (M v)_i − ∂T/∂q_i + g_i = −d_i v_i with
+    T = ½ vᵀ M v; integrated over the window,
+
+        Δq_i = ∫ ∂T/∂q_i dt / d_i − ∫ g_i dt / d_i − Δ(M v)_i / d_i,
+
+    exactly. Returns per window ``displacement`` Δq_p [rad] and its three terms [rad]:
+    ``kinetic`` (the only one that can grow lap after lap on a repeated path: the others are
+    bounded by the motion), ``gravity`` and ``momentum`` (with its sign: Δq_p = kinetic +
+    gravity + momentum up to the trapezoid rule's error over the trace's samples).
+    ∂T/∂q = Ṁv − (C(q, v) v): Ṁv by central differences of M(q) v along v (a step of
+    1e-6 rad), both from inverse dynamics, so M is never formed. 1-DOF joints only."""
+    from ..dynamics import inverse_dynamics
+
+    passive = model.passive_dofs
+    damping = np.asarray(model.damping, float)[passive]
+    if model.nq != model.nv or not np.all(damping > 0.0):
+        raise ValueError("passive_drift needs 1-DOF joints and every passive joint damped "
+                         "(URDF <dynamics damping> > 0)")
+    zero = np.zeros(model.nv)
+    kinetic = np.empty((len(t), len(passive)))  # ∂T/∂q_p
+    gravity = np.empty_like(kinetic)  # g_p
+    momentum = np.empty_like(kinetic)  # (M v)_p
+
+    def mass_times_v(x: np.ndarray, vk: np.ndarray) -> np.ndarray:  # M(x) v
+        return inverse_dynamics(model, x, zero, vk) - inverse_dynamics(model, x, zero, zero)
+
+    for k, (qk, vk) in enumerate(zip(q, v)):
+        g = inverse_dynamics(model, qk, zero, zero)
+        gravity[k] = g[passive]
+        momentum[k] = mass_times_v(qk, vk)[passive]
+        size = float(np.abs(vk).max())
+        if size == 0.0:
+            kinetic[k] = 0.0
+            continue
+        h = 1e-6 / size
+        mv_dot = (mass_times_v(qk + h * vk, vk) - mass_times_v(qk - h * vk, vk)) / (2.0 * h)
+        coriolis = inverse_dynamics(model, qk, vk, zero) - g  # C(q, v) v
+        kinetic[k] = (mv_dot - coriolis)[passive]
+    out = []
+    for t0, t1 in windows:
+        i, j = int(np.searchsorted(t, t0)), int(np.searchsorted(t, t1, side="right")) - 1
+        if not 0 <= i < j < len(t):
+            raise ValueError(f"window [{t0}, {t1}] s is not inside the trace")
+        span = slice(i, j + 1)
+        out.append({"t0": float(t[i]), "t1": float(t[j]),
+                    "displacement": q[j, passive] - q[i, passive],
+                    "kinetic": np.trapezoid(kinetic[span], t[span], axis=0) / damping,
+                    "gravity": -np.trapezoid(gravity[span], t[span], axis=0) / damping,
+                    "momentum": -(momentum[j] - momentum[i]) / damping})
+    return out
+
+
 # ====================================================================== offline closed loop
 DEFAULT_SETTINGS: dict[str, Any] = {  # task-mode parameters of the scenario (config/snake.yaml)
     "task": "planar",
