@@ -255,9 +255,10 @@ def passive_drift(model, t: np.ndarray, q: np.ndarray, v: np.ndarray,
 
     passive = model.passive_dofs
     damping = np.asarray(model.damping, float)[passive]
-    if model.nq != model.nv or not np.all(damping > 0.0):
+    friction = np.asarray(model.friction, float)[passive]
+    if model.nq != model.nv or not (np.all(damping > 0.0) and np.all(friction == 0.0)):
         raise ValueError("passive_drift needs 1-DOF joints and every passive joint damped "
-                         "(URDF <dynamics damping> > 0)")
+                         "(URDF <dynamics damping> > 0) and free of dry friction (friction 0)")
     zero = np.zeros(model.nv)
     kinetic = np.empty((len(t), len(passive)))  # ∂T/∂q_p
     gravity = np.empty_like(kinetic)  # g_p
