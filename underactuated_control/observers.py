@@ -167,7 +167,9 @@ class MomentumObserver:
         self.residual[:] = 0.0
         self._integral[:] = 0.0
 
-    def _model_terms(self, q: np.ndarray, v: np.ndarray) -> None:
+    def model_terms(self, q: np.ndarray, v: np.ndarray) -> None:
+        """The model's terms of (1) at (q, v) into ``momentum`` (p = M v), ``gravity`` (g) and
+        ``coriolis_t`` (C^T v = ∂T/∂q, (3))."""
         m, dyn = self.model, self._dyn
         dyn.set_configuration(q)
         dyn.set_velocity(None)
@@ -188,7 +190,7 @@ class MomentumObserver:
         ta = self._dyn.as_vector(tau_measured, m.n_active, "tau_measured")
         if not (np.isfinite(ta).all() and np.isfinite(dt) and dt >= 0.0):
             raise ValueError(f"tau_measured must be finite and dt >= 0, got {ta}, dt {dt}")
-        self._model_terms(q, v)
+        self.model_terms(q, v)
         # b = T_p(q, v) + C^T v - g: a function of the state (trapezoid); the efforts are the
         # ones that acted over the step (held: exact as a rectangle)
         self._known[:] = self.passive_force.all_joints(q, v)

@@ -248,10 +248,11 @@ def passive_drift(model, t: np.ndarray, q: np.ndarray, v: np.ndarray,
     exactly. Returns per window ``displacement`` Δq_p [rad] and its three terms [rad]:
     ``kinetic`` (the only one that can grow lap after lap on a repeated path: the others are
     bounded by the motion), ``gravity`` and ``momentum`` (with its sign: Δq_p = kinetic +
-    gravity + momentum up to the trapezoid rule's error over the trace's samples).
-    ∂T/∂q = Ṁv − (C(q, v) v): Ṁv by central differences of M(q) v along v (a step of
-    1e-6 rad), both from inverse dynamics, so M is never formed. 1-DOF joints only."""
-    from ..dynamics import inverse_dynamics
+    gravity + momentum up to the trapezoid rule's error over the trace's samples). The
+    balance is the momentum observer's (1) (``observers.py``) with the joint's force −d_i v_i
+    and no external torque; its model terms p = M v, g and ∂T/∂q = C^T v, (3), are the
+    observer's. Fixed-base models of 1-DOF joints only."""
+    from ..observers import MomentumObserver
 
     passive = model.passive_dofs
     damping = np.asarray(model.damping, float)[passive]
@@ -259,26 +260,15 @@ def passive_drift(model, t: np.ndarray, q: np.ndarray, v: np.ndarray,
     if model.nq != model.nv or not (np.all(damping > 0.0) and np.all(friction == 0.0)):
         raise ValueError("passive_drift needs 1-DOF joints and every passive joint damped "
                          "(URDF <dynamics damping> > 0) and free of dry friction (friction 0)")
-    zero = np.zeros(model.nv)
+    observer = MomentumObserver(model)
     kinetic = np.empty((len(t), len(passive)))  # ∂T/∂q_p
     gravity = np.empty_like(kinetic)  # g_p
     momentum = np.empty_like(kinetic)  # (M v)_p
-
-    def mass_times_v(x: np.ndarray, vk: np.ndarray) -> np.ndarray:  # M(x) v
-        return inverse_dynamics(model, x, zero, vk) - inverse_dynamics(model, x, zero, zero)
-
     for k, (qk, vk) in enumerate(zip(q, v)):
-        g = inverse_dynamics(model, qk, zero, zero)
-        gravity[k] = g[passive]
-        momentum[k] = mass_times_v(qk, vk)[passive]
-        size = float(np.abs(vk).max())
-        if size == 0.0:
-            kinetic[k] = 0.0
-            continue
-        h = 1e-6 / size
-        mv_dot = (mass_times_v(qk + h * vk, vk) - mass_times_v(qk - h * vk, vk)) / (2.0 * h)
-        coriolis = inverse_dynamics(model, qk, vk, zero) - g  # C(q, v) v
-        kinetic[k] = (mv_dot - coriolis)[passive]
+        observer.model_terms(qk, vk)
+        kinetic[k] = observer.coriolis_t[passive]
+        gravity[k] = observer.gravity[passive]
+        momentum[k] = observer.momentum[passive]
     out = []
     for t0, t1 in windows:
         i, j = int(np.searchsorted(t, t0)), int(np.searchsorted(t, t1, side="right")) - 1
