@@ -3,11 +3,20 @@ push of test_operational_space_closed_loop (z at -10 N against a box, MuJoCo's c
 with the wrench relayed by the test as two different sensors would publish it: in the root
 link's axes at the task frame (as before), and as a sensor mounted at link7 reads it (its
 frame, about its origin, Pinocchio's kinematics at the last state: not the controller's code)
-with a constant bias the controller zeroes on activation (``wrench_zero_on_start``: the first
-reading after the switch from hold to operational_space, the hand in free air).
-The same force control either way: the contact force MuJoCo reports."""
+with a constant bias the controller zeroes on activation (``wrench_zero_on_start``: the last
+reading before the switch from hold to operational_space, the hand in free air).
+The same force control either way: the contact force MuJoCo reports.
+
+On arm7 with its joints' dry friction taken out (``frictionless_arm``): the force loop is
+proportional (F_d + k_f (F_d − F_m)), so with 0.1 N·m of dry friction at every joint the
+static contact force may settle anywhere in a band the path sets, and the path follows the
+machine's timing (this simulator is not lock-stepped): a CI run settled at −10.08 N and
+−11.31 N, a loaded machine at −10.67 N and −9.44 N, and the comparison measured the timing.
+Without dry friction the static balance gives F_m = F_d on the force row, whichever way the
+sensor reports it."""
 
 import time
+from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
@@ -25,10 +34,19 @@ NODE = "/hybrid_dynamics_controller"
 BIAS = np.array([4.0, -3.0, 6.0, 0.2, -0.1, 0.3])  # the sensor's own offset, its frame
 
 
-def push(ros, launch, sensor: str) -> tuple[float, float, str]:
-    sim, pm, pd, start = launch_sim_with_box_under_the_tool(launch)
+def frictionless_arm(directory) -> Path:
+    """arm7.urdf with its joints' dry friction set to 0 (the viscous damping kept)."""
+    text = ARM7.read_text()
+    assert text.count('friction="0.1"') == 7
+    path = Path(directory) / "arm7_frictionless.urdf"
+    path.write_text(text.replace('friction="0.1"', 'friction="0.0"'))
+    return path
+
+
+def push(ros, launch, sensor: str, urdf: Path) -> tuple[float, float, str]:
+    sim, pm, pd, start = launch_sim_with_box_under_the_tool(launch, urdf=urdf)
     node = launch("hybrid_dynamics_controller", {
-        "urdf_path": str(ARM7), "mode": "hold", "os_task": "position",
+        "urdf_path": str(urdf), "mode": "hold", "os_task": "position",
         "task_frame": "tool", "publish_jacobians": False, "force_axes": [0.0, 0.0, 1.0],
         "force_target": [0.0, 0.0, -10.0], "wrench_topic": "/ft_sensor",
         "wrench_zero_on_start": True})
@@ -65,7 +83,7 @@ def push(ros, launch, sensor: str) -> tuple[float, float, str]:
     assert ros.wait_for(lambda: len(contact) > 200 and pose_pub.get_subscription_count(), 60), \
         node.log() + sim.log()
     # activation: held in free air, the sensor's wrenches flowing, then the force-control mode
-    # (its first wrench becomes the zero)
+    # (the last wrench before the switch becomes the zero)
     assert ros.wait_for(lambda: relay.get_subscription_count() > 0, 30)
     ros.spin_for(1.0)
     client = AsyncParameterClient(ros.node, NODE)
@@ -86,9 +104,10 @@ def push(ros, launch, sensor: str) -> tuple[float, float, str]:
     return float(last.mean()), float(last.std()), log
 
 
-def test_a_wrench_in_a_sensor_frame_gives_the_same_force_control(ros, launch):
-    root_mean, root_std, _ = push(ros, launch, "base_link")
-    sensor_mean, sensor_std, log = push(ros, launch, "link7")
+def test_a_wrench_in_a_sensor_frame_gives_the_same_force_control(ros, launch, tmp_path):
+    urdf = frictionless_arm(tmp_path)
+    root_mean, root_std, _ = push(ros, launch, "base_link", urdf)
+    sensor_mean, sensor_std, log = push(ros, launch, "link7", urdf)
     print(f"\n[F/T] force control along z at -10 N, contact force over the last second: wrench "
           f"in root axes {root_mean:.2f} ± {root_std:.3f} N; in link7's frame with a bias "
           f"zeroed at start {sensor_mean:.2f} ± {sensor_std:.3f} N")

@@ -125,8 +125,9 @@ WRENCH_SENSOR_PARAMETERS = (
                   "wrench (in the sensor's frame, before it is carried to the task frame; 0: "
                   "off)", unit="Hz", low=0.0, high=1e4),
     ParameterSpec("wrench_zero_on_start", False, "take the F/T sensor's bias from the first "
-                  "wrench after start-up and after every switch to mode operational_space "
-                  "(the robot free of contact then); ~/zero_wrench_bias does it on demand"),
+                  "wrench after start-up and, at every switch to mode operational_space, from "
+                  "the last wrench before it (the robot free of contact then); "
+                  "~/zero_wrench_bias does it on demand"),
     ParameterSpec("wrench_payload_compensation", True, "remove the weight of the payload_* "
                   "tool from readings of a sensor it hangs beyond (payload_frame's link at or "
                   "below the sensor frame's)"),
@@ -568,13 +569,21 @@ class HybridDynamicsController(Node):
 
     def _update_wrench_sensor(self, plan: Plan, p: dict[str, Any], changed: set[str]) -> None:
         """A new plan: the sensor's processing rebuilt, its bias kept; zeroed again on a switch
-        to operational_space when wrench_zero_on_start."""
+        to operational_space when wrench_zero_on_start, on the last reading before the switch
+        (the robot free of contact then; the next reading when none came yet). Not the first
+        reading after it: a relay or queue running late can hand over one taken once the
+        new mode had already pressed the tool on its contact (a CI run zeroed 1.3 N so)."""
         old = self._ft
         self._ft = self._wrench_sensor(plan, p)
         self._ft.keep_state_of(old)
         if p["wrench_zero_on_start"] and "mode" in changed and \
                 p["mode"] == "operational_space":
-            self._ft.request_zero()
+            try:
+                if self._ft_last is None:
+                    raise ValueError("no reading yet")
+                self._ft.zero(*self._ft_last)
+            except ValueError:  # none yet (or its frame unknown to the new plan)
+                self._ft.request_zero()
 
     def _on_zero_wrench_bias(self, request, response):
         status = DiagnosticStatus(name="hybrid_dynamics_controller: wrench bias",
