@@ -109,6 +109,32 @@ def test_force_controlled_direction_carries_the_force_law():
     assert_close(motion, np.r_[100.0 * offset[:2], 0.0, np.zeros(3)], 1e-9)
 
 
+@pytest.mark.parametrize("os_task, force_axes", [("pose", [0.0, 0.0, 0.0]),
+                                                  ("position", [0.0, 0.0, 1.0])])
+def test_intended_velocity_is_the_joint_velocity_of_the_pd_target(velocity, os_task,
+                                                                   force_axes):
+    """The friction stage's intent: the motion rows' PD target twist v_sp + (kp/kd) e (none
+    on a force row) through J⁺, plus the posture's (kp₀/kd₀)(q₀ − q) in J's null space, with
+    Pinocchio's Jacobian and NumPy's pseudo-inverse (away from singularities the damped
+    inverse is exact)."""
+    model = RobotModel.from_urdf(ARM7)
+    ref = PinRef(model, ARM7)
+    law = OperationalSpaceLaw(model, settings(os_task=os_task, force_axes=force_axes,
+                                              posture="mid_range"), "tool")
+    offset = np.array([0.02, -0.01, 0.03])
+    out = commanded(law, Q, velocity, offset)  # the setpoint at rest, offset away
+    rows = [0, 1, 2] if os_task == "position" else list(range(6))
+    J = ref.frame_jacobian(Q, "tool")[rows]
+    assert np.linalg.svd(J, compute_uv=False).min() > 1e-2  # the damping is off here
+    target = np.r_[100.0 / 20.0 * offset, np.zeros(3)][rows]
+    target[np.asarray(force_axes + [0.0] * 3)[rows] == 1.0] = 0.0
+    mid = 0.5 * (model.position_lower + model.position_upper)
+    assert np.all(np.isfinite(mid))
+    pinv = np.linalg.pinv(J)
+    expected = pinv @ target + (np.eye(7) - pinv @ J) @ (25.0 / 10.0 * (mid - Q))
+    assert_close(out.intended_velocity, expected, 1e-9)
+
+
 def test_one_workspace_per_cycle_and_its_jacobians_and_passive_response_are_pinocchios(
         velocity):
     """The law's parts share one Workspace (one HybridDynamics per passive set, each configured

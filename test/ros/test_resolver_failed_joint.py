@@ -47,9 +47,9 @@ def test_triangle_with_a_failed_joint_on_the_simulated_arm(ros, launch, tmp_path
         return pd.oMf[pm.getFrameId("tool")].translation.copy(), arm_angle_from_points(*points)
 
     common = {"urdf_path": str(urdf), "passive_joints": ["joint1"], "use_sim_time": True}
-    launch("mujoco_sim", {**common, "initial_positions": list(Q0), "gravity": [0.0, 0.0, 0.0],
-                          "lockstep": True})
-    launch(CONTROLLER, {**common, "mode": "joint", "kp": [400.0], "kd": [40.0],
+    sim = launch("mujoco_sim", {**common, "initial_positions": list(Q0),
+                                "gravity": [0.0, 0.0, 0.0], "lockstep": True})
+    controller = launch(CONTROLLER, {**common, "mode": "joint", "kp": [400.0], "kd": [40.0],
                         "gravity": [0.0, 0.0, 0.0], "publish_jacobians": False,
                         "state_timeout": 0.5})
     resolver = launch(RESOLVER, {
@@ -89,8 +89,9 @@ def test_triangle_with_a_failed_joint_on_the_simulated_arm(ros, launch, tmp_path
     run = np.array(states[first:])
     hand = np.array([hand_and_psi(q)[0] for q in run[::5]])
     legs = [p0, *(c for c, _ in corners)]
-    off = np.min([segment_distance(hand, a, b) for a, b in zip(legs[:-1], legs[1:])],
-                 axis=0).max()  # from the triangle
+    distance = np.min([segment_distance(hand, a, b) for a, b in zip(legs[:-1], legs[1:])],
+                      axis=0)  # from the triangle
+    off = distance.max()
     reached = [min(np.linalg.norm(hand - c, axis=1)) for c, _ in corners]
     p_end, psi_end = hand_and_psi(run[-1])
     print(f"\n[failed joint1 over DDS] corners reached within "
@@ -100,5 +101,10 @@ def test_triangle_with_a_failed_joint_on_the_simulated_arm(ros, launch, tmp_path
           f"joint1 moved {np.ptp(run[:, 0]):.2f} rad; {len(run)} states")
     assert max(reached) < 1e-3 and np.linalg.norm(p_end - p0) < 1e-3
     assert abs(psi_end - psi0) < np.radians(1.0)
-    assert off < 3e-3
+    # (a CI run on a slow day: 30 mm off, corners within 0.11 mm; the warnings below say
+    # whether a node stalled there)
+    warnings = "\n".join(line for log in (controller.log(), sim.log(), resolver.log())
+                         for line in log.splitlines() if "WARN" in line or "ERROR" in line)
+    assert off < 3e-3, (f"worst at state {5 * int(distance.argmax())} of {len(run)}\n"
+                        + warnings[-4000:])
     assert np.ptp(run[:, 0]) > 2.0

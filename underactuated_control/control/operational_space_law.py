@@ -108,6 +108,15 @@ class OperationalSpaceLaw(ControlLaw):
         self.force_select = force[self.rows]  # Ω̄ on the task rows
         self.force_target = np.r_[settings["force_target"], np.zeros(3)][self.rows]
         self.force_kp, self.force_kd = settings["force_kp"], settings["force_kd"]
+        # per-cycle constants: kp, kd on all six rows (0 off the task's), the intent's
+        # (1 − Ω̄) and (1 − Ω̄) kp/kd on the task rows (``_intended_velocity``)
+        self._gains6, self._damping6 = np.zeros(6), np.zeros(6)
+        self._gains6[self.rows], self._damping6[self.rows] = self.gains, self.damping
+        kd = np.where(self.damping > 0.0, self.damping, 1.0)
+        self._intent_motion = 1.0 - self.force_select
+        self._intent_gain = self._intent_motion * np.where(self.damping > 0.0,
+                                                           self.gains / kd, 0.0)
+        self._all_rows = rows is None  # pose: the rows need no gather
         self.measured_wrench: np.ndarray | None = None  # [force; moment], root axes
         self.follower = PoseSetpointFollower(
             settings["task_max_speed"], settings["task_max_acceleration"],
@@ -155,10 +164,13 @@ class OperationalSpaceLaw(ControlLaw):
         twist = J @ v
         position = osp.point
         rotation = (self._frame.rotation @ osp.work.E_world[self._frame.body]).T
-        error = np.concatenate((sp.position - position, rotation_error(sp.rotation, rotation)))
-        a_sp = np.concatenate((sp.linear_acceleration, sp.angular_acceleration))
-        v_sp = np.concatenate((sp.linear_velocity, sp.angular_velocity))
-        f_star = (a_sp + self.damping_full(v_sp - twist) + self.gains_full(error))[self.rows]
+        error, a_sp, v_sp = np.empty(6), np.empty(6), np.empty(6)
+        error[:3], error[3:] = sp.position - position, rotation_error(sp.rotation, rotation)
+        a_sp[:3], a_sp[3:] = sp.linear_acceleration, sp.angular_acceleration
+        v_sp[:3], v_sp[3:] = sp.linear_velocity, sp.angular_velocity
+        f_star = a_sp + self._damping6 * (v_sp - twist) + self._gains6 * error
+        if not self._all_rows:
+            f_star = f_star[self.rows]
         tau_p = self.passive_forces(q, v)
         tau0 = self._posture_torque(q, v)
         if m.n_passive == 0:
@@ -178,7 +190,9 @@ class OperationalSpaceLaw(ControlLaw):
         if with_jacobians or m.n_passive:  # J_G: the frame's map from the active joints
             J_G, J_D = self.workspace.generalized(self.frame, q)
         J_a = J[:, m.active_dofs] if J_G is None else J_G
-        intended = self._intended_velocity(q, J_a[self.rows], error[self.rows], v_sp[self.rows])
+        if not self._all_rows:
+            J_a, error, v_sp = J_a[self.rows], error[self.rows], v_sp[self.rows]
+        intended = self._intended_velocity(q, J_a, error, v_sp)
         qdd_passive = np.zeros(m.n_passive)
         if with_jacobians and m.n_passive:  # the passive joints' response (forward dynamics)
             tau = np.zeros(m.nv)
@@ -193,14 +207,10 @@ class OperationalSpaceLaw(ControlLaw):
 
     # -- pieces ---------------------------------------------------------------------------
     def gains_full(self, error: np.ndarray) -> np.ndarray:
-        g = np.zeros(6)
-        g[self.rows] = self.gains
-        return g * error
+        return self._gains6 * error
 
     def damping_full(self, velocity_error: np.ndarray) -> np.ndarray:
-        d = np.zeros(6)
-        d[self.rows] = self.damping
-        return d * velocity_error
+        return self._damping6 * velocity_error
 
     def _task_force(self, Lam, f_star, twist, mu, p) -> np.ndarray:
         """F = Λ Ω F* + Ω̄ F_force + μ + p (10), F_force = F_d + k_f (F_d − F_m) − Λ k_v v."""
@@ -221,9 +231,7 @@ class OperationalSpaceLaw(ControlLaw):
         posture's (kp₀/kd₀)(q₀ − q) in J_a's null space (resolved rate, as the task law's
         intent). Without it the stage follows the measured velocity: a command one cycle late
         made that a push along the motion on xarm7's light wrist (joint7 to 7 rad/s)."""
-        kd = np.where(self.damping > 0.0, self.damping, 1.0)
-        x_w = (1.0 - self.force_select) * (v_sp + np.where(self.damping > 0.0,
-                                                           self.gains / kd, 0.0) * error)
+        x_w = self._intent_motion * v_sp + self._intent_gain * error
         w, N, _, _ = _damped_solve(J_a, x_w, _INTENT_EPS, _INTENT_DAMPING)
         kp0, kd0 = self.posture_gains
         pull = _ratio(kp0, kd0) * (self.posture - q[self._q_joints])  # per 1-DOF joint
