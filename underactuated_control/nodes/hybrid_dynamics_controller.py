@@ -572,7 +572,7 @@ class HybridDynamicsController(Node):
         to operational_space when wrench_zero_on_start, on the last reading before the switch
         (the robot free of contact then; the next reading when none came yet). Not the first
         reading after it: a relay or queue running late can hand over one taken once the
-        new mode had already pressed the tool on its contact (a CI run zeroed 1.3 N so)."""
+        new mode had already pressed the tool on its contact."""
         old = self._ft
         self._ft = self._wrench_sensor(plan, p)
         self._ft.keep_state_of(old)
