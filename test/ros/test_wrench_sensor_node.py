@@ -12,8 +12,16 @@ proportional (F_d + k_f (F_d − F_m)), so with 0.1 N·m of dry friction at ever
 static contact force may settle anywhere in a band the path sets, and the path follows the
 machine's timing (this simulator is not lock-stepped): a CI run settled at −10.08 N and
 −11.31 N, a loaded machine at −10.67 N and −9.44 N, and the comparison measured the timing.
-Without dry friction the static balance gives F_m = F_d on the force row, whichever way the
-sensor reports it."""
+What is left is most likely (not isolated) the contact's own friction: the tangential force at
+the sphere, 2 cm below the task frame, has a moment that the position task does not control,
+and its share in the force row is again set by the path (the hand's landing). Without the
+joints' friction the pushes settled at −10.19 … −10.92 N in root axes and −10.34 … −10.67 N
+from link7, 0.05 … 0.58 N apart, in five pairs (one beside a CPU hog, one in a fresh-clone CI
+run). So each push must hold −10 N within 1.5 N and the two within 1 N of each other. An
+unrotated force fails them by far (the sensor's z points down: the loop would settle near −30
+N); a bias left in shifts the loop by k_f/(1 + k_f) of its 5.5 N along root z, 1.8 N, which
+these bounds catch only just. The transform and the zeroing themselves are checked to 1e-9 N
+against Pinocchio in test/test_wrench_sensor.py."""
 
 import time
 from pathlib import Path
@@ -112,9 +120,9 @@ def test_a_wrench_in_a_sensor_frame_gives_the_same_force_control(ros, launch, tm
           f"in root axes {root_mean:.2f} ± {root_std:.3f} N; in link7's frame with a bias "
           f"zeroed at start {sensor_mean:.2f} ± {sensor_std:.3f} N")
     assert "ignored" not in log, log[-2000:]
-    assert abs(root_mean + 10.0) < 1.0
-    assert abs(sensor_mean + 10.0) < 1.0
-    assert abs(sensor_mean - root_mean) < 0.5
+    assert abs(root_mean + 10.0) < 1.5
+    assert abs(sensor_mean + 10.0) < 1.5
+    assert abs(sensor_mean - root_mean) < 1.0
 
 
 def test_zero_wrench_bias_service_answers(ros, launch):
