@@ -15,8 +15,8 @@ machine's timing (this simulator is not lock-stepped): a CI run settled at −10
 What is left is most likely (not isolated) the contact's own friction: the tangential force at
 the sphere, 2 cm below the task frame, has a moment that the position task does not control,
 and its share in the force row is again set by the path (the hand's landing). Without the
-joints' friction the pushes settled at −10.19 … −10.92 N in root axes and −10.34 … −10.67 N
-from link7, 0.05 … 0.58 N apart, in five pairs (one beside a CPU hog, one in a fresh-clone CI
+joints' friction the pushes settled at −10.19 … −10.92 N in root axes and −10.34 … −10.87 N
+from link7, 0.05 … 0.62 N apart, in six pairs (one beside a CPU hog, one in a fresh-clone CI
 run). So each push must hold −10 N within 1.5 N and the two within 1 N of each other. An
 unrotated force fails them by far (the sensor's z points down: the loop would settle near −30
 N); a bias left in shifts the loop by k_f/(1 + k_f) of its 5.5 N along root z, 1.8 N, which
