@@ -116,10 +116,12 @@ def stream_position(ros, pose_pub, position, seconds: float) -> float:
     return t0
 
 
-def launch_sim_with_box_under_the_tool(launch, radius=0.02, gap=0.03, half=0.05, urdf=ARM7):
-    """mujoco_sim of ``urdf`` (arm7 or a variant) with a 0.4 m square box ``gap`` below the
-    tool's contact sphere at Q0 (Pinocchio's kinematics); the box's contact wrench on
-    ~/contact_wrench. Returns (sim, Pinocchio model, its data, the tool's start position)."""
+def launch_sim_with_box_under_the_tool(launch, radius=0.02, gap=0.03, half=0.05, urdf=ARM7,
+                                       **sim_params):
+    """mujoco_sim of ``urdf`` (arm7 or a variant; more of its parameters in ``sim_params``)
+    with a 0.4 m square box ``gap`` below the tool's contact sphere at Q0 (Pinocchio's
+    kinematics); the box's contact wrench on ~/contact_wrench.
+    Returns (sim, Pinocchio model, its data, the tool's start position)."""
     pm = pin.buildModelFromUrdf(str(urdf))
     pd = pm.createData()
     pin.framesForwardKinematics(pm, pd, np.array(Q0))
@@ -127,7 +129,7 @@ def launch_sim_with_box_under_the_tool(launch, radius=0.02, gap=0.03, half=0.05,
     box = [start[0], start[1], start[2] - radius - gap - half, 0.2, 0.2, half]
     sim = launch("mujoco_sim", {"urdf_path": str(urdf), "initial_positions": Q0,
                                 "contact_box": box, "contact_link": "tool",
-                                "contact_radius": radius})
+                                "contact_radius": radius, **sim_params})
     return sim, pm, pd, start
 
 

@@ -7,21 +7,13 @@ with a constant bias the controller zeroes on activation (``wrench_zero_on_start
 reading before the switch from hold to operational_space, the hand in free air).
 The same force control either way: the contact force MuJoCo reports.
 
-On arm7 with its joints' dry friction taken out (``frictionless_arm``): the force loop is
-proportional (F_d + k_f (F_d − F_m)), so with 0.1 N·m of dry friction at every joint the
-static contact force may settle anywhere in a band the path sets, and the path follows the
-machine's timing (this simulator is not lock-stepped): a CI run settled at −10.08 N and
-−11.31 N, a loaded machine at −10.67 N and −9.44 N, and the comparison measured the timing.
-What is left is most likely (not isolated) the contact's own friction: the tangential force at
-the sphere, 2 cm below the task frame, has a moment that the position task does not control,
-and its share in the force row is again set by the path (the hand's landing). Without the
-joints' friction the pushes settled at −10.19 … −10.92 N in root axes and −10.34 … −10.87 N
-from link7, 0.05 … 0.62 N apart, in six pairs (one beside a CPU hog, one in a fresh-clone CI
-run). So each push must hold −10 N within 1.5 N and the two within 1 N of each other. An
-unrotated force fails them by far (the sensor's z points down: the loop would settle near −30
-N); a bias left in shifts the loop by k_f/(1 + k_f) of its 5.5 N along root z, 1.8 N, which
-these bounds catch only just. The transform and the zeroing themselves are checked to 1e-9 N
-against Pinocchio in test/test_wrench_sensor.py."""
+Lock-stepped, on simulated time, on arm7 with its joints' dry friction taken out
+(``frictionless_arm``): the force loop is proportional (F_d + k_f (F_d − F_m)), so the static
+contact force may settle anywhere in a band (the joints' friction, the contact's own) at a
+point the path picks. Free-running, the path followed the machine's timing: a CI run settled at
+−10.08 / −11.31 N with the friction, another at −10.92 / −10.34 N without it, and the
+comparison measured the timing. Lock-stepped, both pushes settle at −10.27 … −10.33 N, within
+0.01 N of each other, in six pairs (two beside a CPU hog)."""
 
 import time
 from pathlib import Path
@@ -52,9 +44,10 @@ def frictionless_arm(directory) -> Path:
 
 
 def push(ros, launch, sensor: str, urdf: Path) -> tuple[float, float, str]:
-    sim, pm, pd, start = launch_sim_with_box_under_the_tool(launch, urdf=urdf)
+    sim, pm, pd, start = launch_sim_with_box_under_the_tool(launch, urdf=urdf, lockstep=True,
+                                                            use_sim_time=True)
     node = launch("hybrid_dynamics_controller", {
-        "urdf_path": str(urdf), "mode": "hold", "os_task": "position",
+        "urdf_path": str(urdf), "mode": "hold", "os_task": "position", "use_sim_time": True,
         "task_frame": "tool", "publish_jacobians": False, "force_axes": [0.0, 0.0, 1.0],
         "force_target": [0.0, 0.0, -10.0], "wrench_topic": "/ft_sensor",
         "wrench_zero_on_start": True})
@@ -69,7 +62,7 @@ def push(ros, launch, sensor: str, urdf: Path) -> tuple[float, float, str]:
         if relay_closed:  # a message the executor took before its subscription was destroyed
             return
         F = np.array([m.wrench.force.x, m.wrench.force.y, m.wrench.force.z])
-        contact.append((time.monotonic(), F[2]))
+        contact.append((m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec, F[2]))
         if sensor != "base_link" and not last_q:
             return  # the sensor's reading needs its pose
         out = WrenchStamped()
@@ -98,7 +91,12 @@ def push(ros, launch, sensor: str, urdf: Path) -> tuple[float, float, str]:
     assert client.wait_for_services(30.0)
     future = client.set_parameters([Parameter("mode", value="operational_space")])
     assert ros.wait_for(future.done, 30) and future.result().results[0].successful
-    t0 = stream_position(ros, pose_pub, start, 5.0)
+    # 5 s of simulated time (lock-stepped: slower than the wall's on a loaded machine), the
+    # pose streamed meanwhile; the last simulated second judged
+    t0 = contact[-1][0]
+    deadline = time.monotonic() + 60.0
+    while contact[-1][0] < t0 + 5.0 and time.monotonic() < deadline:
+        stream_position(ros, pose_pub, start, 0.25)
     last = np.array([f for t, f in contact if t > t0 + 4.0])
     log = node.log()
     relay_closed = True
@@ -120,9 +118,9 @@ def test_a_wrench_in_a_sensor_frame_gives_the_same_force_control(ros, launch, tm
           f"in root axes {root_mean:.2f} ± {root_std:.3f} N; in link7's frame with a bias "
           f"zeroed at start {sensor_mean:.2f} ± {sensor_std:.3f} N")
     assert "ignored" not in log, log[-2000:]
-    assert abs(root_mean + 10.0) < 1.5
-    assert abs(sensor_mean + 10.0) < 1.5
-    assert abs(sensor_mean - root_mean) < 1.0
+    assert abs(root_mean + 10.0) < 1.0
+    assert abs(sensor_mean + 10.0) < 1.0
+    assert abs(sensor_mean - root_mean) < 0.5
 
 
 def test_zero_wrench_bias_service_answers(ros, launch):
