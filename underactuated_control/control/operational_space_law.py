@@ -206,12 +206,6 @@ class OperationalSpaceLaw(ControlLaw):
                          intended_velocity=intended)
 
     # -- pieces ---------------------------------------------------------------------------
-    def gains_full(self, error: np.ndarray) -> np.ndarray:
-        return self._gains6 * error
-
-    def damping_full(self, velocity_error: np.ndarray) -> np.ndarray:
-        return self._damping6 * velocity_error
-
     def _task_force(self, Lam, f_star, twist, mu, p) -> np.ndarray:
         """F = Λ Ω F* + Ω̄ F_force + μ + p (10), F_force = F_d + k_f (F_d − F_m) − Λ k_v v."""
         omega_bar = self.force_select

@@ -578,12 +578,13 @@ class HybridDynamicsController(Node):
         self._ft.keep_state_of(old)
         if p["wrench_zero_on_start"] and "mode" in changed and \
                 p["mode"] == "operational_space":
-            try:
-                if self._ft_last is None:
-                    raise ValueError("no reading yet")
-                self._ft.zero(*self._ft_last)
-            except ValueError:  # none yet (or its frame unknown to the new plan)
+            if self._ft_last is None:
                 self._ft.request_zero()
+            else:
+                try:
+                    self._ft.zero(*self._ft_last)
+                except ValueError:  # its frame unknown to the new plan: the next reading
+                    self._ft.request_zero()
 
     def _on_zero_wrench_bias(self, request, response):
         status = DiagnosticStatus(name="hybrid_dynamics_controller: wrench bias",
