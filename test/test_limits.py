@@ -261,11 +261,12 @@ def test_task_setpoint_slows_near_a_singularity_instead_of_the_joints_being_brak
     assert result[0.5][1] == 0 and result[0.5][0] < 0.75  # half-way to the limit at most
 
 
-@pytest.mark.parametrize("mode", ["task", "joint"])
+@pytest.mark.parametrize("mode", ["task", "joint", "operational_space"])
 @pytest.mark.parametrize("passive", [[], ["joint3"]])
 def test_layer_takes_the_laws_own_accelerations_pinocchio_oracle(passive, mode):
-    """The task and joint laws hand the layer the accelerations they solved their torques for
-    (so the layer runs no forward dynamics of its own): they are Pinocchio's ABA of those
+    """The task, joint and operational-space laws hand the layer the accelerations their
+    torques give (solved for, or their own forward dynamics: the layer runs none of its
+    own): they are Pinocchio's ABA of those
     torques with the passive joints' URDF forces, and the layer shapes the command exactly as
     it does from its own forward dynamics, whether it overrides (a goal far off, joints near
     their limits) or not."""

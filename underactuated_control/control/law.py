@@ -52,7 +52,9 @@ class LawOutput:
     friction_compensated: bool = False
     # the active joints' accelerations that ``tau_active`` gives at (q, v) with the model's
     # passive forces ``tau_passive`` (n_passive,), as the law solved them ((5.4) of the task
-    # and joint laws); None: the safety layer finds them by the forward dynamics
+    # and joint laws) or found them (the operational-space law's forward dynamics on the
+    # workspace it configured already); None: the safety layer finds them by the forward
+    # dynamics
     qdd_active: np.ndarray | None = None
     tau_passive: np.ndarray | None = None
 

@@ -286,13 +286,13 @@ class SafetyLayer:
     Each cycle: qdd = forward dynamics of (T_a of the law, T_p of the passive-force model) (the
     hybrid recursion with every joint passive), or the law's own ``qdd_active`` where it gives
     them with the T_p they were solved with (the task and joint laws: (5.4) at the same (q, v)
-    gives the same accelerations); qdd_a clipped to the guard's bounds; when a
-    bound bites, T_a and qdd_p are recomputed by the hybrid recursion (section 5) with the
-    bounded qdd_a and the same T_p (scaled toward the least accelerations within the bounds
-    when they would need more than the effort limits, less the ``reserve`` a later stage adds,
-    which the motors would clip into other accelerations), and the law's status names the
-    joints. ``overrides`` counts the cycles it changed, ``limited_joints`` are the joints of
-    the last one.
+    gives the same accelerations; the operational-space law: its forward dynamics); qdd_a
+    clipped to the guard's bounds; when a bound bites, T_a and qdd_p are recomputed by the
+    hybrid recursion (section 5) with the bounded qdd_a and the same T_p (scaled toward the
+    least accelerations within the bounds when they would need more than the effort limits,
+    less the ``reserve`` a later stage adds, which the motors would clip into other
+    accelerations), and the law's status names the joints. ``overrides`` counts the cycles it
+    changed, ``limited_joints`` are the joints of the last one.
     """
 
     parameters: ClassVar[tuple[ParameterSpec, ...]] = (

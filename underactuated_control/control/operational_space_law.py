@@ -16,6 +16,10 @@ or mid-range of each joint's limits) without disturbing the task.
 With passive joints the same algebra runs through the active joints only (Λ_G of
 ``OperationalSpace.generalized``: Λ_G⁻¹ = J_G S_aa⁻¹ J_Gᵀ, Γ_a = J_Gᵀ F + [I − J_Gᵀ J̄_Gᵀ] Γ_a0);
 a task with more directions than active joints, or one the passive joints absorb, is refused.
+
+The law also gives the accelerations q̈ its command implies (forward dynamics on the
+workspace its Λ configured), so the safety layer bounds them without a pass of its own, and the
+friction stage's intent (``_intended_velocity``): both one compiled call.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..dynamics import forward_dynamics
+from ..buffers import float_array
 from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
 from ..operational_space import OperationalSpace, SingularTaskError
@@ -35,7 +39,7 @@ from ..so3 import rotation_error
 from .law import ControlLaw, LawOutput
 from .limits import PoseSetpointFollower, ReachCheck
 from .task_law import TaskLaw
-from .task_space import TaskReference, _damped_solve, _ratio
+from .task_space import TaskReference, _ratio, intent_kernel
 
 __all__ = ["OperationalSpaceLaw"]
 
@@ -117,6 +121,9 @@ class OperationalSpaceLaw(ControlLaw):
         self._intent_gain = self._intent_motion * np.where(self.damping > 0.0,
                                                            self.gains / kd, 0.0)
         self._all_rows = rows is None  # pose: the rows need no gather
+        self._row_index = np.array(self.rows, dtype=np.int64)
+        # the posture intent's DOF: none with a floating base (its self-motion has none)
+        self._posture_ratio = _ratio(settings["posture_kp"], settings["posture_kd"])
         self.measured_wrench: np.ndarray | None = None  # [force; moment], root axes
         self.follower = PoseSetpointFollower(
             settings["task_max_speed"], settings["task_max_acceleration"],
@@ -127,7 +134,10 @@ class OperationalSpaceLaw(ControlLaw):
         self._tau0 = np.zeros(model.nv)
         self._q_joints = np.array([model.q_start[model.joint_index(n)]
                                    for n in model.joint_names], dtype=np.int64)
+        self._posture_dofs = np.array(model.active_dofs if len(self._q_joints) == model.nv
+                                      else [], dtype=np.int64)
         self._zero = np.zeros(0)
+        self._tau_all, self._qdd_active = np.zeros(model.nv), np.zeros(model.n_active)
         self.reach = ReachCheck(model, frame)
 
     def check_reference(self, reference: TaskReference) -> None:
@@ -189,21 +199,15 @@ class OperationalSpaceLaw(ControlLaw):
         J_G = J_D = None
         if with_jacobians or m.n_passive:  # J_G: the frame's map from the active joints
             J_G, J_D = self.workspace.generalized(self.frame, q)
-        J_a = J[:, m.active_dofs] if J_G is None else J_G
-        if not self._all_rows:
-            J_a, error, v_sp = J_a[self.rows], error[self.rows], v_sp[self.rows]
-        intended = self._intended_velocity(q, J_a, error, v_sp)
-        qdd_passive = np.zeros(m.n_passive)
-        if with_jacobians and m.n_passive:  # the passive joints' response (forward dynamics)
-            tau = np.zeros(m.nv)
-            tau[m.active_dofs] = tau_active
-            tau[m.passive_dofs] = tau_p
-            qdd_passive = self._forward(q, v, tau)[m.passive_dofs]
+        # the frame's map from the active joints (no passive joint: J's columns are theirs)
+        intended = self._intended_velocity(q, J if J_G is None else J_G, error, v_sp)
+        qdd_active, qdd_passive = self._accelerations(q, v, tau_active, tau_p)
         if not with_jacobians:
             J_G = J_D = None
         return LawOutput(np.asarray(tau_active, float), qdd_passive, J_G, J_D,
                          task_inertia_inverse=osp.Lambda_inv_full, task_point=position,
-                         intended_velocity=intended)
+                         intended_velocity=intended, qdd_active=qdd_active,
+                         tau_passive=None if qdd_active is None else tau_p)
 
     # -- pieces ---------------------------------------------------------------------------
     def _task_force(self, Lam, f_star, twist, mu, p) -> np.ndarray:
@@ -221,16 +225,17 @@ class OperationalSpaceLaw(ControlLaw):
                            v_sp: np.ndarray) -> np.ndarray:
         """w: the active joints' velocity this law drives toward, the sign of the friction
         stage's Coulomb part (friction.py): the motion rows' PD target twist v_sp + (kp/kd) e
-        (none on force rows) through a damped J_a⁺ (J_G's rows with passive joints), plus the
-        posture's (kp₀/kd₀)(q₀ − q) in J_a's null space (resolved rate, as the task law's
-        intent). Without it the stage follows the measured velocity: a command one cycle late
-        made that a push along the motion on xarm7's light wrist (joint7 to 7 rad/s)."""
-        x_w = self._intent_motion * v_sp + self._intent_gain * error
-        w, N, _, _ = _damped_solve(J_a, x_w, _INTENT_EPS, _INTENT_DAMPING)
-        kp0, kd0 = self.posture_gains
-        pull = _ratio(kp0, kd0) * (self.posture - q[self._q_joints])  # per 1-DOF joint
-        if pull.size == self.model.nv:  # (a floating base's self-motion: no posture intent)
-            w += N @ pull[self.model.active_dofs]
+        (none on force rows) through a damped J_a⁺ (J_a: the frame's map from the active
+        joints, J_G with passive joints; its task rows), plus the posture's
+        (kp₀/kd₀)(q₀ − q) in J_a's null space (resolved rate, as the task law's intent): one
+        compiled call (``intent_kernel``). Without it the stage follows the measured
+        velocity: a command one cycle late made that a push along the motion on xarm7's light
+        wrist (joint7 to 7 rad/s)."""
+        w = np.empty(J_a.shape[1])
+        intent_kernel(J_a if J_a.flags.c_contiguous else np.ascontiguousarray(J_a),
+                      self._row_index, self._intent_motion, self._intent_gain, error, v_sp,
+                      _INTENT_EPS, _INTENT_DAMPING, self._posture_ratio, self.posture,
+                      float_array(q), self._q_joints, self._posture_dofs, w)
         return w
 
     def _posture_torque(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -243,7 +248,19 @@ class OperationalSpaceLaw(ControlLaw):
         self._tau0[:] = self.inertia.compute(q, v, qdd0, self._zero).tau
         return self._tau0
 
-    def _forward(self, q: np.ndarray, v: np.ndarray, tau: np.ndarray) -> np.ndarray:
-        """Forward dynamics on the operational space's all-passive workspace (its (4.6) is
-        at q already)."""
-        return forward_dynamics(self.model, q, v, tau, workspace=self.osp.dynamics)
+    def _accelerations(self, q: np.ndarray, v: np.ndarray, tau_active: np.ndarray,
+                       tau_passive: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+        """(q̈_a, q̈_p) the command gives with the passive joints' forces ``tau_passive``: the
+        forward dynamics on the operational space's all-passive workspace, whose (4.6) is at
+        q already. The safety layer bounds q̈_a without a pass of its own (``LawOutput``);
+        (None, zeros) for a non-finite command, which the layer's own pass refuses."""
+        m, tau = self.model, self._tau_all
+        tau[m.active_dofs] = tau_active
+        tau[m.passive_dofs] = tau_passive
+        try:
+            qdd = self.osp.dynamics.compute(float_array(q), float_array(v), self._zero,
+                                            tau).qdd
+        except ValueError:
+            return None, np.zeros(m.n_passive)
+        np.take(qdd, m.active_dofs, out=self._qdd_active)
+        return self._qdd_active, qdd[m.passive_dofs]

@@ -476,6 +476,36 @@ def damped_solve_kernel(A, B, eps, max_damping, min_damping, relative, X, N):
 
 
 @njit(cache=True, error_model="numpy")
+def intent_kernel(J, rows, motion, gain, error, v_sp, eps, max_damping, posture_ratio,
+                  posture, q, q_joints, dofs, w):
+    """An operational-space law's intended joint velocity in one call
+    (``OperationalSpaceLaw._intended_velocity``): with A = J[rows] (J: the frame's map from
+    the active joints, 6 × n) and x_w = motion v_sp[rows] + gain e[rows],
+    w = A⁺ x_w (``_damped_solve``: damped below ``eps``) plus, when ``dofs`` is not empty,
+    N (kp₀/kd₀)(q₀ − q) of the active DOF ``dofs`` (N = I − A⁺ A; ``q_joints``: each DOF's
+    configuration index). ``w`` written."""
+    k, n = rows.shape[0], J.shape[1]
+    A = np.empty((k, n))
+    B = np.empty((k, 1))
+    for r in range(k):
+        row = rows[r]
+        for c in range(n):
+            A[r, c] = J[row, c]
+        B[r, 0] = motion[r] * v_sp[row] + gain[r] * error[row]
+    X, N = np.empty((n, 1)), np.empty((n, n))
+    _damped_into(A, B, eps, max_damping, 0.0, False, X, N)
+    pull = np.zeros(n)
+    for a in range(dofs.shape[0]):
+        d = dofs[a]
+        pull[a] = posture_ratio * (posture[d] - q[q_joints[d]])
+    for a in range(n):
+        acc = X[a, 0]
+        for b in range(dofs.shape[0]):
+            acc += N[a, b] * pull[b]
+        w[a] = acc
+
+
+@njit(cache=True, error_model="numpy")
 def task_solve_kernel(S, J, v, J_G, drift_G, e_pos, e_rot, linear_velocity,
                       linear_acceleration, angular_velocity, angular_acceleration, gains, eps,
                       max_damping, a_des, X, N):
