@@ -122,7 +122,6 @@ class OperationalSpaceLaw(ControlLaw):
                                                            self.gains / kd, 0.0)
         self._all_rows = rows is None  # pose: the rows need no gather
         self._row_index = np.array(self.rows, dtype=np.int64)
-        # the posture intent's DOF: none with a floating base (its self-motion has none)
         self._posture_ratio = _ratio(settings["posture_kp"], settings["posture_kd"])
         self.measured_wrench: np.ndarray | None = None  # [force; moment], root axes
         self.follower = PoseSetpointFollower(
@@ -134,6 +133,7 @@ class OperationalSpaceLaw(ControlLaw):
         self._tau0 = np.zeros(model.nv)
         self._q_joints = np.array([model.q_start[model.joint_index(n)]
                                    for n in model.joint_names], dtype=np.int64)
+        # the posture intent's DOF: none with a floating base (its self-motion has none)
         self._posture_dofs = np.array(model.active_dofs if len(self._q_joints) == model.nv
                                       else [], dtype=np.int64)
         self._zero = np.zeros(0)
