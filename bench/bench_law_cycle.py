@@ -48,10 +48,12 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
+import atexit  # noqa: E402
 import gc  # noqa: E402
 import importlib  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
+import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tarfile  # noqa: E402
@@ -103,8 +105,9 @@ def package_api(name: str = PACKAGE) -> SimpleNamespace:
 def import_revision(rev: str) -> SimpleNamespace:
     """Revision ``rev``'s package, from ``git archive`` into a temporary folder, imported as
     ``uc_before`` (its modules import one another relatively; its kernels compile into its
-    own cache there on first use)."""
+    own cache there on first use). The folder is removed at exit."""
     folder = Path(tempfile.mkdtemp(prefix=f"uc_before_{rev[:12]}_"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, PACKAGE], check=True,
                              capture_output=True).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
