@@ -92,7 +92,7 @@ class OperationalSpaceLaw(ControlLaw):
             raise ValueError(f"os_task '{settings['os_task']}' has {k} directions but only "
                              f"{model.n_active} joints are active ({list(model.active_joints)})"
                              ": use os_task position or orientation")
-        self.rows = np.arange(6) if rows is None else np.asarray(rows)
+        self.rows = np.arange(6) if rows is None else np.asarray(rows, dtype=np.int64)
         # one workspace for the cycle: the Jacobians' (self.workspace), the operational space's
         # and the inverse and forward dynamics' buffers all come from it, so the transforms and
         # (4.6) of each passive set are computed once per q
@@ -121,7 +121,6 @@ class OperationalSpaceLaw(ControlLaw):
         self._intent_gain = self._intent_motion * np.where(self.damping > 0.0,
                                                            self.gains / kd, 0.0)
         self._all_rows = rows is None  # pose: the rows need no gather
-        self._row_index = np.array(self.rows, dtype=np.int64)
         self._posture_ratio = _ratio(settings["posture_kp"], settings["posture_kd"])
         self.measured_wrench: np.ndarray | None = None  # [force; moment], root axes
         self.follower = PoseSetpointFollower(
@@ -232,10 +231,9 @@ class OperationalSpaceLaw(ControlLaw):
         velocity: a command one cycle late made that a push along the motion on xarm7's light
         wrist (joint7 to 7 rad/s)."""
         w = np.empty(J_a.shape[1])
-        intent_kernel(J_a if J_a.flags.c_contiguous else np.ascontiguousarray(J_a),
-                      self._row_index, self._intent_motion, self._intent_gain, error, v_sp,
-                      _INTENT_EPS, _INTENT_DAMPING, self._posture_ratio, self.posture,
-                      float_array(q), self._q_joints, self._posture_dofs, w)
+        intent_kernel(float_array(J_a), self.rows, self._intent_motion, self._intent_gain,
+                      error, v_sp, _INTENT_EPS, _INTENT_DAMPING, self._posture_ratio,
+                      self.posture, float_array(q), self._q_joints, self._posture_dofs, w)
         return w
 
     def _posture_torque(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
