@@ -288,6 +288,47 @@ def test_intended_velocity_is_the_joint_velocity_of_the_pd_target(task, passive)
                                    atol=1e-9 * max(1.0, np.abs(target).max()))
 
 
+@pytest.mark.parametrize("task", ["pose", "position", "pointing"])
+def test_the_errors_their_norms_and_the_intended_speed_ratio_pinocchio_oracle(task):
+    """What the solve's one call gives besides qdd_a: the pose errors against Pinocchio's
+    placement of the frame (e_pos = p_ref − p, e_rot = log3(R_ref Rᵀ), the pointing task's
+    u × d), their norms, and the largest |intended_a| / URDF speed limit (Pinocchio's
+    ``velocityLimit``), which the task law slows its setpoint by; a reference of the wrong
+    shape is refused by name."""
+    model = RobotModel.from_urdf(ARM7, passive_joints=["joint3"])
+    ref = PinRef(model, ARM7)
+    tracker = EndEffectorTracker(model, "tool", task=task, posture_kp=4.0)
+    rng = np.random.default_rng(5)
+    fid = ref.pm.getFrameId("tool")
+    limits = ref.pm.velocityLimit[ref.v_perm][model.active_dofs]
+    for _ in range(4):
+        q = Q_ARM + rng.uniform(-0.3, 0.3, 7)
+        v = rng.uniform(-0.5, 0.5, 7)
+        direction = rng.normal(size=3)
+        goal = TaskReference(position=rng.uniform(-0.5, 0.5, 3),
+                             rotation=pin.exp3(rng.uniform(-1.0, 1.0, 3)),
+                             linear_velocity=rng.uniform(-0.1, 0.1, 3),
+                             pointing_direction=direction)
+        res = tracker.step(q, v, goal)
+        pin.framesForwardKinematics(ref.pm, ref.pd, ref.q(q))
+        placement = ref.pd.oMf[fid]
+        e_pos = goal.position - placement.translation
+        np.testing.assert_allclose(res.position_error, e_pos, atol=1e-12)
+        if task == "pointing":
+            u = placement.rotation @ tracker.pointing_axis
+            e_rot = np.cross(u, direction / np.linalg.norm(direction))
+        else:
+            e_rot = pin.log3(goal.rotation @ placement.rotation.T)
+        np.testing.assert_allclose(res.orientation_error, e_rot, atol=1e-10)
+        assert res.position_error_norm == pytest.approx(np.linalg.norm(e_pos), rel=1e-12)
+        assert res.orientation_error_norm == pytest.approx(np.linalg.norm(e_rot), rel=1e-9)
+        assert res.intended_speed_ratio == pytest.approx(
+            np.max(np.abs(res.intended_velocity) / limits), rel=1e-14)
+    bad = TaskReference(position=np.zeros(2))
+    with pytest.raises(ValueError, match="reference's position must be a 3-vector"):
+        tracker.step(Q_ARM, np.zeros(7), bad)
+
+
 def test_a_passive_joint_that_does_not_move_the_frame_is_not_held():
     """By default (no ``held_passive_dofs``) the J_D rows (6.12) act on the passive DOF whose
     column of the task rows of J moves the frame: a roll about the tool's own axis (xarm7's

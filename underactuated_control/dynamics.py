@@ -500,6 +500,13 @@ def compile_run_steps() -> None:
         run_steps.disable_compile()
 
 
+def _kernel_vector(x) -> bool:
+    """``x`` is what ``run_steps``'s fixed signature takes as a vector: a writeable
+    C-contiguous float64 ndarray (else the call would raise, slowly)."""
+    return x.__class__ is np.ndarray and x.dtype == np.float64 and x.flags.c_contiguous \
+        and x.flags.writeable
+
+
 # ================================================================ workspace
 @dataclass(slots=True)
 class HybridResult:
@@ -603,13 +610,18 @@ class HybridDynamics:
     def solve(self, qdd_active: np.ndarray, tau_passive: np.ndarray, gravity: bool = True,
               f_ext: Mapping[str, np.ndarray] | None = None) -> HybridResult:
         """(5.4a), (5.4b) at the configured q and velocity; ``f_ext`` as in ``compute``."""
-        qa = self.as_vector(qdd_active, len(self.active_dofs), "qdd_active")
-        tp = self.as_vector(tau_passive, len(self.passive_dofs), "tau_passive")
         flags = SOLVE | GRAVITY if gravity else SOLVE
         if f_ext is not None:
             flags |= self.load_external(f_ext)
-        if run_steps(*self.buffers, self._empty, self._empty, qa, tp, flags) != OK:
-            self._check_inputs(qa, tp)
+        if not (_kernel_vector(qdd_active) and _kernel_vector(tau_passive)):  # convert
+            qdd_active = self.as_vector(qdd_active, len(self.active_dofs), "qdd_active")
+            tau_passive = self.as_vector(tau_passive, len(self.passive_dofs), "tau_passive")
+        status = run_steps(*self.buffers, self._empty, self._empty, qdd_active, tau_passive,
+                           flags)
+        if status != OK:  # a wrong length (checked in the call) or a non-finite entry, named
+            self._check_inputs(
+                self.as_vector(qdd_active, len(self.active_dofs), "qdd_active"),
+                self.as_vector(tau_passive, len(self.passive_dofs), "tau_passive"))
         return self.result
 
     def compute(self, q: np.ndarray, v: np.ndarray, qdd_active: np.ndarray,
@@ -640,8 +652,7 @@ class HybridDynamics:
     def as_vector(self, x, n: int, name: str) -> np.ndarray:
         """``x`` as a writeable C-contiguous float64 vector of length n (what the compiled calls
         take); ValueError naming ``name`` (and its joints) if its shape is not (n,)."""
-        if type(x) is not np.ndarray or x.dtype != np.float64 or not x.flags.c_contiguous \
-                or not x.flags.writeable:
+        if not _kernel_vector(x):
             x = np.array(x, dtype=np.float64, order="C")
         if x.shape != (n,):
             if name in ("qdd_active", "tau_passive"):

@@ -99,6 +99,7 @@ class PoseSetpointFollower:
                 raise ValueError(f"{name} must be > 0, got {value}")
         self.limits = (max_speed, max_acceleration, max_angular_speed, max_angular_acceleration)
         self.setpoint: TaskReference | None = None
+        self._step_limits = np.empty(4)  # a step's (speed-scaled) limits, for the kernel
 
     def reset(self, position: np.ndarray, rotation: np.ndarray) -> None:
         """Start at rest at this pose."""
@@ -117,13 +118,15 @@ class PoseSetpointFollower:
         v_max, w_max = v_max * speed_scale[0], w_max * speed_scale[1]
         if dt <= 0.0:
             return sp
+        limits = self._step_limits
+        limits[0], limits[1], limits[2], limits[3] = v_max, a_max, w_max, al_max
         position, rotation = np.empty(3), np.empty((3, 3))
         linear_velocity, angular_velocity = np.empty(3), np.empty(3)
         a, alpha = np.empty(3), np.empty(3)
         follower_step(float_array(goal.position), float_array(goal.rotation),
                       float_array(sp.position), float_array(sp.rotation),
                       float_array(sp.linear_velocity), float_array(sp.angular_velocity),
-                      np.array([v_max, a_max, w_max, al_max], dtype=float), float(dt),
+                      self._step_limits, float(dt),
                       position, rotation, linear_velocity, angular_velocity, a, alpha)
         sp.linear_acceleration, sp.angular_acceleration = a, alpha
         sp.linear_velocity, sp.angular_velocity = linear_velocity, angular_velocity

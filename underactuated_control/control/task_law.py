@@ -43,6 +43,7 @@ from .task_space import (
     WEIGHT_SCALES,
     EndEffectorTracker,
     TaskReference,
+    TrackingResult,
 )
 
 __all__ = ["TaskLaw"]
@@ -170,10 +171,8 @@ class TaskLaw(ControlLaw):
             settings["task_max_angular_speed"], settings["task_max_angular_acceleration"])
         self._last_t: float | None = None
         # the slowing near a singularity: the share of the URDF speed limits the setpoint
-        # may ask of the active joints (none where a joint has no limit)
-        limits = np.asarray(model.velocity_limit, float)[model.active_dofs]
+        # may ask of the active joints (the tracker's ratio: none where a joint has no limit)
         self.joint_speed_fraction = float(settings["task_joint_speed_fraction"])
-        self._speed_limits = np.where(np.isfinite(limits) & (limits > 0.0), limits, np.inf)
         self.speed_scale = 1.0  # this cycle's share of the setpoint's speed limits
         self.max_error = (settings["task_max_position_error"],
                           settings["task_max_orientation_error"])
@@ -245,16 +244,16 @@ class TaskLaw(ControlLaw):
         self._last_t = t
         setpoint = self.follower.step(reference, dt, (self.speed_scale, self.speed_scale))
         res = self.tracker.step(q, v, setpoint)  # J_G, J_D of this cycle's (4.6)
-        self._leash(setpoint, res.position_error, res.orientation_error)
+        self._leash(setpoint, res)
         ws = self.workspace
         status = "singular" if res.singular else ""
-        slowed = self._slow(res.intended_velocity, setpoint, reference)
+        slowed = self._slow(res, setpoint, reference)
         if slowed:
             status = f"{status}; {slowed}" if status else slowed
         if self.reaction is not None:  # the failure reaction's run-time check
             nxt = escalate(self.reaction, res.sigma_min, v, self.model,
                            self.tracker.singular_threshold,
-                           float(np.linalg.norm(res.position_error)))
+                           res.position_error_norm)
             if nxt is not None:
                 self._apply(nxt, q, v)
             status = f"{status}; {self.reaction.status}" if status else self.reaction.status
@@ -292,18 +291,18 @@ class TaskLaw(ControlLaw):
                 self.reaction = d = replace(d, reason=f"{d.reason}; {note}")
             self._posture = SafePosture(self.model, self.workspace, d.failed, plan=plan)
 
-    def _slow(self, intended: np.ndarray | None, setpoint: TaskReference,
-              goal: TaskReference) -> str:
+    def _slow(self, res: TrackingResult, setpoint: TaskReference, goal: TaskReference) -> str:
         """The next cycle's share of the setpoint's speed limits (issue 23 item 3): the joint
-        velocity the task drives toward (``intended``: the setpoint's velocity and the PD's
-        pull through the task's damped inverse of S J_G) grows as σ_min falls; where it asks a
-        joint for more than ``task_joint_speed_fraction`` of its URDF speed limit, the
-        setpoint's speed is scaled down in proportion (the joint speeds scale with it), before
-        the safety layer would brake the joints at their limit. A note for the status while
-        that holds the setpoint back from its goal."""
-        if self.joint_speed_fraction <= 0.0 or intended is None:
+        velocity the task drives toward (``res.intended_velocity``: the setpoint's velocity
+        and the PD's pull through the task's damped inverse of S J_G) grows as σ_min falls;
+        where it asks a joint for more than ``task_joint_speed_fraction`` of its URDF speed
+        limit (``res.intended_speed_ratio``: the largest share), the setpoint's speed is
+        scaled down in proportion (the joint speeds scale with it), before the safety layer
+        would brake the joints at their limit. A note for the status while that holds the
+        setpoint back from its goal."""
+        if self.joint_speed_fraction <= 0.0 or res.intended_velocity is None:
             return ""
-        ratio = float((np.abs(intended) / self._speed_limits).max(initial=0.0))
+        ratio = res.intended_speed_ratio
         v_max, _, w_max, _ = self.follower.limits
         share = max(_length(setpoint.linear_velocity) / v_max,
                     _length(setpoint.angular_velocity) / w_max)
@@ -315,20 +314,20 @@ class TaskLaw(ControlLaw):
         return (f"setpoint slowed near a singularity (a joint at {ratio:.2f} of its speed "
                 "limit)")
 
-    def _leash(self, setpoint: TaskReference, e_position: np.ndarray,
-               e_orientation: np.ndarray) -> None:
+    def _leash(self, setpoint: TaskReference, res: TrackingResult) -> None:
         """Hold the setpoint (at rest) within the largest errors of the measured pose, so that
         it waits for a hand that cannot follow instead of running away from it. Only what the
         task controls: a position or planar task leaves the orientation free (its error is
         not a lag), an orientation or pointing task the position."""
         max_p, max_r = self.max_error
         task = self.tracker.task
-        n = _length(e_position) if task in POSITION_TASKS else 0.0
+        e_position, e_orientation = res.position_error, res.orientation_error
+        n = res.position_error_norm if task in POSITION_TASKS else 0.0
         if n > max_p:
             setpoint.position = setpoint.position - e_position * (1.0 - max_p / n)
             setpoint.linear_velocity = np.zeros(3)
             setpoint.linear_acceleration = np.zeros(3)
-        angle = _length(e_orientation) if task in ORIENTATION_TASKS else 0.0
+        angle = res.orientation_error_norm if task in ORIENTATION_TASKS else 0.0
         if angle > max_r:
             setpoint.rotation = exp(-e_orientation * (1.0 - max_r / angle)) @ setpoint.rotation
             setpoint.angular_velocity = np.zeros(3)

@@ -48,7 +48,7 @@ from ..so3 import (
     quaternion_to_matrix,
     rotation_error,  # re-exported: control.task_space.rotation_error
 )
-from ..spatial import jacobi_svd
+from ..spatial import jacobi_svd, rotation_error_log
 
 if TYPE_CHECKING:
     from .limits import JointLimitGuard
@@ -96,6 +96,10 @@ class TrackingResult:
     # (kp/kd) e) through the same damped inverse: the sign of the friction compensation
     intended_velocity: np.ndarray | None = None
     tau_passive: np.ndarray | None = None  # (n_passive,) the passive forces it was solved with
+    position_error_norm: float = 0.0  # |position_error| m
+    orientation_error_norm: float = 0.0  # |orientation_error| rad
+    # max over the active joints of |intended_velocity| / URDF velocity limit (0 without one)
+    intended_speed_ratio: float = 0.0
 
 
 class EndEffectorTracker:
@@ -173,6 +177,11 @@ class EndEffectorTracker:
                 col += int(model.nv_joint[k])
         self._posture_cols = np.array(cols, dtype=np.int64)
         self._posture_q = np.array(q_index, dtype=np.int64)
+        self._posture_q_empty = np.zeros(len(q_index))  # the kernel's posture when unset
+        limits = np.asarray(model.velocity_limit, float)[model.active_dofs]
+        self._speed_limits = np.where(np.isfinite(limits) & (limits > 0.0), limits, np.inf)
+        self._gains = np.empty(4)  # kp, kd of position, then orientation (each cycle's)
+        self._N_task = np.empty((model.n_active, model.n_active))
         self.redundancy = redundancy
         self.secondary_damping = secondary_damping
         axis = np.asarray(pointing_axis, dtype=float)
@@ -260,41 +269,55 @@ class EndEffectorTracker:
         if self.passive_trust is not None:  # J_a + J_p Γ J_D = J_G - J_p (I - Γ) J_D (6.10)
             J_G = J_G - (J[:, m.passive_dofs] * (1.0 - self.passive_trust)) @ J_D
 
-        e_pos = np.asarray(ref.position, float) - p
-        if self.task == "pointing":
+        if self.task == "pointing":  # e_rot: the axis's error; other tasks: in the kernel
             u = R @ self.pointing_axis
             d = self.pointing_axis if ref.pointing_direction is None else ref.pointing_direction
             d = np.asarray(d, float) / np.linalg.norm(d)
             e_rot = np.cross(u, d)
         else:
-            e_rot = rotation_error(np.asarray(ref.rotation, float), R)
+            e_rot = np.empty(3)
         S = self._task_rows(R)
         eps = self.singular_threshold
-        # a_des, then S J_G qdd_a = S (a_des - drift_G) (6.10) by damped least squares; with
-        # it, the velocity the PD drives the frame toward, v_ref + (kp/kd) e, as the joint
-        # velocity that gives it (the joint law's v_ref + kp e / kd, control/friction.py),
-        # through the same SVD of S J_G (one compiled call)
-        a_des, X = np.empty(6), np.empty((m.n_active, 2))
-        N_task = np.empty((m.n_active, m.n_active))
-        task_sigma_min, lam = task_solve_kernel(
-            S, float_array(J), float_array(v), float_array(J_G),
-            float_array(drift_G), e_pos, e_rot, float_array(ref.linear_velocity),
-            float_array(ref.linear_acceleration), float_array(ref.angular_velocity),
-            float_array(ref.angular_acceleration),
-            np.array([self.kp_position, self.kd_position, self.kp_orientation,
-                      self.kd_orientation], dtype=float), float(eps), float(self.max_damping),
-            a_des, X, N_task)
-        x_task, intended = X[:, 0], X[:, 1]
-        if S.shape[0] > m.n_active:  # more task rows than actuators: the rank falls short
-            task_sigma_min = 0.0
-        qdd_a = x_task
-        N = N_task
         rows = self.held_rows  # the held passive DOF: rows of J_D (6.12)
         if self.passive_weight > 0.0 and rows.size and self.skip_unseen_passive:
             SJ = S @ J
             seen = np.linalg.norm(SJ[:, m.passive_dofs[rows]], axis=0)
             rows = rows[seen > _UNSEEN * max(1.0, float(np.abs(SJ).max()))]
-        if self.passive_weight > 0.0 and m.n_passive and rows.size:
+        held = self.passive_weight > 0.0 and m.n_passive and rows.size
+        # the self-motion's damping and posture: in the kernel unless the passive rows come
+        # first (their projector then replaces the task's)
+        null_space = self.null_space_damping > 0.0 or self.posture_kp > 0.0
+        if self.posture_kp > 0.0 and self.posture is None:
+            self.set_posture(q)
+        posture = self.posture if self.posture is not None else self._posture_q_empty
+        gains = self._gains
+        gains[0], gains[1] = self.kp_position, self.kd_position
+        gains[2], gains[3] = self.kp_orientation, self.kd_orientation
+        # the errors, a_des, then S J_G qdd_a = S (a_des - drift_G) (6.10) by damped least
+        # squares; with it, the velocity the PD drives the frame toward, v_ref + (kp/kd) e, as
+        # the joint velocity that gives it (the joint law's v_ref + kp e / kd,
+        # control/friction.py), through the same SVD of S J_G; the self-motion's term: one
+        # compiled call
+        p_ref, R_ref = float_array(ref.position), float_array(ref.rotation)
+        if p_ref.shape != (3,) or R_ref.shape != (3, 3):
+            raise ValueError(f"the reference's position must be a 3-vector and its rotation a "
+                             f"3x3 matrix, got shapes {p_ref.shape} and {R_ref.shape}")
+        e_pos, a_des, qdd_a = np.empty(3), np.empty(6), np.empty(m.n_active)
+        X, N_task = np.empty((m.n_active, 2)), self._N_task
+        task_sigma_min, lam, e_pos_norm, e_rot_norm, speed_ratio = task_solve_kernel(
+            S, float_array(J), float_array(v), float_array(J_G), float_array(drift_G), p, R,
+            p_ref, R_ref, self.task == "pointing",
+            float_array(ref.linear_velocity), float_array(ref.linear_acceleration),
+            float_array(ref.angular_velocity), float_array(ref.angular_acceleration), gains,
+            float(eps), float(self.max_damping), m.active_dofs, bool(null_space and not held),
+            float(self.null_space_damping), float(self.posture_kp), self._posture_cols,
+            float_array(posture), self._posture_q, float_array(q), self._speed_limits, e_pos,
+            e_rot, a_des, X, N_task, qdd_a)
+        x_task, intended = X[:, 0], X[:, 1]
+        if S.shape[0] > m.n_active:  # more task rows than actuators: the rank falls short
+            task_sigma_min = 0.0
+        N = N_task
+        if held:
             qdd_p_des = self._passive_target(q, v)[rows]
             J_Dh, drift_Dh = J_D[rows], drift_D[rows]
             w = np.sqrt(self.passive_weight)
@@ -319,14 +342,12 @@ class EndEffectorTracker:
                                                *self.passive_rows_guard.bounds(q, v))
                 qdd_a = x_task + secondary
                 N = N_task @ N2
-        if self.null_space_damping > 0.0 or self.posture_kp > 0.0:
-            qdd_0 = -self.null_space_damping * v[m.active_dofs]
-            if self.posture_kp > 0.0:  # posture term (the self-motion's own PD)
-                if self.posture is None:
-                    self.set_posture(q)
-                qdd_0[self._posture_cols] += self.posture_kp * (self.posture
-                                                                - q[self._posture_q])
-            qdd_a = qdd_a + N @ qdd_0
+            if null_space:  # the self-motion's term through the rows' projector
+                qdd_a = np.array(qdd_a, dtype=float)
+                self_motion_kernel(float_array(N), float_array(v), m.active_dofs,
+                                   float(self.null_space_damping), float(self.posture_kp),
+                                   self._posture_cols, float_array(posture), self._posture_q,
+                                   float_array(q), qdd_a)
         if self.joint_limit_guard is not None:  # brake before the URDF position limits
             qdd_a = self.joint_limit_guard.clamp(q, v, qdd_a)
         res = ws.dynamics.solve(qdd_a, tau_p)
@@ -335,7 +356,8 @@ class EndEffectorTracker:
             qdd_passive=res.qdd_passive.copy(), qdd=res.qdd.copy(),
             frame_acceleration_desired=a_des, position_error=e_pos, orientation_error=e_rot,
             singular=bool(task_sigma_min < eps), sigma_min=task_sigma_min, damping=lam,
-            intended_velocity=intended, tau_passive=tau_p)
+            intended_velocity=intended, tau_passive=tau_p, position_error_norm=e_pos_norm,
+            orientation_error_norm=e_rot_norm, intended_speed_ratio=speed_ratio)
 
 
 def _ratio(kp: float, kd: float) -> float:
@@ -506,16 +528,47 @@ def intent_kernel(J, rows, motion, gain, error, v_sp, eps, max_damping, posture_
 
 
 @njit(cache=True, error_model="numpy")
-def task_solve_kernel(S, J, v, J_G, drift_G, e_pos, e_rot, linear_velocity,
-                      linear_acceleration, angular_velocity, angular_acceleration, gains, eps,
-                      max_damping, a_des, X, N):
-    """Steps 2-3 of the module docstring for the task rows S (k × 6): the frame's twist J v,
-    a_des = a_ref + kd (v_ref - twist) + kp e ([linear; angular], ``gains`` kp, kd of
-    position then orientation), and the damped solve (``_damped_solve``) of
-    S J_G x = [S (a_des - drift_G), S v_des] (6.10) with v_des = v_ref + (kp/kd) e (the
-    intended velocity's target): X[:, 0] = qdd_a, X[:, 1] = the intended joint velocity.
-    a_des, X, N written; returns (σ_min, λ)."""
+def self_motion_kernel(N, v, active_dofs, null_damping, posture_kp, posture_cols, posture,
+                       posture_q, q, qdd_a):
+    """Step 3's last term into ``qdd_a``: qdd_a += N qdd_0, qdd_0 = −d₀ v_a + k₀ (q_a,0 − q_a)
+    (k₀ on the posture's columns ``posture_cols``, their configuration entries
+    ``posture_q``): the self-motion damped and pulled toward the posture through the
+    projector N left by the rows above."""
+    na = qdd_a.shape[0]
+    qdd_0 = np.empty(na)
+    for a in range(na):
+        qdd_0[a] = -null_damping * v[active_dofs[a]]
+    if posture_kp > 0.0:
+        for c in range(posture_cols.shape[0]):
+            qdd_0[posture_cols[c]] += posture_kp * (posture[c] - q[posture_q[c]])
+    for a in range(na):
+        acc = 0.0
+        for b in range(na):
+            acc += N[a, b] * qdd_0[b]
+        qdd_a[a] += acc
+
+
+@njit(cache=True, error_model="numpy")
+def task_solve_kernel(S, J, v, J_G, drift_G, position, rotation, reference_position,
+                      reference_rotation, rotation_given, linear_velocity, linear_acceleration,
+                      angular_velocity, angular_acceleration, gains, eps, max_damping,
+                      active_dofs, null_space, null_damping, posture_kp, posture_cols, posture,
+                      posture_q, q, speed_limits, e_pos, e_rot, a_des, X, N, qdd_a):
+    """Steps 2-3 of the module docstring for the task rows S (k × 6) in one call:
+    the errors e_pos = p_ref − p and (unless ``rotation_given``: e_rot as the caller wrote it)
+    e_rot = Log(R_ref Rᵀ); the frame's twist J v; a_des = a_ref + kd (v_ref − twist) + kp e
+    ([linear; angular], ``gains`` kp, kd of position then orientation); the damped solve
+    (``_damped_solve``) of S J_G x = [S (a_des − drift_G), S v_des] (6.10) with
+    v_des = v_ref + (kp/kd) e (the intended velocity's target): X[:, 0] = the task's qdd_a,
+    X[:, 1] = the intended joint velocity, N its null-space projector; ``qdd_a`` = X[:, 0],
+    plus, with ``null_space``, the self-motion's term N (−d₀ v_a + k₀ (q_a,0 − q_a)) (k₀ on
+    the posture's columns). e_pos, e_rot, a_des, X, N, qdd_a written; returns (σ_min, λ,
+    |e_pos|, |e_rot|, the largest |intended_a| / ``speed_limits``_a)."""
     k, na = S.shape[0], J_G.shape[1]
+    for i in range(3):
+        e_pos[i] = reference_position[i] - position[i]
+    if not rotation_given:
+        rotation_error_log(reference_rotation, rotation, e_rot)
     kp_p, kd_p, kp_o, kd_o = gains[0], gains[1], gains[2], gains[3]
     ratio_p = kp_p / kd_p if kd_p > 0.0 else 0.0
     ratio_o = kp_o / kd_o if kd_o > 0.0 else 0.0
@@ -541,4 +594,15 @@ def task_solve_kernel(S, J, v, J_G, drift_G, e_pos, e_rot, linear_velocity,
                     A[r, j] += S[r, c] * J_G[c, j]
                 B[r, 0] += S[r, c] * (a_des[c] - drift_G[c])
                 B[r, 1] += S[r, c] * v_des[c]
-    return _damped_into(A, B, eps, max_damping, 0.0, False, X, N)
+    sigma_min, lam = _damped_into(A, B, eps, max_damping, 0.0, False, X, N)
+    for a in range(na):
+        qdd_a[a] = X[a, 0]
+    if null_space:
+        self_motion_kernel(N, v, active_dofs, null_damping, posture_kp, posture_cols, posture,
+                           posture_q, q, qdd_a)
+    speed_ratio = 0.0
+    for a in range(na):
+        speed_ratio = max(speed_ratio, abs(X[a, 1]) / speed_limits[a])
+    position_norm = math.sqrt(e_pos[0] ** 2 + e_pos[1] ** 2 + e_pos[2] ** 2)
+    rotation_norm = math.sqrt(e_rot[0] ** 2 + e_rot[1] ** 2 + e_rot[2] ** 2)
+    return sigma_min, lam, position_norm, rotation_norm, speed_ratio
