@@ -5,6 +5,7 @@ import pytest
 
 from underactuated_control import RobotModel
 from underactuated_control.dynamics import (
+    HybridDynamics,
     SingularPassiveInertiaError,
     forward_dynamics,
     hybrid_dynamics,
@@ -131,6 +132,29 @@ def test_wrong_sizes():
         forward_dynamics(m, np.zeros(2), np.zeros(2), np.zeros(5))
     with pytest.raises(ValueError, match="qdd_active must have shape"):
         inverse_dynamics(m, np.zeros(2), np.zeros(2), np.zeros(1))
+
+
+def test_the_configured_solve_names_bad_inputs_and_takes_any_vector_like():
+    """``HybridDynamics.solve`` (a control cycle's step 3) hands kernel-ready vectors straight
+    to the compiled call; anything else is converted or refused by name, never a numba error:
+    the same torques from a list, a strided view and a read-only array as from a vector."""
+    m = RobotModel.from_urdf(two_link(), passive_joints=["j1"])
+    ws = HybridDynamics(m)
+    ws.set_configuration(np.array([0.3, -0.4]))
+    ws.set_velocity(np.array([0.2, 0.1]))
+    tau = ws.solve(np.array([0.5]), np.array([0.1])).tau_active.copy()
+    strided = np.array([[0.5, 9.0]])[:, 0]
+    readonly = np.array([0.5])
+    readonly.flags.writeable = False
+    for qdd in ([0.5], strided, readonly):
+        assert np.array_equal(ws.solve(qdd, [0.1]).tau_active, tau)
+    for qdd in (np.zeros(2), np.zeros((1, 1)), [[0.5]]):
+        with pytest.raises(ValueError, match=r"qdd_active must have shape \(1,\).*j2"):
+            ws.solve(qdd, np.array([0.1]))
+    with pytest.raises(ValueError, match="tau_passive must have shape"):
+        ws.solve(np.array([0.5]), np.zeros((1, 1)))
+    with pytest.raises(ValueError, match="qdd_active has non-finite entries: j2=nan"):
+        ws.solve(np.array([np.nan]), np.array([0.1]))
 
 
 def test_passive_joint_moving_no_inertia_is_singular_not_nan():

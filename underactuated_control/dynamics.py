@@ -502,9 +502,9 @@ def compile_run_steps() -> None:
 
 def _kernel_vector(x) -> bool:
     """``x`` is what ``run_steps``'s fixed signature takes as a vector: a writeable
-    C-contiguous float64 ndarray (else the call would raise, slowly)."""
-    return x.__class__ is np.ndarray and x.dtype == np.float64 and x.flags.c_contiguous \
-        and x.flags.writeable
+    C-contiguous float64 ndarray of one dimension (else the call would raise, slowly)."""
+    return x.__class__ is np.ndarray and x.ndim == 1 and x.dtype == np.float64 \
+        and x.flags.c_contiguous and x.flags.writeable
 
 
 # ================================================================ workspace
