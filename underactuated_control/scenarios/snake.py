@@ -499,7 +499,8 @@ def run_snake(out_dir: Path, duration: float | None, domain: int,
         log(f"[snake] starting mujoco_sim and {CONTROLLER} (config/snake.yaml) ...")
         run.start(["mujoco_sim", CONTROLLER], limit_s=duration + 240.0)
         rec = run.recorder
-        run.wait_for(lambda: rec.counts()[COMMAND_TOPIC] > 5 and run.sim_time >= 0.0, 120.0,
+        run.wait_for(lambda: rec.counts()[COMMAND_TOPIC] > 5 and rec.counts()["/joint_states"]
+                     and run.sim_time >= 0.0, 120.0,
                      "the controller sent no effort")
         q_start = joint_positions(model.joint_names, rec.messages("/joint_states")[-1][1])
         start = frame_placement(model, q_start, HEAD)[0]
