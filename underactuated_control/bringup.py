@@ -89,6 +89,7 @@ RESOLVER = "elbow_redundancy_resolver"
 EXTRA_NODES = (SIMULATOR, RESOLVER)  # what ``bringup --node`` may add to the controller
 # the resolver's setpoints feed the controller's joint reference (as in the demo)
 REFERENCE_REMAP = (f"/{CONTROLLER}/joint_reference", f"/{RESOLVER}/joint_setpoints")
+SIM_SETPOINT_LEAD = 0.01  # s: the resolver's setpoints one sample (100 Hz) ahead on /clock
 ARM7_CONFIGS = {CONTROLLER: "arm7_controller.yaml", SIMULATOR: "arm7_sim.yaml",
                 RESOLVER: "arm7_resolver.yaml"}
 
@@ -170,7 +171,8 @@ def bringup_nodes(urdf_path: str, config: str | None = None, *, sim: bool = Fals
     as locked). With the resolver, its ``~/joint_setpoints`` feed the controller's
     ``~/joint_reference`` and the controller starts in ``mode: joint`` to follow them. With
     the simulator every node runs on its ``/clock`` (``use_sim_time``, unless a node's file
-    sets it)."""
+    sets it) and the resolver stamps its setpoints one sample ahead on it (``setpoint_lead``
+    ``SIM_SETPOINT_LEAD``, unless its file sets it)."""
     def pick(given: str | None, executable: str) -> list[str]:
         path = default_config(urdf_path, executable) if given is None else given
         if path and not Path(path).is_file():
@@ -200,11 +202,15 @@ def bringup_nodes(urdf_path: str, config: str | None = None, *, sim: bool = Fals
         controller.parameters["mode"] = "joint"
         controller.remappings.append(REFERENCE_REMAP)
     if sim:  # every node on the simulator's /clock (as gz_ros2_control's launches do): a
-        # simulation slower than wall time on a loaded machine then slows the plan with it
+        # simulation slower than wall time on a loaded machine then slows the plan with it;
+        # on one clock, the resolver's setpoints are stamped one sample ahead (setpoint_lead)
         for node in nodes:
-            if not any("use_sim_time" in node_section(f, node.executable)
-                       for f in node.params_files):
-                node.parameters["use_sim_time"] = True
+            for name, value in (("use_sim_time", True), ("setpoint_lead", SIM_SETPOINT_LEAD)):
+                if name == "setpoint_lead" and node.executable != RESOLVER:
+                    continue
+                if not any(name in node_section(f, node.executable)
+                           for f in node.params_files):
+                    node.parameters[name] = value
     return nodes
 
 

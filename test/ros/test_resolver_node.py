@@ -134,6 +134,48 @@ def test_goal_before_the_first_state_starts_with_it(ros, launch):
     idx = [last.joint_names.index(j) for j in NAMES]
     psi_end = fk(np.array(last.points[0].positions)[idx])[2]
     assert abs(np.degrees(psi_end - target_psi)) < 0.5
+    # setpoint_lead 0 (the default): unstamped, each point 1/rate after the receiver's cycle
+    assert all(m.header.stamp.sec == 0 and m.header.stamp.nanosec == 0 for m in setpoints)
+    assert {(m.points[0].time_from_start.sec, m.points[0].time_from_start.nanosec)
+            for m in setpoints} == {(0, 10_000_000)}
+
+
+def test_stamped_setpoints_tick_one_sample_apart(ros, launch):
+    """setpoint_lead > 0: each setpoint stamped on the node's clock, the stamps 1/rate apart
+    (the plan's clock) while the ticks keep time, never more than setpoint_lead/2 from the
+    node's clock, the point reached 1/rate + setpoint_lead after its stamp."""
+    lead = 0.02
+    node = launch("elbow_redundancy_resolver", {
+        "urdf_path": str(ARM7), "tip_link": "tool", "shoulder_link": "link2",
+        "elbow_link": "link4", "wrist_link": "link6", "motion_duration": 1.0, "rate": 100.0,
+        "setpoint_lead": lead})
+    n = ros.node
+    received: list[tuple[int, JointTrajectory]] = []
+    n.create_subscription(JointTrajectory, f"{NODE}/joint_setpoints", lambda m: received.append(
+        (n.get_clock().now().nanoseconds, m)), 10)
+    pub = n.create_publisher(JointState, "/joint_states", 10)
+    psi_pub = n.create_publisher(Float64, f"{NODE}/target_arm_angle", 10)
+
+    def publish_state():
+        msg = JointState(name=NAMES, position=Q0.tolist(), velocity=[0.0] * 7)
+        msg.header.stamp = n.get_clock().now().to_msg()
+        pub.publish(msg)
+
+    assert ros.wait_for(lambda: psi_pub.get_subscription_count() > 0 and "resolving" in
+                        node.log(), 30, step=publish_state), node.log()
+    psi_pub.publish(Float64(data=float(fk(Q0)[2] + np.radians(20))))
+    assert ros.wait_for(lambda: len(received) > 60, 20, step=publish_state), node.log()
+    stamps = np.array([m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for _, m in received])
+    arrival = np.array([t for t, _ in received])
+    steps = np.diff(stamps)
+    print(f"\n[resolver] stamped setpoints: {np.mean(steps == 10_000_000):.0%} of "
+          f"{len(steps)} steps exactly 10 ms; stamp - arrival "
+          f"{1e-6 * (stamps - arrival).min():.2f} .. {1e-6 * (stamps - arrival).max():.2f} ms")
+    assert np.all(stamps > 0) and np.all(steps > 0)
+    assert np.mean(steps == 10_000_000) > 0.8
+    assert np.all(stamps <= arrival + lead / 2 * 1e9)  # the node's clock + lead/2 at most
+    assert {(m.points[0].time_from_start.sec, m.points[0].time_from_start.nanosec)
+            for _, m in received} == {(0, 30_000_000)}
 
 
 def test_the_parameter_defaults_are_the_planners():

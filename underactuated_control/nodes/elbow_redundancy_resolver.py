@@ -43,7 +43,7 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
-from builtin_interfaces.msg import Duration
+from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PointStamped, PoseStamped
 from rclpy.node import Node
@@ -57,7 +57,13 @@ from ..model import RobotModel
 from ..parameters import ParameterError, ParameterSpec, per_joint, table
 from ..redundancy.functions import Sphere
 from ..redundancy.resolver import HAND_AXES, Arrival, ElbowPlanner, Settings, Waypoint
-from .common import pose_from_message, process_age, quaternion_matrix, run_node
+from .common import (
+    duration_message,
+    pose_from_message,
+    process_age,
+    quaternion_matrix,
+    run_node,
+)
 from .parameters import NodeParameters
 from .robot import load_robot, robot_parameters, with_passive
 
@@ -117,6 +123,12 @@ PARAMETERS = table(
     ParameterSpec("motion_duration", 3.0, "duration of a goal motion", unit="s", low=0.05,
                   high=600.0),
     ParameterSpec("rate", 100.0, "setpoint rate", unit="Hz", low=1.0, high=2000.0),
+    ParameterSpec("setpoint_lead", 0.0, "0: each setpoint unstamped, reached 1/rate after the "
+                  "receiver's next cycle (JointTrajectoryController's streaming); > 0: stamped "
+                  "at its tick on this node's clock, ticks 1/rate apart, and reached 1/rate + "
+                  "setpoint_lead after it, so a message up to setpoint_lead late or early keeps "
+                  "the stream's timing (the receiver on the same clock, e.g. use_sim_time)",
+                  unit="s", low=0.0, high=1.0),
     ParameterSpec("obstacles", [0.0], "spheres x, y, z, radius (root frame, m) repeated; [] or "
                   "[0.0]: none", unit="m", validator=_check_obstacles),
     ParameterSpec("obstacle_margin", 0.1, "outer minus inner sphere-of-influence radius",
@@ -220,6 +232,7 @@ class ElbowRedundancyResolver(Node):
         self.planning: tuple[Future, list[Waypoint], str] | None = None  # the dry run under way
         self.desired_v: np.ndarray | None = None
         self.desired_stamp = 0.0
+        self.stamp_ns: int | None = None  # the last setpoint's tick (setpoint_lead > 0)
         self.counts = {"limited_samples": 0, "samples_at_position_limit": 0,
                        "non_finite_steps": 0, "rejected_goals": 0, "rejected_markers": 0}
         self.last_rejection = ""
@@ -460,6 +473,7 @@ class ElbowRedundancyResolver(Node):
         self.psi_pub.publish(Float64(data=self.planner.arm_angle(self.q_measured)))
         self._publish_markers()
         if self.planner.motion is None:
+            self.stamp_ns = None  # the next motion's first setpoint starts a new stream
             return
         dt = 1.0 / self.params["rate"]
         desired = None
@@ -483,17 +497,28 @@ class ElbowRedundancyResolver(Node):
         if sp.inside_obstacle:
             self.get_logger().warning("the arm is inside an obstacle's inner sphere",
                                       throttle_duration_sec=2.0)
-        msg = JointTrajectory()  # header.stamp zero: reached dt after the receiver's next
-        # cycle (JTC). Stamped with this node's clock, a late message would leave the receiver
-        # less than dt to reach the point (a speed spike) or be refused as old.
+        msg = JointTrajectory()
         msg.joint_names = list(self.model.joint_names)
         pt = JointTrajectoryPoint(positions=sp.q.tolist(), velocities=sp.v.tolist(),
                                   accelerations=sp.a.tolist())
-        pt.time_from_start = Duration(sec=0, nanosec=int(dt * 1e9))
+        lead = self.params["setpoint_lead"]
+        if lead > 0.0:  # stamped, reached dt + lead after its tick
+            msg.header.stamp = self._setpoint_stamp(dt, lead)
+        pt.time_from_start = duration_message(dt + lead)  # unstamped: dt after the receiver's cycle
         msg.points = [pt]
         self.setpoint_pub.publish(msg)
         if sp.arrival is not None:
             self._report_motion(sp.arrival)
+
+    def _setpoint_stamp(self, dt: float, lead: float) -> Time:
+        """This setpoint's tick: the last one's plus dt, as the plan's clock advances, kept
+        within lead/2 of this node's clock (a tick that ran late or early moves no point
+        closer than dt + lead/2 to now, so the receiver is never asked for a speed spike)."""
+        now = self.get_clock().now().nanoseconds
+        tick = now if self.stamp_ns is None else self.stamp_ns + round(dt * 1e9)
+        half = round(lead * 5e8)
+        self.stamp_ns = min(max(tick, now - half), now + half)
+        return Time(sec=self.stamp_ns // 1_000_000_000, nanosec=self.stamp_ns % 1_000_000_000)
 
     def _report_motion(self, arrival: Arrival) -> None:
         """Once per goal: how long it took and how close it got."""

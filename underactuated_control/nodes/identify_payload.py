@@ -167,14 +167,13 @@ class _Driver:
             JointTrajectory, f"/{self.name}/joint_reference", 10)
 
     def send(self, joints: list[str], target: np.ndarray, duration: float) -> None:
-        from builtin_interfaces.msg import Duration
         from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-        sec = int(duration)
+        from .common import duration_message
+
         point = JointTrajectoryPoint(positions=[float(x) for x in target],
                                      velocities=[0.0] * len(joints),
-                                     time_from_start=Duration(sec=sec, nanosec=int(
-                                         (duration - sec) * 1e9)))
+                                     time_from_start=duration_message(duration))
         self.reference_pub.publish(JointTrajectory(joint_names=list(joints), points=[point]))
 
 
