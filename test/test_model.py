@@ -46,3 +46,28 @@ def test_model_module_does_not_import_the_urdf_loader():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                           cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_speed_limit_is_the_urdfs_velocity_limit_or_none():
+    """``speed_limit``: the URDF's velocity limit per DOF (Pinocchio's ``velocityLimit`` on the
+    panda of example-robot-data), ∞ where the URDF gives none (a 0, a continuous joint
+    without <limit>)."""
+    import pinocchio as pin
+    from helpers import EXAMPLE_ROBOTS, issue_arm
+
+    text = issue_arm("panda_description/urdf/panda.urdf")
+    model = RobotModel.from_urdf(text)
+    pm = pin.buildModelFromXML(text)
+    expected = [pm.velocityLimit[pm.joints[pm.getJointId(n)].idx_v] for n in model.dof_names]
+    np.testing.assert_array_equal(model.speed_limit, expected)
+    assert EXAMPLE_ROBOTS.is_dir() and np.all(np.isfinite(model.speed_limit))
+    link = ('<link name="{0}"><inertial><mass value="1"/><inertia ixx="0.01" ixy="0" ixz="0" '
+            'iyy="0.01" iyz="0" izz="0.01"/></inertial></link>')
+    joint = ('<joint name="{0}" type="{1}"><parent link="{2}"/><child link="{3}"/>'
+             '<axis xyz="0 0 1"/>{4}</joint>')
+    limit = '<limit lower="-1" upper="1" effort="5" velocity="{0}"/>'
+    text = ('<robot name="three">' + "".join(link.format(f"l{i}") for i in range(4))
+            + joint.format("a", "revolute", "l0", "l1", limit.format(2.5))
+            + joint.format("b", "revolute", "l1", "l2", limit.format(0.0))
+            + joint.format("c", "continuous", "l2", "l3", "") + "</robot>")
+    np.testing.assert_array_equal(RobotModel.from_urdf(text).speed_limit, [2.5, np.inf, np.inf])

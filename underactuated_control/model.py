@@ -211,6 +211,13 @@ class RobotModel:
         return out
 
     @property
+    def speed_limit(self) -> np.ndarray:
+        """``velocity_limit`` per DOF with ∞ where the URDF gives none (0, missing or not
+        finite): the bound a speed check applies."""
+        limits = np.asarray(self.velocity_limit, dtype=float)
+        return np.where(np.isfinite(limits) & (limits > 0.0), limits, np.inf)
+
+    @property
     def link_names(self) -> tuple[str, ...]:
         return tuple(self.frames)
 

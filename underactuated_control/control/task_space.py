@@ -177,9 +177,8 @@ class EndEffectorTracker:
                 col += int(model.nv_joint[k])
         self._posture_cols = np.array(cols, dtype=np.int64)
         self._posture_q = np.array(q_index, dtype=np.int64)
-        self._posture_q_empty = np.zeros(len(q_index))  # the kernel's posture when unset
-        limits = np.asarray(model.velocity_limit, float)[model.active_dofs]
-        self._speed_limits = np.where(np.isfinite(limits) & (limits > 0.0), limits, np.inf)
+        self._no_posture = np.zeros(len(q_index))  # the kernel's posture argument when unset
+        self._speed_limits = model.speed_limit[model.active_dofs]
         self._gains = np.empty(4)  # kp, kd of position, then orientation (each cycle's)
         self._N_task = np.empty((model.n_active, model.n_active))
         self.redundancy = redundancy
@@ -289,7 +288,7 @@ class EndEffectorTracker:
         null_space = self.null_space_damping > 0.0 or self.posture_kp > 0.0
         if self.posture_kp > 0.0 and self.posture is None:
             self.set_posture(q)
-        posture = self.posture if self.posture is not None else self._posture_q_empty
+        posture = self.posture if self.posture is not None else self._no_posture
         gains = self._gains
         gains[0], gains[1] = self.kp_position, self.kd_position
         gains[2], gains[3] = self.kp_orientation, self.kd_orientation
