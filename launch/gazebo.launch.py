@@ -10,8 +10,9 @@ the gz_ros2_control system plugin in its <gazebo>), spawns it (ros_gz_sim create
 (controller_manager spawner) once the robot exists, and starts our nodes as
 ``underactuated-control bringup [--node elbow_redundancy_resolver]`` does (``bringup_nodes``),
 with the URDF text as robot_description and ``use_sim_time: true`` (the joint states carry
-Gazebo's time). Needs ROS 2 with ros_gz_sim, ros_gz_bridge, gz_ros2_control,
-controller_manager, effort_controllers, joint_state_broadcaster, robot_state_publisher.
+Gazebo's time; the resolver's setpoints are stamped one sample ahead on it, ``setpoint_lead``).
+Needs ROS 2 with ros_gz_sim, ros_gz_bridge, gz_ros2_control, controller_manager,
+effort_controllers, joint_state_broadcaster, robot_state_publisher.
 
 "$(find underactuated_control)" in the URDF is replaced with this package's share directory,
 and its <parameters> file with ``controllers``.
@@ -65,7 +66,8 @@ def _nodes(context):
                   arguments=["effort_controller"])
     specs = bringup_nodes(
         _text(context, "urdf"), _text(context, "config"), resolver=_flag(context, "resolver"),
-        resolver_config=_text(context, "resolver_config"), robot_description=description)
+        resolver_config=_text(context, "resolver_config"), robot_description=description,
+        sim_clock=True)
     return [
         IncludeLaunchDescription(
             PythonLaunchDescriptionSource(PathJoinSubstitution(

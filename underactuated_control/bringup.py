@@ -161,7 +161,8 @@ def bringup_nodes(urdf_path: str, config: str | None = None, *, sim: bool = Fals
                   resolver: bool = False, sim_config: str | None = None,
                   resolver_config: str | None = None,
                   resolver_links: tuple[str, str, str] | None = None,
-                  robot_description: str | None = None) -> list[NodeLaunch]:
+                  robot_description: str | None = None,
+                  sim_clock: bool = False) -> list[NodeLaunch]:
     """The nodes of a bring-up, for ``underactuated-control bringup`` and the launch files
     alike: the controller (``config``), optionally the simulated arm (``sim_config``) and the
     elbow resolver (``resolver_config``, ``resolver_links`` = shoulder, elbow, wrist).
@@ -172,7 +173,8 @@ def bringup_nodes(urdf_path: str, config: str | None = None, *, sim: bool = Fals
     ``~/joint_reference`` and the controller starts in ``mode: joint`` to follow them. With
     the simulator every node runs on its ``/clock`` (``use_sim_time``, unless a node's file
     sets it) and the resolver stamps its setpoints one sample ahead on it (``setpoint_lead``
-    ``SIM_SETPOINT_LEAD``, unless its file sets it)."""
+    ``SIM_SETPOINT_LEAD``, unless its file sets it); ``sim_clock``: the same for a simulator
+    started elsewhere (Gazebo)."""
     def pick(given: str | None, executable: str) -> list[str]:
         path = default_config(urdf_path, executable) if given is None else given
         if path and not Path(path).is_file():
@@ -201,9 +203,9 @@ def bringup_nodes(urdf_path: str, config: str | None = None, *, sim: bool = Fals
         nodes.append(NodeLaunch(RESOLVER, pick(resolver_config, RESOLVER), params, []))
         controller.parameters["mode"] = "joint"
         controller.remappings.append(REFERENCE_REMAP)
-    if sim:  # every node on the simulator's /clock (as gz_ros2_control's launches do): a
-        # simulation slower than wall time on a loaded machine then slows the plan with it;
-        # on one clock, the resolver's setpoints are stamped one sample ahead (setpoint_lead)
+    if sim or sim_clock:  # every node on the simulator's /clock (as gz_ros2_control's
+        # launches do): a simulation slower than wall time on a loaded machine then slows the
+        # plan with it; on one clock, the resolver's setpoints are stamped one sample ahead
         for node in nodes:
             for name, value in (("use_sim_time", True), ("setpoint_lead", SIM_SETPOINT_LEAD)):
                 if name == "setpoint_lead" and node.executable != RESOLVER:
