@@ -139,12 +139,21 @@ class PassiveForceModel:
         return self._coefficients.copy()
 
 
+@njit(cache=True, inline="always")
+def element_force(coefficients, i, q, v, coulomb_velocity):
+    """T_i = -d v - f_c tanh(v_c / v_s) - k (q - q_rest) of DOF i (the module docstring;
+    ``coefficients``: rows d, f_c, v_s, k, q_rest; q, v, v_c: that DOF's), for every loop that
+    needs it (this module's, the trajectory optimisation's)."""
+    k = coefficients[3, i]
+    spring = k * (q - coefficients[4, i]) if k > 0.0 else 0.0
+    return -(coefficients[0, i] * v + coefficients[1, i] * math.tanh(
+        coulomb_velocity / coefficients[2, i]) + spring)
+
+
 @njit(cache=True, error_model="numpy")  # compiled on first use (C-contiguous float64 in)
 def passive_element_forces(q, v, coulomb_velocity, q_index, coefficients, out):
-    """T = -d v - f_c tanh(v_c / v_s) - k (q - q_rest) of every DOF (the module docstring;
-    ``coefficients``: rows d, f_c, v_s, k, q_rest) into ``out``; q is read only where k > 0
-    (1-DOF joints, at ``q_index``)."""
-    d, f_c, v_s, k, rest = coefficients
+    """``element_force`` of every DOF into ``out``; q is read only where k > 0 (1-DOF
+    joints, at ``q_index``)."""
     for i in range(out.shape[0]):
-        spring = k[i] * (q[q_index[i]] - rest[i]) if k[i] > 0.0 else 0.0
-        out[i] = -(d[i] * v[i] + f_c[i] * math.tanh(coulomb_velocity[i] / v_s[i]) + spring)
+        q_i = q[q_index[i]] if coefficients[3, i] > 0.0 else 0.0
+        out[i] = element_force(coefficients, i, q_i, v[i], coulomb_velocity[i])

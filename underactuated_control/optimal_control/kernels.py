@@ -9,6 +9,7 @@ from numba import njit
 
 from ..derivatives import dwork_views, run_derivatives
 from ..dynamics import ALL_STEPS, NONFINITE_V, OK, int_views, run_steps, work_views
+from ..passive_forces import element_force
 
 
 @njit(cache=True, inline="always")
@@ -200,13 +201,11 @@ def backward_pass(Fx, Fu, lx, lu, lxx, luu, lux, Vx_final, Vxx_final, us, lower,
 # ---------------------------------------------------------------- dynamics over every knot
 @njit(cache=True, inline="always")
 def passive_torques(q, v, dofs, coefficients, tau):
-    """T_p = −d v − f_c tanh(v/v_s) − k (q − q_rest) into ``tau`` at ``dofs`` (rows of
-    ``coefficients``: d, f_c, v_s, k, q_rest per DOF; 1-DOF joints: q and v share indices)."""
+    """T_p = −d v − f_c tanh(v/v_s) − k (q − q_rest) (``passive_forces.element_force``) into
+    ``tau`` at ``dofs`` (1-DOF joints: q and v share indices)."""
     for i in range(dofs.size):
         j = dofs[i]
-        tau[j] = -(coefficients[0, j] * v[j]
-                   + coefficients[1, j] * np.tanh(v[j] / coefficients[2, j])
-                   + coefficients[3, j] * (q[j] - coefficients[4, j]))
+        tau[j] = element_force(coefficients, j, q[j], v[j], v[j])
 
 
 @njit(cache=True)
