@@ -104,7 +104,7 @@ def test_triangle_with_a_failed_joint_on_the_simulated_arm(ros, launch, tmp_path
     assert max(reached) < 1e-3 and np.linalg.norm(p_end - p0) < 1e-3
     assert abs(psi_end - psi0) < np.radians(1.0)
     # unstamped, the setpoints' timing followed their arrival: beside a CPU hog 1.7-3.1 mm
-    # off, 3.6 and 30 mm in CI; stamped one sample ahead, 0.30-0.46 mm beside the same hog
+    # off, 3.6 and 30 mm in CI; stamped one sample ahead, 0.30-0.47 mm beside such hogs
     warnings = "\n".join(line for log in (controller.log(), sim.log(), resolver.log())
                          for line in log.splitlines() if "WARN" in line or "ERROR" in line)
     assert off < 1.5e-3, (f"worst at state {5 * int(distance.argmax())} of {len(run)}\n"
