@@ -126,8 +126,9 @@ PARAMETERS = table(
     ParameterSpec("setpoint_lead", 0.0, "0: each setpoint unstamped, reached 1/rate after the "
                   "receiver's next cycle (JointTrajectoryController's streaming); > 0: stamped "
                   "at its tick on this node's clock, ticks 1/rate apart, and reached 1/rate + "
-                  "setpoint_lead after it, so a message up to setpoint_lead late or early keeps "
-                  "the stream's timing (the receiver on the same clock, e.g. use_sim_time)",
+                  "setpoint_lead after it (ticks kept within setpoint_lead/2 of the clock), so "
+                  "a tick or a message that runs late keeps the stream's timing (the receiver "
+                  "on the same clock, e.g. use_sim_time)",
                   unit="s", low=0.0, high=1.0),
     ParameterSpec("obstacles", [0.0], "spheres x, y, z, radius (root frame, m) repeated; [] or "
                   "[0.0]: none", unit="m", validator=_check_obstacles),

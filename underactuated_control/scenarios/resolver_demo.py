@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..bringup import CONTROLLER, RESOLVER, SIMULATOR
+from ..bringup import CONTROLLER, RESOLVER, SIM_SETPOINT_LEAD, SIMULATOR
 from ..jacobians import frame_placement
 from ..model import RobotModel
 from ..redundancy.arm_angle import ArmAngle
@@ -52,7 +52,7 @@ def run_demo(urdf_path: Path, out_dir: Path, motion: float = 4.0, settle: float 
                          "publish_jacobians": False, "use_sim_time": True},
             RESOLVER: {"tip_link": "tool", "shoulder_link": "link2", "elbow_link": "link4",
                        "wrist_link": "link6", "motion_duration": motion, "rate": 100.0,
-                       "setpoint_lead": 0.01, "use_sim_time": True}},
+                       "setpoint_lead": SIM_SETPOINT_LEAD, "use_sim_time": True}},
             limit_s=60 + 3 * (motion + settle + failure),
             remappings={CONTROLLER: [(f"/{CONTROLLER}/joint_reference",
                                       f"/{RESOLVER}/joint_setpoints")]})
