@@ -207,12 +207,11 @@ def bringup_nodes(urdf_path: str, config: str | None = None, *, sim: bool = Fals
         # launches do): a simulation slower than wall time on a loaded machine then slows the
         # plan with it; on one clock, the resolver's setpoints are stamped one sample ahead
         for node in nodes:
-            for name, value in (("use_sim_time", True), ("setpoint_lead", SIM_SETPOINT_LEAD)):
-                if name == "setpoint_lead" and node.executable != RESOLVER:
-                    continue
-                if not any(name in node_section(f, node.executable)
-                           for f in node.params_files):
-                    node.parameters[name] = value
+            on_clock = {"use_sim_time": True}
+            if node.executable == RESOLVER:
+                on_clock["setpoint_lead"] = SIM_SETPOINT_LEAD
+            given = set().union(*(node_section(f, node.executable) for f in node.params_files))
+            node.parameters.update({k: v for k, v in on_clock.items() if k not in given})
     return nodes
 
 

@@ -49,14 +49,6 @@ def matrix_message(matrix: np.ndarray, row_label: str, col_label: str,
     return msg
 
 
-def duration_message(seconds: float):
-    """builtin_interfaces/Duration of ``seconds`` (≥ 0)."""
-    from builtin_interfaces.msg import Duration
-
-    ns = round(seconds * 1e9)
-    return Duration(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
-
-
 def process_age() -> float:
     """Seconds since this process started (Linux ``/proc``; elsewhere since this module was
     imported): what a node's readiness log reports."""

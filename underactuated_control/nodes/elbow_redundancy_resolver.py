@@ -43,10 +43,12 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
-from builtin_interfaces.msg import Time
+from builtin_interfaces.msg import Time as TimeMessage
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PointStamped, PoseStamped
+from rclpy.duration import Duration
 from rclpy.node import Node
+from rclpy.time import Time
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -57,13 +59,7 @@ from ..model import RobotModel
 from ..parameters import ParameterError, ParameterSpec, per_joint, table
 from ..redundancy.functions import Sphere
 from ..redundancy.resolver import HAND_AXES, Arrival, ElbowPlanner, Settings, Waypoint
-from .common import (
-    duration_message,
-    pose_from_message,
-    process_age,
-    quaternion_matrix,
-    run_node,
-)
+from .common import pose_from_message, process_age, quaternion_matrix, run_node
 from .parameters import NodeParameters
 from .robot import load_robot, robot_parameters, with_passive
 
@@ -505,13 +501,14 @@ class ElbowRedundancyResolver(Node):
         lead = self.params["setpoint_lead"]
         if lead > 0.0:  # stamped, reached dt + lead after its tick
             msg.header.stamp = self._setpoint_stamp(dt, lead)
-        pt.time_from_start = duration_message(dt + lead)  # unstamped: dt after the receiver's cycle
+        # unstamped: dt after the receiver's next cycle
+        pt.time_from_start = Duration(nanoseconds=round((dt + lead) * 1e9)).to_msg()
         msg.points = [pt]
         self.setpoint_pub.publish(msg)
         if sp.arrival is not None:
             self._report_motion(sp.arrival)
 
-    def _setpoint_stamp(self, dt: float, lead: float) -> Time:
+    def _setpoint_stamp(self, dt: float, lead: float) -> TimeMessage:
         """This setpoint's tick: the last one's plus dt, as the plan's clock advances, kept
         within lead/2 of this node's clock (a tick that ran late or early moves no point
         closer than dt + lead/2 to now, so the receiver is never asked for a speed spike)."""
@@ -519,7 +516,7 @@ class ElbowRedundancyResolver(Node):
         tick = now if self.stamp_ns is None else self.stamp_ns + round(dt * 1e9)
         half = round(lead * 5e8)
         self.stamp_ns = min(max(tick, now - half), now + half)
-        return Time(sec=self.stamp_ns // 1_000_000_000, nanosec=self.stamp_ns % 1_000_000_000)
+        return Time(nanoseconds=self.stamp_ns).to_msg()
 
     def _report_motion(self, arrival: Arrival) -> None:
         """Once per goal: how long it took and how close it got."""

@@ -167,13 +167,12 @@ class _Driver:
             JointTrajectory, f"/{self.name}/joint_reference", 10)
 
     def send(self, joints: list[str], target: np.ndarray, duration: float) -> None:
+        from rclpy.duration import Duration
         from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-        from .common import duration_message
-
-        point = JointTrajectoryPoint(positions=[float(x) for x in target],
-                                     velocities=[0.0] * len(joints),
-                                     time_from_start=duration_message(duration))
+        point = JointTrajectoryPoint(
+            positions=[float(x) for x in target], velocities=[0.0] * len(joints),
+            time_from_start=Duration(nanoseconds=round(duration * 1e9)).to_msg())
         self.reference_pub.publish(JointTrajectory(joint_names=list(joints), points=[point]))
 
 

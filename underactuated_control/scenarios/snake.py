@@ -501,7 +501,7 @@ def run_snake(out_dir: Path, duration: float | None, domain: int,
         rec = run.recorder
         run.wait_for(lambda: rec.counts()[COMMAND_TOPIC] > 5 and rec.counts()["/joint_states"]
                      and run.sim_time >= 0.0, 120.0,
-                     "the controller sent no effort")
+                     "the controller sent no effort or the simulator no /joint_states")
         q_start = joint_positions(model.joint_names, rec.messages("/joint_states")[-1][1])
         start = frame_placement(model, q_start, HEAD)[0]
         path = HeadPath(start=tuple(start), **(path_kwargs or {}))
