@@ -16,6 +16,10 @@ from helpers import ROOT
 from rclpy.experimental import EventsExecutor
 
 BIN = Path(sys.executable).parent
+# mujoco_sim lock-stepped with the controller as config/*.yaml do: a controller starved on a
+# loaded machine is waited for (its default, 0.05 s, let the simulation step on with the held
+# command, and a run then depended on the machine's timing)
+LOCKSTEP = {"lockstep": True, "lockstep_timeout": 2.0}
 _domains = itertools.count((os.getpid() * 7) % 150 + 20)
 
 
@@ -112,7 +116,9 @@ class SimTimeReferences:
     """A node's ``~/pose_reference`` streamed on simulated time: the simulator's /clock, and
     ``stream(path, seconds, lead)``, the scenarios' ``stream_path`` (each point of the path's
     10 ms grid stamped with the /clock it is for, sent ``lead`` s ahead). ``sent``: every
-    (0, PoseStamped) the last ``stream`` published, for ``scenarios.harness.reference_at``.
+    (0, PoseStamped) the last ``stream`` published, for ``scenarios.harness.reference_at``;
+    ``stalls``: (simulated time, pause) s of each stall of this process longer than the lead,
+    after which the path went on from where it had stopped.
     A lock-stepped simulator runs as fast as the machine lets it; a path on simulated time is
     the same path however fast that is, so errors judged on the states' stamps do not depend
     on the machine."""
@@ -121,9 +127,12 @@ class SimTimeReferences:
         from geometry_msgs.msg import PoseStamped
         from rosgraph_msgs.msg import Clock
 
-        self.ros, self.sim_time, self.sent = ros, -1.0, []
+        from underactuated_control.nodes.hybrid_dynamics_controller import POSE_REFERENCE_DEPTH
+
+        self.ros, self.sim_time, self.sent, self.stalls = ros, -1.0, [], []
         ros.node.create_subscription(Clock, "/clock", self._on_clock, 10)
-        self.pub = ros.node.create_publisher(PoseStamped, f"/{node}/pose_reference", 10)
+        self.pub = ros.node.create_publisher(PoseStamped, f"/{node}/pose_reference",
+                                             POSE_REFERENCE_DEPTH)
 
     def _on_clock(self, msg) -> None:
         self.sim_time = msg.clock.sec + 1e-9 * msg.clock.nanosec
@@ -135,7 +144,7 @@ class SimTimeReferences:
 
         assert self.ros.wait_for(lambda: self.sim_time >= 0.0 and
                                  self.pub.get_subscription_count(), 60), "no /clock"
-        self.sent = []
+        self.sent, self.stalls = [], []
 
         def publish(p, stamp):
             msg = position_reference(p, stamp)
@@ -143,4 +152,5 @@ class SimTimeReferences:
             self.sent.append((0, msg))
 
         return stream_path(path, seconds, lambda: self.sim_time, publish,
-                           lambda: self.ros.spin_for(0.002), lead=lead)
+                           lambda: self.ros.spin_for(0.002), lead=lead,
+                           on_stall=lambda _, pause: self.stalls.append((self.sim_time, pause)))

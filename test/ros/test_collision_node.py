@@ -12,6 +12,7 @@ and ``comply``."""
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import WrenchStamped
+from harness import LOCKSTEP
 from helpers import ROOT
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
@@ -34,7 +35,7 @@ def _stamp(msg) -> float:
 
 def swing(ros, launch, arm, reaction: str) -> dict:
     sim = launch("mujoco_sim", {"urdf_path": str(arm), "initial_positions": Q0,
-                                "lockstep": True, "use_sim_time": True,
+                                **LOCKSTEP, "use_sim_time": True,
                                 "contact_box": BOX, "contact_link": "tool",
                                 "contact_radius": 0.02})
     node = launch(NODE, {"urdf_path": str(arm), "mode": "joint", "publish_jacobians": False,

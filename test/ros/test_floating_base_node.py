@@ -21,6 +21,7 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from underactuated_control import RobotModel
+from underactuated_control.nodes.hybrid_dynamics_controller import ODOMETRY_RESUBSCRIBE
 
 SPACE_PATH = ROOT / "urdf/space_arm.urdf"
 SPACE = SPACE_PATH.read_text()
@@ -200,6 +201,21 @@ def test_missing_stale_and_malformed_odometry_give_zero_effort(ros, launch):
     assert ros.wait_for(lambda: driver.commands, 10,
                         step=lambda: driver.publish(q, v, odometry=False)), node.log()
     assert driver.commands[-1][1] == [0.0] * 7
+
+    def counters():
+        if not driver.diagnostics:
+            return {}
+        return {kv.key: kv.value for kv in driver.diagnostics[-1].status[0].values}
+
+    # states without odometry for longer than ODOMETRY_RESUBSCRIBE: the node subscribes again
+    # (its remedy for a DDS match that never completes); the new subscription receives (below)
+    assert ros.wait_for(lambda: int(counters().get("odometry_resubscribed", 0)) > 0,
+                        ODOMETRY_RESUBSCRIBE + 10,
+                        step=lambda: driver.publish(q, v, odometry=False)), node.log()
+    assert "no base odometry on /odom in 5 s while /joint_states arrive: subscribing to it " \
+        "again" in node.log()
+    assert ros.wait_for(lambda: driver.odom_pub.get_subscription_count() > 0, 10)
+    ros.spin_for(0.5)  # the node's new reader finding our writer
     # odometry of another link is refused (named in the log); then a stale one
     bad = Odometry()
     bad.child_frame_id = "link3"
@@ -207,11 +223,6 @@ def test_missing_stale_and_malformed_odometry_give_zero_effort(ros, launch):
     driver.odom_pub.publish(bad)
     old = ros.node.get_clock().now().nanoseconds - 2_000_000_000
     ros.wait_for(lambda: False, 0.5, step=lambda: driver.publish(q, v, stamp_ns=old))
-
-    def counters():
-        if not driver.diagnostics:
-            return {}
-        return {kv.key: kv.value for kv in driver.diagnostics[-1].status[0].values}
 
     assert ros.wait_for(lambda: int(counters().get("base_missing", 0)) > 0 and
                         int(counters().get("base_rejected", 0)) > 0, 10), node.log()

@@ -15,6 +15,7 @@ from builtin_interfaces.msg import Duration
 from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import JointTolerance, JointTrajectoryControllerState
 from control_msgs.srv import QueryTrajectoryState
+from harness import LOCKSTEP
 from helpers import ROOT
 from oracle import ROBOTS
 from rclpy.action import ActionClient
@@ -98,7 +99,7 @@ def simulator(launch, robot="arm7", **params):
     controller on a loaded machine then pauses the simulation instead of leaving a stale
     effort on the light wrist joints."""
     urdf, q0, _ = ROBOT_ROWS[robot]
-    base = {"urdf_path": urdf, "initial_positions": q0, "lockstep": True}
+    base = {"urdf_path": urdf, "initial_positions": q0, **LOCKSTEP}
     base.update(params)
     return launch("mujoco_sim", base)
 

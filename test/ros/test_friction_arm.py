@@ -7,6 +7,7 @@ to 0.5 rad before). Judged on the simulator's /joint_states (where the arm reall
 
 import numpy as np
 from control_msgs.action import FollowJointTrajectory
+from harness import LOCKSTEP
 from helpers import ROOT
 from oracle import ROBOTS
 from test_follow_joint_trajectory import SUCCEEDED, goal
@@ -48,7 +49,7 @@ def follow_three_waypoints(ros, launch, urdf_path, joints, q0, steps):
     ``urdf_path``; a goal through q0 + steps[0], q0 + steps[1], q0 + steps[2] at 1, 2, 3 s
     (positions and velocities), goal tolerance 5 mrad."""
     launch("mujoco_sim", {"urdf_path": str(urdf_path), "initial_positions": list(q0),
-                          "lockstep": True, "use_sim_time": True})
+                          **LOCKSTEP, "use_sim_time": True})
     node = launch("hybrid_dynamics_controller", {
         "urdf_path": str(urdf_path), "mode": "joint", "publish_jacobians": False,
         "state_timeout": 0.5, "use_sim_time": True})

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 from geometry_msgs.msg import WrenchStamped
-from harness import SimTimeReferences
+from harness import LOCKSTEP, SimTimeReferences
 from helpers import ROOT
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.parameter import Parameter
@@ -76,7 +76,7 @@ def launch_arm_carrying_box(launch, tmp_path, mode: str = "hold", box: bool = Tr
     plant = tmp_path / "arm7_payload.urdf"
     plant.write_text(with_payload(text, "tool", MASS, COM, INERTIA))
     sim = launch("mujoco_sim", {"urdf_path": str(plant if box else arm),
-                                "initial_positions": Q0.tolist(), "lockstep": True,
+                                "initial_positions": Q0.tolist(), **LOCKSTEP,
                                 "use_sim_time": True})
     node = launch(NODE, {"urdf_path": str(arm), "mode": mode, "ki": 0.0,
                          "publish_jacobians": False, "state_timeout": 0.5, "task_frame": "tool",

@@ -11,6 +11,7 @@ take the hand around the triangle while the reactions turn joint1. Judged on the
 
 import numpy as np
 import pinocchio as pin
+from harness import LOCKSTEP
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import JointState
@@ -49,7 +50,7 @@ def test_triangle_with_a_failed_joint_on_the_simulated_arm(ros, launch, tmp_path
 
     common = {"urdf_path": str(urdf), "passive_joints": ["joint1"], "use_sim_time": True}
     sim = launch("mujoco_sim", {**common, "initial_positions": list(Q0),
-                                "gravity": [0.0, 0.0, 0.0], "lockstep": True})
+                                "gravity": [0.0, 0.0, 0.0], **LOCKSTEP})
     controller = launch(CONTROLLER, {**common, "mode": "joint", "kp": [400.0], "kd": [40.0],
                         "gravity": [0.0, 0.0, 0.0], "publish_jacobians": False,
                         "state_timeout": 0.5})

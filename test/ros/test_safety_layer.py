@@ -12,6 +12,7 @@ import pinocchio as pin
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped, WrenchStamped
+from harness import LOCKSTEP
 from helpers import ROOT
 from oracle import ROBOTS
 from sensor_msgs.msg import JointState
@@ -80,7 +81,7 @@ def report(label, q, v, urdf):
 @pytest.mark.parametrize("robot", list(ROWS))
 def test_a_jumping_joint_reference_stays_within_the_velocity_limits(ros, launch, robot):
     urdf, q0, jump = ROWS[robot]
-    launch("mujoco_sim", {"urdf_path": str(urdf), "initial_positions": q0, "lockstep": True})
+    launch("mujoco_sim", {"urdf_path": str(urdf), "initial_positions": q0, **LOCKSTEP})
     # the node's defaults: friction compensation on (xarm7's light wrist, 1 N·m of URDF
     # friction = 7000 rad/s², is a case for it: control/friction.py)
     node = launch("hybrid_dynamics_controller", {
@@ -115,7 +116,7 @@ def test_a_jumping_joint_reference_stays_within_the_velocity_limits(ros, launch,
 
 def test_operational_space_refuses_a_far_pose_and_bounds_a_fast_one(ros, launch):
     urdf, q0, _ = ROWS["arm7"]
-    launch("mujoco_sim", {"urdf_path": str(urdf), "initial_positions": q0, "lockstep": True})
+    launch("mujoco_sim", {"urdf_path": str(urdf), "initial_positions": q0, **LOCKSTEP})
     node = launch("hybrid_dynamics_controller", {
         "urdf_path": str(urdf), "mode": "operational_space", "os_task": "position",
         "task_frame": "tool", "publish_jacobians": False, "diagnostics_period": 0.2,
@@ -165,7 +166,7 @@ def test_operational_space_refuses_a_far_pose_on_xarm7(ros, launch):
     """The issue's row on example-robot-data's xarm7 as written (its <dynamics> in the
     simulator): a pose 3 m away is refused, counted, and the arm keeps holding."""
     urdf, q0, _ = ROWS["xarm7"]
-    launch("mujoco_sim", {"urdf_path": str(urdf), "initial_positions": q0, "lockstep": True})
+    launch("mujoco_sim", {"urdf_path": str(urdf), "initial_positions": q0, **LOCKSTEP})
     node = launch("hybrid_dynamics_controller", {
         "urdf_path": str(urdf), "mode": "operational_space", "os_task": "position",
         "task_frame": "link_eef", "publish_jacobians": False, "diagnostics_period": 0.2})
@@ -193,7 +194,7 @@ def test_an_implausible_wrench_is_ignored_and_sane_ones_still_work(ros, launch, 
     the hand along z as the force law says."""
     urdf, q0, _ = ROWS[robot]
     frame = HAND[robot]
-    launch("mujoco_sim", {"urdf_path": str(urdf), "initial_positions": q0, "lockstep": True})
+    launch("mujoco_sim", {"urdf_path": str(urdf), "initial_positions": q0, **LOCKSTEP})
     node = launch("hybrid_dynamics_controller", {
         "urdf_path": str(urdf), "mode": "operational_space", "os_task": "position",
         "task_frame": frame, "publish_jacobians": False, "diagnostics_period": 0.2,

@@ -73,6 +73,11 @@ from .trajectory_action import TrajectoryActionServer
 
 MODES = tuple(CONTROL_LAWS)
 _FRAME_ROWS = "rows:lin_x,lin_y,lin_z,ang_x,ang_y,ang_z"
+# ~/pose_reference's queue: a path streamed ahead and stamped (reference_max_lead, up to 1 s
+# of a 100 Hz grid) arrives in a burst when it starts or its sender catches up after a stall;
+# a queue of 10 kept the burst's last 10 points and the hand stood still until their stamps
+POSE_REFERENCE_DEPTH = 100
+ODOMETRY_RESUBSCRIBE = 5.0  # s (wall) without base odometry while states arrive: subscribe again
 
 
 def _check_frame(frame: str, model: RobotModel | None) -> None:
@@ -329,7 +334,8 @@ class HybridDynamicsController(Node):
         self.create_subscription(JointState, "/joint_states", self._on_joint_states, sensor_qos)
         self.create_subscription(JointTrajectory, "~/joint_reference", self._on_joint_reference,
                                  10)
-        self.create_subscription(PoseStamped, "~/pose_reference", self._on_pose_reference, 10)
+        self.create_subscription(PoseStamped, "~/pose_reference", self._on_pose_reference,
+                                 POSE_REFERENCE_DEPTH)
         self.measured_wrench: np.ndarray | None = None
         self._init_wrench_sensor(p)
         self._wrench_ws = JacobianWorkspace(self.base_model)  # the plausibility check's J
@@ -341,9 +347,9 @@ class HybridDynamicsController(Node):
         self._observer_time: float | None = None  # the observer's last state time
         self._observing: MomentumObserver | None = None
         self._init_collision()
+        self._odometry_subscription = None
         if self.base_state == "odometry":
-            self.create_subscription(Odometry, p["base_odometry_topic"], self._on_odometry,
-                                     sensor_qos)
+            self._subscribe_odometry()
         self.base_estimate_pub = self.create_publisher(Odometry, "~/base_estimate", 10) \
             if self.estimator is not None else None
         self.ellipsoid_pub = self.create_publisher(MarkerArray, "~/ellipsoids", 10)
@@ -364,8 +370,8 @@ class HybridDynamicsController(Node):
                       "missing_velocities": 0, "length_mismatch": 0, "duplicate_names": 0,
                       "future_stamps": 0, "out_of_order": 0, "saturated": 0,
                       "rejected_references": 0, "base_missing": 0, "base_stale": 0,
-                      "base_rejected": 0, "wrench_rejected": 0, "safety_overrides": 0,
-                      "collisions": 0}
+                      "base_rejected": 0, "odometry_resubscribed": 0, "wrench_rejected": 0,
+                      "safety_overrides": 0, "collisions": 0}
         self._command_publishers = 1
         self._compute_times: list[float] = []
         self._cycle_stamps: list[float] = []
@@ -488,6 +494,17 @@ class HybridDynamicsController(Node):
         pending.clear()
         self.reference = goal
 
+    def _subscribe_odometry(self) -> None:
+        """(Again) subscribe to the base odometry: a subscription that never received any while
+        /joint_states arrive is replaced every ODOMETRY_RESUBSCRIBE s (a DDS match that did not
+        complete on a loaded machine was seen to stay missing for minutes)."""
+        if self._odometry_subscription is not None:
+            self.destroy_subscription(self._odometry_subscription)
+        self._odometry_subscription = self.create_subscription(
+            Odometry, self.params["base_odometry_topic"], self._on_odometry,
+            QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
+        self._odometry_subscribed = time.monotonic()
+
     def _on_odometry(self, msg: Odometry) -> None:
         child = self.base_model.body_names[0]
         try:
@@ -524,6 +541,12 @@ class HybridDynamicsController(Node):
         topic = self.params["base_odometry_topic"]
         if self.base_odometry is None:
             self._refuse("base_missing", f"no base odometry on {topic} yet")
+            if time.monotonic() - self._odometry_subscribed > ODOMETRY_RESUBSCRIBE:
+                self.get_logger().warning(f"no base odometry on {topic} in "
+                                          f"{ODOMETRY_RESUBSCRIBE:g} s while /joint_states "
+                                          "arrive: subscribing to it again")
+                self.stats["odometry_resubscribed"] += 1
+                self._subscribe_odometry()
             return False
         q_base, v_base, odom_stamp, _ = self.base_odometry
         age = (self.get_clock().now().nanoseconds - odom_stamp) * 1e-9

@@ -90,13 +90,16 @@ def position_reference(position: np.ndarray, stamp: float,
     return msg
 
 
-REFERENCE_LEAD = 0.2  # s of simulated time: how far ahead of its time a scenario sends a point
+# s of simulated time: how far ahead of its time a scenario sends a point (a stall of the runner
+# shorter than this leaves the path as it is; the controller's reference_max_lead is 1 s)
+REFERENCE_LEAD = 0.5
 
 
 def stream_path(path: Callable[[float], np.ndarray], seconds: float,
                 sim_time: Callable[[], float], publish: Callable[[np.ndarray, float], None],
                 spin: Callable[[], None], events: dict[float, Callable[[], None]] | None = None,
-                progress: Callable[[float], None] | None = None, lead: float = 0.0) -> float:
+                progress: Callable[[float], None] | None = None, lead: float = 0.0,
+                on_stall: Callable[[float, float], None] | None = None) -> float:
     """Publish ``path(t)`` (``publish(position, stamp)``) at 100 Hz of simulated time for
     ``seconds`` of it: ``sim_time()`` is the latest /clock (s), ``spin()`` serves callbacks for
     a moment; ``events``: {t: action} run once when the path's time t is passed;
@@ -106,7 +109,9 @@ def stream_path(path: Callable[[float], np.ndarray], seconds: float,
     ``reference_max_lead``) follows the path at the times it is for, whatever the delivery's
     delay. The path's clock is simulated time, but a stall of this runner longer than ``lead``
     (at least 20 ms) pauses the path by the excess instead of making the reference jump along
-    it. Returns the simulated time at which the path started."""
+    it; ``on_stall(t, pause)`` is told of each such pause (s) at the path's time t. Returns the
+    simulated time at which the path started."""
+    spin()  # the latest /clock: a value left from before would read as a stall below
     last_sim = sim_time()
     start = last_sim
     pending = dict(sorted((events or {}).items()))
@@ -114,7 +119,10 @@ def stream_path(path: Callable[[float], np.ndarray], seconds: float,
     longest = max(0.02, lead)  # s: a longer step of the clock between two looks is a stall
     while elapsed < seconds:
         now = sim_time()
-        paused += max(now - last_sim - longest, 0.0)
+        if now - last_sim > longest:
+            paused += now - last_sim - longest
+            if on_stall is not None:
+                on_stall(elapsed, now - last_sim - longest)
         last_sim = now
         elapsed = now - start - paused
         while tick * 0.01 <= min(elapsed + lead, seconds):  # the grid's points now due
@@ -169,6 +177,7 @@ class ScenarioRun:
         from std_msgs.msg import Float64MultiArray
 
         from ..nodes.bags import BagRecorder
+        from ..nodes.hybrid_dynamics_controller import POSE_REFERENCE_DEPTH
 
         self.out_dir, self.domain, self.urdf, self.config = out_dir, domain, urdf, config
         Path(out_dir).mkdir(parents=True, exist_ok=True)  # its logs and bags
@@ -190,7 +199,8 @@ class ScenarioRun:
         self.reference_orientation: np.ndarray | None = None  # x, y, z, w of ~/pose_reference
         self.path_wall_start = 0.0  # s, monotonic: when stream_path started (see there)
         self.node.create_subscription(Clock, "/clock", self._on_clock, 10)
-        self.reference_pub = self.node.create_publisher(PoseStamped, REFERENCE_TOPIC, 10)
+        self.reference_pub = self.node.create_publisher(PoseStamped, REFERENCE_TOPIC,
+                                                        POSE_REFERENCE_DEPTH)
 
     def _on_clock(self, msg) -> None:
         self.sim_time = msg.clock.sec + 1e-9 * msg.clock.nanosec
@@ -285,8 +295,12 @@ class ScenarioRun:
             self.log(f"[{tag}]   t = {elapsed:4.1f} s simulated ({time.monotonic() - t0:4.1f} "
                      f"s wall), states {self.recorder.counts()['/joint_states']}")
 
+        def stall(elapsed: float, pause: float) -> None:
+            self.log(f"[{tag}]   this runner stalled: the path paused {pause:.3f} s at t = "
+                     f"{elapsed:.2f} s")
+
         return stream_path(path, seconds, lambda: self.sim_time, self.publish_position, spin,
-                           events, progress, lead)
+                           events, progress, lead, stall)
 
     def close(self) -> None:
         try:

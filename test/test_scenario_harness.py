@@ -1,0 +1,51 @@
+"""``scenarios.harness.stream_path`` on a scripted clock: each point of the path's 10 ms grid
+is sent ``lead`` ahead of the time it is stamped with; a stall of the runner longer than the
+lead pauses the path by the excess (reported through ``on_stall``), a shorter one changes
+nothing."""
+
+import numpy as np
+import pytest
+
+from underactuated_control.scenarios.harness import stream_path
+
+
+def run(lead: float, stall_at: float | None, stall: float) -> tuple[list, list, float]:
+    """Stream path(t) = t for 1 s of a clock advancing 1 ms per spin, jumping by ``stall`` s
+    once it passes ``stall_at``; returns the (position, stamp, clock when sent) published, the
+    stalls reported and the start."""
+    clock = [10.0]
+    sent, stalls, stalled = [], [], [False]
+
+    def spin() -> None:
+        clock[0] += 0.001
+        if stall_at is not None and not stalled[0] and clock[0] >= 10.0 + stall_at:
+            stalled[0] = True
+            clock[0] += stall
+
+    start = stream_path(lambda t: np.array([t]), 1.0, lambda: clock[0],
+                        lambda p, stamp: sent.append((float(p[0]), stamp, clock[0])), spin,
+                        lead=lead, on_stall=lambda t, pause: stalls.append((t, pause)))
+    return sent, stalls, start
+
+
+@pytest.mark.parametrize("stall", [0.0, 0.3])
+def test_a_stall_shorter_than_the_lead_leaves_the_path_as_it_is(stall):
+    sent, stalls, start = run(0.5, 0.4, stall)
+    path_times = [p for p, _, _ in sent]
+    assert np.allclose(path_times, 0.01 * np.arange(101))  # every grid point once, in order
+    assert np.allclose([s - start for _, s, _ in sent], path_times)  # stamped with its time
+    assert all(s - now <= 0.5 + 1e-9 for _, s, now in sent)  # never more than lead ahead
+    assert stalls == []
+
+
+def test_a_stall_longer_than_the_lead_pauses_the_path_by_the_excess():
+    sent, stalls, start = run(0.5, 0.4, 0.8)
+    path_times = np.array([p for p, _, _ in sent])
+    assert np.allclose(path_times, 0.01 * np.arange(101))  # the path goes on where it stopped
+    assert len(stalls) == 1 and stalls[0][1] == pytest.approx(0.3, abs=2e-3)
+    shift = np.array([s - start for _, s, _ in sent]) - path_times
+    before, after = shift[path_times < 0.885], shift[path_times > 0.915]
+    assert np.allclose(before, 0.0)  # the points sent before the stall (0.4 s + 0.5 s lead)
+    assert np.allclose(after, stalls[0][1])  # the rest stamped later by the pause
+    # no point stamped in the past when it was sent: the controller gets each before its time
+    assert all(s >= now - 1e-9 for _, s, now in sent)
