@@ -127,7 +127,7 @@ class SimTimeReferences:
         from geometry_msgs.msg import PoseStamped
         from rosgraph_msgs.msg import Clock
 
-        from underactuated_control.nodes.hybrid_dynamics_controller import POSE_REFERENCE_DEPTH
+        from underactuated_control.nodes.common import POSE_REFERENCE_DEPTH
 
         self.ros, self.sim_time, self.sent, self.stalls = ros, -1.0, [], []
         ros.node.create_subscription(Clock, "/clock", self._on_clock, 10)

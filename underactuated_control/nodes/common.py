@@ -18,6 +18,11 @@ from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 from ..so3 import quaternion_matrix  # re-exported: nodes.common.quaternion_matrix
 
 _IMPORTED = time.monotonic()
+# the controller's ~/pose_reference queue (and its senders'): a path streamed ahead and stamped
+# (reference_max_lead, up to 1 s of a 100 Hz grid) arrives in a burst when it starts or its
+# sender catches up after a stall; a queue of 10 kept the burst's last 10 points and the hand
+# stood still until their stamps
+POSE_REFERENCE_DEPTH = 100
 
 __all__ = ["matrix_message", "pose_from_message", "process_age", "quaternion_matrix", "spin_node",
            "run_node"]

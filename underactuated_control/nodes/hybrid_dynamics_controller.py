@@ -65,7 +65,13 @@ from ..payload_identification import (
     propose_holding_poses,
 )
 from ..warmup import KernelWorker, warm_law
-from .common import matrix_message, pose_from_message, process_age, run_node
+from .common import (
+    POSE_REFERENCE_DEPTH,
+    matrix_message,
+    pose_from_message,
+    process_age,
+    run_node,
+)
 from .parameters import NodeParameters
 from .robot import check_joint_names, load_robot, robot_parameters, with_passive
 from .trajectory_action import PARAMETERS as TRAJECTORY_ACTION_PARAMETERS
@@ -73,10 +79,6 @@ from .trajectory_action import TrajectoryActionServer
 
 MODES = tuple(CONTROL_LAWS)
 _FRAME_ROWS = "rows:lin_x,lin_y,lin_z,ang_x,ang_y,ang_z"
-# ~/pose_reference's queue: a path streamed ahead and stamped (reference_max_lead, up to 1 s
-# of a 100 Hz grid) arrives in a burst when it starts or its sender catches up after a stall;
-# a queue of 10 kept the burst's last 10 points and the hand stood still until their stamps
-POSE_REFERENCE_DEPTH = 100
 ODOMETRY_RESUBSCRIBE = 5.0  # s (wall) without base odometry while states arrive: subscribe again
 
 
@@ -330,7 +332,8 @@ class HybridDynamicsController(Node):
         self.jd_pub = self.create_publisher(Float64MultiArray, "~/disturbance_jacobian", 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         # best effort hears both reliable and best-effort (sensor-data QoS) publishers
-        sensor_qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
+        sensor_qos = self._sensor_qos = QoSProfile(depth=10,
+                                                   reliability=ReliabilityPolicy.BEST_EFFORT)
         self.create_subscription(JointState, "/joint_states", self._on_joint_states, sensor_qos)
         self.create_subscription(JointTrajectory, "~/joint_reference", self._on_joint_reference,
                                  10)
@@ -501,8 +504,7 @@ class HybridDynamicsController(Node):
         if self._odometry_subscription is not None:
             self.destroy_subscription(self._odometry_subscription)
         self._odometry_subscription = self.create_subscription(
-            Odometry, self.params["base_odometry_topic"], self._on_odometry,
-            QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
+            Odometry, self.params["base_odometry_topic"], self._on_odometry, self._sensor_qos)
         self._odometry_subscribed = time.monotonic()
 
     def _on_odometry(self, msg: Odometry) -> None:

@@ -177,7 +177,7 @@ class ScenarioRun:
         from std_msgs.msg import Float64MultiArray
 
         from ..nodes.bags import BagRecorder
-        from ..nodes.hybrid_dynamics_controller import POSE_REFERENCE_DEPTH
+        from ..nodes.common import POSE_REFERENCE_DEPTH
 
         self.out_dir, self.domain, self.urdf, self.config = out_dir, domain, urdf, config
         Path(out_dir).mkdir(parents=True, exist_ok=True)  # its logs and bags
