@@ -119,10 +119,11 @@ def stream_path(path: Callable[[float], np.ndarray], seconds: float,
     longest = max(0.02, lead)  # s: a longer step of the clock between two looks is a stall
     while elapsed < seconds:
         now = sim_time()
-        if now - last_sim > longest:
-            paused += now - last_sim - longest
+        stall = now - last_sim - longest
+        if stall > 0.0:
+            paused += stall
             if on_stall is not None:
-                on_stall(elapsed, now - last_sim - longest)
+                on_stall(elapsed, stall)
         last_sim = now
         elapsed = now - start - paused
         while tick * 0.01 <= min(elapsed + lead, seconds):  # the grid's points now due
