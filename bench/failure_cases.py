@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
-import re
 import sysconfig
 import time
 from contextlib import contextmanager
@@ -47,7 +46,7 @@ from underactuated_control.control.task_law import TaskLaw
 from underactuated_control.control.task_space import TaskReference
 from underactuated_control.dynamics import inverse_dynamics
 from underactuated_control.jacobians import JacobianWorkspace
-from underactuated_control.scenarios.harness import circle_path
+from underactuated_control.scenarios.harness import circle_path, with_joint_dynamics
 from underactuated_control.scenarios.space import arm_on_a_bus
 from underactuated_control.sim import build_plant
 
@@ -65,13 +64,6 @@ SETUPS = {  # name: (gravity, task law overrides)
     "position-0g": (False, {"task": "position", **HOLD}),
 }
 GOOD_MM = 10.0  # the issue's "kept the hand"
-
-
-def arm_urdf(damping: float = DAMPING, friction: float = FRICTION, path: Path = XARM7) -> str:
-    """The URDF with <dynamics> ``damping`` [N m s/rad], ``friction`` [N m] on every joint."""
-    text = path.read_text()
-    return re.sub(r"<dynamics[^>]*/>",
-                  f'<dynamics damping="{damping}" friction="{friction}"/>', text)
 
 
 def settings(**overrides) -> dict:
@@ -532,7 +524,7 @@ def main() -> None:
     if args.markdown is not None:
         print(markdown(json.loads(args.markdown.read_text())))
         return
-    urdf = arm_urdf(args.damping, args.friction)
+    urdf = with_joint_dynamics(XARM7.read_text(), args.damping, args.friction)
     extra = {"friction_compensation": False} if args.no_friction_compensation else {}
     extra["failure_reaction"] = args.reaction
     rows = []
@@ -553,7 +545,8 @@ def main() -> None:
             print_row(r)
     for arm in args.free_flyer_arms if args.free_flyer else ():
         path, frame, q0 = FREE_FLYER_ARMS[arm]
-        free = free_flyer_urdf(arm_urdf(args.damping, args.friction, path))
+        free = free_flyer_urdf(with_joint_dynamics(path.read_text(), args.damping,
+                                                   args.friction))
         print(f"\nfree-flyer: {BUS_MASS:g} kg bus + the {arm}, zero gravity, position task, "
               "bus attitude held through J_D rows rx ry rz", flush=True)
         for radius in (0.05, 0.08):

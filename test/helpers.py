@@ -4,11 +4,12 @@ Pinocchio-free, so the DDS tests can use it too (the Pinocchio references are in
 
 from __future__ import annotations
 
-import re
 import sysconfig
 from pathlib import Path
 
 import numpy as np
+
+from underactuated_control.scenarios.harness import fixed_fingers, with_joint_dynamics
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 ARM7_PATH = ROOT / "urdf/arm7.urdf"
@@ -18,13 +19,13 @@ EXAMPLE_ROBOTS = Path(sysconfig.get_paths()["purelib"]) / \
 PANDA_Q0 = [0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8]  # the panda's hand held bent (arm7's start)
 
 
-def issue_arm(path: str) -> str:
-    """An example-robot-data arm's URDF text (``path`` under its robots/) with issue 23's
-    <dynamics> on every joint (damping 0.3 N m s/rad, dry friction 0.05 N m); a gripper's
-    prismatic finger joints fixed (the package refuses their mimic joint)."""
-    text = re.sub(r"<dynamics[^>]*/>", '<dynamics damping="0.3" friction="0.05"/>',
-                  (EXAMPLE_ROBOTS / path).read_text())
-    return re.sub(r'(<joint name="[^"]*finger[^"]*" type=)"prismatic"', r'\1"fixed"', text)
+def issue_arm(path: str | Path, damping: float = 0.3, friction: float = 0.05) -> str:
+    """An example-robot-data arm's URDF text (``path`` under its robots/, or absolute) with
+    issue 23's <dynamics> on every joint (damping 0.3 N m s/rad, dry friction 0.05 N m by
+    default); a gripper's prismatic finger joints fixed (the package refuses their mimic
+    joint)."""
+    text = (EXAMPLE_ROBOTS / path).read_text()
+    return fixed_fingers(with_joint_dynamics(text, damping, friction))
 
 
 def scaled_tolerance(reference, tol: float, floor: float = 1.0) -> float:

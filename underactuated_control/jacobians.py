@@ -41,7 +41,13 @@ from .dynamics import (
     work_views,
 )
 from .dynamics import configure as configure_at
-from .kinematics import body_placements, classical_acceleration, frame_jacobian_kernel
+from .kinematics import (
+    acceleration_without_gravity,
+    body_placements,
+    classical_acceleration,
+    frame_jacobian_kernel,
+    frame_point,
+)
 from .model import RobotModel
 from .spatial import (
     FAST,
@@ -125,9 +131,8 @@ def frame_task_kernel(ints, consts, work, q, v, tau_passive, no_active, empty, E
     m, _ = int_views(ints)
     c, _ = const_views(consts, m.nb)
     Eb = E_world[body]
-    for i in range(3):  # p = p_b + E_bᵀ r,  R = (E_f E_b)ᵀ
-        position[i] = p_world[body, i] + Eb[0, i] * offset[0] + Eb[1, i] * offset[1] \
-            + Eb[2, i] * offset[2]
+    frame_point(Eb, p_world[body], offset, position)
+    for i in range(3):  # R = (E_f E_b)ᵀ
         for j in range(3):
             R[i, j] = Eb[0, i] * rotation[j, 0] + Eb[1, i] * rotation[j, 1] \
                 + Eb[2, i] * rotation[j, 2]
@@ -140,11 +145,7 @@ def frame_task_kernel(ints, consts, work, q, v, tau_passive, no_active, empty, E
     w, _, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
     for k in range(m.npas):
         drift_D[k] = w.qdd_passive[k]  # (6.12) with qdd_a = 0
-    for k in range(6):
-        alpha[k] = w.alpha[body, k]
-    for k in range(3):  # without the fictitious base acceleration [0; -g] that carried gravity
-        alpha[3 + k] -= Eb[k, 0] * w.alpha_base[3] + Eb[k, 1] * w.alpha_base[4] \
-            + Eb[k, 2] * w.alpha_base[5]
+    acceleration_without_gravity(Eb, w.alpha[body], w.alpha_base, alpha)
     classical_acceleration(Eb, alpha, w.vel[body], offset, drift_G)  # (6.10) with qdd_a = 0
     return OK
 

@@ -13,7 +13,8 @@ from numba import njit
 from .model import FLOATING, PRISMATIC, RobotModel
 from .spatial import FAST
 
-__all__ = ["body_placements", "frame_jacobian_kernel", "classical_acceleration", "reach"]
+__all__ = ["body_placements", "frame_jacobian_kernel", "frame_point", "classical_acceleration",
+           "acceleration_without_gravity", "reach"]
 
 
 @njit(cache=True, error_model="numpy", fastmath=FAST)
@@ -88,6 +89,25 @@ def classical_acceleration(E_world_b, alpha_b, vel_b, offset, out):
     for k in range(3):
         out[k] = E_world_b[0, k] * a0 + E_world_b[1, k] * a1 + E_world_b[2, k] * a2
         out[3 + k] = E_world_b[0, k] * d0 + E_world_b[1, k] * d1 + E_world_b[2, k] * d2
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def frame_point(E_world_b, p_world_b, offset, out):
+    """p = p_b + E_bᵀ r: the point ``offset`` (body axes) of body b in root coordinates."""
+    for a in range(3):
+        out[a] = p_world_b[a] + E_world_b[0, a] * offset[0] + E_world_b[1, a] * offset[1] \
+            + E_world_b[2, a] * offset[2]
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def acceleration_without_gravity(E_world_b, alpha_b, alpha_base, out):
+    """Body b's spatial acceleration (body axes) without the fictitious base acceleration
+    [0; -g] (``alpha_base``, root axes) that carried gravity through the recursion."""
+    for a in range(6):
+        out[a] = alpha_b[a]
+    for a in range(3):
+        out[3 + a] -= E_world_b[a, 0] * alpha_base[3] + E_world_b[a, 1] * alpha_base[4] \
+            + E_world_b[a, 2] * alpha_base[5]
 
 
 def reach(model: RobotModel, tip: str) -> tuple[np.ndarray, float] | None:

@@ -43,7 +43,13 @@ from .dynamics import (
     work_views,
 )
 from .dynamics import configure as configure_at
-from .kinematics import body_placements, classical_acceleration, frame_jacobian_kernel
+from .kinematics import (
+    acceleration_without_gravity,
+    body_placements,
+    classical_acceleration,
+    frame_jacobian_kernel,
+    frame_point,
+)
 from .spatial import FAST, spd_inverse, xform_force_transpose, xform_motion
 
 # status codes beyond those of dynamics.py (OK = -1, NONFINITE_Q = -2, NONFINITE_V = -3)
@@ -326,9 +332,7 @@ def task_configuration(m, c, w, s, o, path, q, configure, body, k, invert, rcond
             return status
         body_placements(m.parent, w.E_up, w.r_up, o.E_world, o.p_world)
     Eb = o.E_world[body]
-    for a in range(3):  # the frame point in root coordinates
-        o.point[a] = (o.p_world[body, a] + Eb[0, a] * o.offset[0] + Eb[1, a] * o.offset[1]
-                      + Eb[2, a] * o.offset[2])
+    frame_point(Eb, o.p_world[body], o.offset, o.point)  # the frame point in root coordinates
     frame_jacobian_kernel(m.parent, c.S, m.nv_joint, m.v_start, o.E_world, o.p_world, body,
                           o.point, o.J)
     pick_off(Eb, o.offset, o.W)
@@ -403,11 +407,7 @@ def free_frame_acceleration(m, c, w, s, o, body, out):
     residual_force_sweep(m, c, w, s, False)
     outward_sweep(m, c, w, s)
     Eb, x = o.E_world[body], o.x6
-    for a in range(6):
-        x[a] = w.alpha[body, a]
-    for a in range(3):
-        x[3 + a] -= (Eb[a, 0] * w.alpha_base[3] + Eb[a, 1] * w.alpha_base[4]
-                     + Eb[a, 2] * w.alpha_base[5])
+    acceleration_without_gravity(Eb, w.alpha[body], w.alpha_base, x)
     classical_acceleration(Eb, x, w.vel[body], o.offset, out)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import Callable, Mapping
@@ -33,7 +34,8 @@ from ..jacobians import JacobianWorkspace
 
 __all__ = ["ScenarioRun", "demo_domain", "circle_path", "frame_positions", "reference_at",
            "stamp_seconds", "stream_path", "position_reference",
-           "command_rate", "joint_positions", "pyplot", "write_summary"]
+           "command_rate", "fixed_fingers", "joint_positions", "pyplot",
+           "with_joint_dynamics", "write_summary"]
 
 REFERENCE_TOPIC = f"/{CONTROLLER}/pose_reference"
 ESTIMATE_TOPIC = f"/{CONTROLLER}/base_estimate"
@@ -53,6 +55,19 @@ def demo_domain(environ: Mapping[str, str] | None = None) -> tuple[int, str]:
                              f"'{text}'")
         return int(text), "from the environment"
     return 100 + os.getpid() % 100, "picked from the process id; set ROS_DOMAIN_ID to choose"
+
+
+def with_joint_dynamics(urdf: str, damping: float, friction: float) -> str:
+    """``urdf`` (its text) with every ``<dynamics .../>`` element set to ``damping``
+    [N m s/rad] and dry ``friction`` [N m] (issue 23's arms: 0.3 and 0.05 on every joint)."""
+    return re.sub(r"<dynamics[^>]*/>", f'<dynamics damping="{damping}" friction="{friction}"/>',
+                  urdf)
+
+
+def fixed_fingers(urdf: str) -> str:
+    """``urdf`` (its text) with a gripper's prismatic finger joints made fixed (they are
+    often mimic joints, which the package refuses)."""
+    return re.sub(r'(<joint name="[^"]*finger[^"]*" type=)"prismatic"', r'\1"fixed"', urdf)
 
 
 def circle_path(start: np.ndarray, radius: float, normal: np.ndarray, first: np.ndarray,

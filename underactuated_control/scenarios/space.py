@@ -31,6 +31,7 @@ from .harness import (
     ScenarioRun,
     circle_path,
     command_rate,
+    fixed_fingers,
     frame_positions,
     pyplot,
     reference_at,
@@ -48,7 +49,7 @@ def arm_on_a_bus(arm: str, mass: float = 60.0, inertia: float = 6.4,
     arm = re.sub(r'<link name="world"\s*/>', "", arm)
     arm = re.sub(r'<joint name="[^"]*" type="fixed">\s*<parent link="world"\s*/>.*?</joint>',
                  "", arm, flags=re.S)
-    arm = re.sub(r'(<joint name="[^"]*finger[^"]*" type=)"prismatic"', r'\1"fixed"', arm)
+    arm = fixed_fingers(arm)
     links = re.findall(r'<link name="([^"]+)"', arm)
     children = set(re.findall(r'<child link="([^"]+)"', arm))
     roots = [n for n in links if n not in children]
