@@ -136,6 +136,10 @@ def test_a_loaded_elbow_failure_is_arrested_by_a_plan_within_the_limits():
     assert r["reaction"].mode == "hold" and "the fall arrested by a plan" in r["reaction"].status
     assert r["peak_speed_ratio"] <= 1.2
     assert r["overrun_rad"] <= 0.05
+    # failure_plan_budget 0 (a robot that cannot wait for the solve): braked at once, no plan
+    unplanned = _fail("joint4", "pose", failure_plan_budget=0.0)
+    assert "failure_plan_budget 0: braked at once" in unplanned["reaction"].status
+    assert unplanned["peak_speed_ratio"] > 1.2
 
 
 @pytest.mark.parametrize("joint", ["joint6", "joint4"])
@@ -200,6 +204,12 @@ def test_the_arrest_is_planned_only_where_braking_would_pass_a_limit_and_a_plan_
     assert np.abs(xs[:, 7:] / vmax).max() <= 1.0
     assert np.all(xs[:, :7] >= model.position_lower) and np.all(xs[:, :7] <= model.position_upper)
     assert np.abs(xs[-1, 7:] / vmax).max() <= 0.25
+    # failure_plan_budget: 0 plans nothing; a budget spent in the first iteration stops the
+    # solve there (the long horizon not tried) and judges it as it stands: no plan here
+    plan, note = arrest_plan(model, Q0, zero, budget=0.0)
+    assert plan is None and "failure_plan_budget 0: braked at once" in note
+    plan, note = arrest_plan(model, Q0, zero, budget=1e-9)
+    assert plan is None and "stopped at failure_plan_budget 1e-09 s" in note
 
 
 def test_a_second_failure_is_decided_for_every_failed_joint_never_less_cautiously():

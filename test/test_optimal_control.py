@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from helpers import ROOT
@@ -115,6 +117,13 @@ def test_adjoint_gradient_equals_finite_differences_and_vanishes_at_the_answer()
     sol = solve_box_ddp(step, x0, np.zeros((N, 2)), running, terminal)
     assert np.abs(sol.us).max() == pytest.approx(0.3)  # the bound is active somewhere
     assert sol.gradient < 1e-6
+    # a deadline already passed: one iteration, the solution as it stands (not converged),
+    # no better than the converged one
+    stopped = solve_box_ddp(step, x0, np.zeros((N, 2)), running, terminal,
+                            deadline=time.perf_counter())
+    assert sol.iterations > 1 and sol.converged
+    assert stopped.iterations == 1 and not stopped.converged
+    assert stopped.cost >= sol.cost and stopped.history[1] <= stopped.history[0]
 
 
 class _Upright(Cost):

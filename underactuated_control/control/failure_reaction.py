@@ -72,6 +72,8 @@ PLAN_HORIZON, PLAN_DT = 1.5, 0.01  # s: the arrest plan's length and knot spacin
 LONG_HORIZON = 3.0  # s: a plan still moving at the end of PLAN_HORIZON is solved over this
 LIMIT_TOLERANCE = 0.01  # rad|m: a plan this far past a position limit still counts as inside
 PLAN_ITERATIONS = 300  # box DDP iterations at most (xarm7's elbow: 203, 1.9 s)
+PLAN_BUDGET = 5.0  # s: wall time the arrest plan may take by default (failure_plan_budget;
+# the longest measured: 3.1 s, the UR5's shoulder over both horizons)
 PLAN_SPEED = 1.0  # of each joint's speed limit: a plan faster anywhere is not used
 PLAN_REST = 0.25  # of each joint's speed limit: a plan must end slower than this
 GROWTH_LIMIT = 1.0  # 1/s: a task loop (linearised at rest) growing faster trusts failed joints less
@@ -499,8 +501,8 @@ class ArrestPlan:
 
 
 def arrest_plan(model: RobotModel, q: np.ndarray, v: np.ndarray,
-                dt: float = PLAN_DT, iterations: int = PLAN_ITERATIONS
-                ) -> tuple[ArrestPlan | None, str]:
+                dt: float = PLAN_DT, iterations: int = PLAN_ITERATIONS,
+                budget: float = PLAN_BUDGET) -> tuple[ArrestPlan | None, str]:
     """The predictive layer of the ``hold`` reaction: a torque-limited trajectory from (q, v)
     to rest within the joints' speed and position limits, the failed (passive) joints free
     (``optimal_control.problems.arrest_problem``, box DDP through the hybrid recursion's
@@ -511,10 +513,14 @@ def arrest_plan(model: RobotModel, q: np.ndarray, v: np.ndarray,
     either keeps ``PLAN_SPEED`` (the fall arrested) or at least lowers the braked prediction's
     peak (slowed: the solve found no plan that keeps it). Returns (the plan, a note
     for the status) or (None, why not: the braked hold is then all there is). A solve stopped
-    by ``iterations`` before it converged is judged the same way."""
+    by ``iterations`` before it converged, or by ``budget`` [s] of wall time (the long horizon
+    is then not tried), is judged the same way; a budget of 0 plans nothing."""
     if model.nq != model.nv or np.any(np.asarray(model.nv_joint) != 1) or model.n_active == 0:
         return None, "no arrest plan (it takes 1-DOF joints)"
+    if budget <= 0.0:
+        return None, "no arrest plan (failure_plan_budget 0: braked at once)"
     start = time.perf_counter()
+    deadline = start + budget
 
     def judged(xs: np.ndarray) -> tuple[float, bool, float]:  # peak, inside, speed at the end
         peak, over, rest = trajectory_excess(model, xs)
@@ -534,11 +540,11 @@ def arrest_plan(model: RobotModel, q: np.ndarray, v: np.ndarray,
                 if not np.isfinite(braked_peak):
                     braked_peak = np.inf
             sol = solve_box_ddp(problem.step, problem.x0, problem.us_init, problem.running,
-                                problem.terminal, max_iterations=iterations)
+                                problem.terminal, max_iterations=iterations, deadline=deadline)
         except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
             return None, f"no arrest plan ({exc})"
         peak, inside, rest = judged(sol.xs)
-        if not inside or rest <= PLAN_REST:
+        if not inside or rest <= PLAN_REST or time.perf_counter() >= deadline:
             break
     seconds = time.perf_counter() - start
     if inside and rest <= PLAN_REST and (peak <= PLAN_SPEED or peak < braked_peak):
@@ -547,8 +553,10 @@ def arrest_plan(model: RobotModel, q: np.ndarray, v: np.ndarray,
     why = ("outside a position limit" if not inside else
            f"still moving at its end, {rest:.2f}" if rest > PLAN_REST else
            f"no slower than braked, {braked_peak:.2f}")
+    stopped = (f", stopped at failure_plan_budget {budget:g} s"
+               if not sol.converged and seconds >= budget else "")
     return None, (f"no arrest plan within the limits (best peak {peak:.2f} of the speed "
-                  f"limits, {why}; {seconds:.1f} s)")
+                  f"limits, {why}; {seconds:.1f} s{stopped})")
 
 
 class SafePosture:

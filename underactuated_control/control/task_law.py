@@ -22,6 +22,7 @@ from ..model import RobotModel
 from ..parameters import ParameterSpec
 from ..so3 import exp
 from .failure_reaction import (
+    PLAN_BUDGET,
     REACTIONS,
     Decision,
     SafePosture,
@@ -154,6 +155,12 @@ class TaskLaw(ControlLaw):
                       "keep_task (the task and the hold go on unchanged), position (the "
                       "orientation given up), hold (brake the active joints, let the failed "
                       "ones settle; never plans)", choices=REACTIONS),
+        ParameterSpec("failure_plan_budget", PLAN_BUDGET, "wall time the auto reaction's "
+                      "arrest plan (box DDP through the hybrid derivatives) may take in the "
+                      "cycle that decides it: that cycle waits for it (a lock-stepped simulator "
+                      "waits too; on hardware the effort controllers hold the last command "
+                      "meanwhile); a solve stopped by it is judged as it stands; 0: brake at "
+                      "once, never plan", unit="s", low=0.0, high=60.0),
     )
 
     def __init__(self, model: RobotModel, settings: Mapping[str, Any], frame: str,
@@ -179,6 +186,7 @@ class TaskLaw(ControlLaw):
         self.reach = ReachCheck(model, frame)
         # -- failure reaction (issue 23 item 2): armed by carry_reference, decided at a state
         self.failure_reaction = str(settings.get("failure_reaction", "auto"))
+        self.plan_budget = float(settings.get("failure_plan_budget", PLAN_BUDGET))
         self.reaction: Decision | None = None
         self._failed: list[str] = []
         self._floor: Decision | None = None  # the reaction in force when more joints failed
@@ -287,7 +295,7 @@ class TaskLaw(ControlLaw):
         if d.mode == "hold":
             plan = None
             if not d.forced:  # predict the braked arm, plan its arrest if it would flail
-                plan, note = arrest_plan(self.model, q, v)
+                plan, note = arrest_plan(self.model, q, v, budget=self.plan_budget)
                 self.reaction = d = replace(d, reason=f"{d.reason}; {note}")
             self._posture = SafePosture(self.model, self.workspace, d.failed, plan=plan)
 

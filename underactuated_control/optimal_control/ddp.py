@@ -21,6 +21,7 @@ u = ū_k + K_k (x − x̄_k), clipped to the limits.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -99,13 +100,16 @@ def solve_box_ddp(step, x0: np.ndarray, us_init: np.ndarray, running: Cost, term
                   *, max_iterations: int = 200, tolerance: float = 1e-8,
                   lower: np.ndarray | None = None, upper: np.ndarray | None = None,
                   regularization: float = 1e-6,
-                  progress: Callable[[int, float, float], None] | None = None) -> Solution:
+                  progress: Callable[[int, float, float], None] | None = None,
+                  deadline: float | None = None) -> Solution:
     """Minimise the cost from ``x0`` starting with the controls ``us_init`` (N, nu).
 
     ``step`` is the dynamics (``HybridStep`` or anything with ``__call__(x, u)``,
     ``derivatives(x, u) -> (x', F_x, F_u)`` and, unless given here, ``lower``/``upper``).
     Stops when the expected decrease falls below ``tolerance`` (relative to the cost).
-    ``progress(iteration, cost, step)`` is called after each iteration."""
+    ``progress(iteration, cost, step)`` is called after each iteration. ``deadline``: a
+    ``time.perf_counter()`` value; the iterations stop after the first that ends past it (the
+    solution as it stands, ``converged`` False: a wall-time budget)."""
     x0 = np.asarray(x0, dtype=float)
     lower, upper = _bounds(step, lower, upper, us_init)
     us_init = np.clip(np.array(us_init, dtype=float), lower, upper)
@@ -166,6 +170,8 @@ def solve_box_ddp(step, x0: np.ndarray, us_init: np.ndarray, running: Cost, term
             progress(iteration, cost, alpha if accepted else 0.0)
         if -d1 - 0.5 * d2 < tolerance * max(1.0, abs(cost)) or mu > 1e10:
             converged = mu <= 1e10
+            break
+        if deadline is not None and time.perf_counter() >= deadline:
             break
     gradient = _projected(cost_gradient(step, xs, us, running, terminal), us, lower, upper)
     return Solution(xs, us, K, cost, iteration, converged, gradient, history)
