@@ -18,7 +18,8 @@ records what decides "physics or law" (doc/failure_analysis.md):
   secondary damping lambda leaves;
 - the passive joint's excursion while the hand is still fine (zero dynamics left unmanaged).
 
-    PYTHONPATH=. .venv/bin/python bench/failure_cases.py [--setups pose-g position-g ...]
+    PYTHONPATH=. .venv/bin/python bench/failure_cases.py [--arm xarm7|panda|baxter|talos]
+        [--setups pose-g position-g ...]
         [--joints 1 2 ...] [--period 8] [--free-flyer] [--json bench/results/failure_cases.json]
 
 Each case simulates period + 1.5 s (a few seconds of wall time each on a quiet machine).
@@ -46,7 +47,12 @@ from underactuated_control.control.task_law import TaskLaw
 from underactuated_control.control.task_space import TaskReference
 from underactuated_control.dynamics import inverse_dynamics
 from underactuated_control.jacobians import JacobianWorkspace
-from underactuated_control.scenarios.harness import circle_path, with_joint_dynamics
+from underactuated_control.scenarios.harness import (
+    circle_path,
+    fixed_fingers,
+    only_joints,
+    with_joint_dynamics,
+)
 from underactuated_control.scenarios.space import arm_on_a_bus
 from underactuated_control.sim import build_plant
 
@@ -80,10 +86,10 @@ def task_rows(task: str) -> slice:
 
 
 def least_gravity_moment(model: RobotModel, q: np.ndarray, joint: int, task: str,
-                         iterations: int = 300) -> tuple[float, np.ndarray]:
+                         iterations: int = 300, frame: str = FRAME) -> tuple[float, np.ndarray]:
     """``control.failure_reaction.least_gravity_moment`` for the hand frame (the same local
     search the failure reaction runs)."""
-    return failure_reaction.least_gravity_moment(model, q, joint, FRAME, task, iterations)
+    return failure_reaction.least_gravity_moment(model, q, joint, frame, task, iterations)
 
 
 # ------------------------------------------------------------------------- one case
@@ -96,7 +102,7 @@ class Case:
 
 
 def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None = None,
-             tune=None) -> dict:
+             tune=None, frame: str = FRAME, q0: np.ndarray = Q0) -> dict:
     """One row: ``extra`` settings over the set-up's; ``tune(law)`` (optional) may change each
     law object built (the start's and the failure's) before it runs, for experiments. The
     failure reaction (``failure_reaction`` in ``extra``; ``settings`` makes it ``keep_task``,
@@ -115,14 +121,14 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
 
     def plan(m: RobotModel):
         ws = JacobianWorkspace(m)
-        law = TaskLaw(m, s, FRAME, ws)
+        law = TaskLaw(m, s, frame, ws)
         if tune is not None:
             tune(law)
         return m, law, CommandShaper(m, s, ws), EffortMapper(m, names, 1.0)
 
     m, law, shaper, mapper = plan(model)
-    plant.set_state(Q0, np.zeros(model.nv))
-    ref = law.hold_reference(Q0)
+    plant.set_state(q0, np.zeros(model.nv))
+    ref = law.hold_reference(q0)
     p_start, R_start = ref.position.copy(), ref.rotation.copy()
     path = circle_path(p_start, 0.05, [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], period)
     vmax = np.asarray(model.velocity_limit, float)
@@ -161,7 +167,7 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
         plant.d.ctrl[plant.ctrl] = tau
         # -------- diagnostics (after the law: its workspace holds this cycle's J_G, J_D)
         ws_check.set_configuration(q)
-        hand = ws_check.frame_placement(FRAME)[0]
+        hand = ws_check.frame_placement(frame)[0]
         goal = path(t_path) if k >= n_settle else p_start
         log_t.append(t_path)
         log_err.append(np.linalg.norm(hand - goal))
@@ -216,7 +222,7 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
         "limit_overrun_rad": float(max(overrun.max(), 0.0)),
         "q_at_failure": q_fail.tolist() if q_fail is not None else None,
         # self-motion before the failure (the hand on its path, the joints wandering)
-        "joint_drift_before_failure_rad": float(np.abs(q_fail - Q0).max())
+        "joint_drift_before_failure_rad": float(np.abs(q_fail - q0).max())
         if q_fail is not None else None,
         "dry_friction_Nm": float(model.friction.min()),
         "sigma_min_JG_min": float(np.min(sig_min)) if sig_min else None,
@@ -251,7 +257,8 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
         if case.gravity:
             zero = np.zeros(model.nv)
             g_fail = float(inverse_dynamics(model, q_fail, zero, zero)[kf])
-            g_min, q_best = least_gravity_moment(model, q_fail, kf, case.overrides["task"])
+            g_min, q_best = least_gravity_moment(model, q_fail, kf, case.overrides["task"],
+                                                 frame=frame)
             res.update({"gravity_moment_at_failure_Nm": g_fail,
                         "least_gravity_moment_on_task_manifold_Nm": g_min,
                         "least_moment_configuration": q_best.tolist()})
@@ -304,6 +311,28 @@ FREE_FLYER_RUNS = (  # label, passive_weight, passive_weight_scale
 
 
 PANDA = ROBOTS / "panda_description/urdf/panda.urdf"
+ARMS = {  # --arm: (URDF, the arm's joints (None: all), task frame, start configuration)
+    "xarm7": (XARM7, None, FRAME, Q0),
+    "panda": (PANDA, None, "panda_hand_tcp", np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.785])),
+    # never used to develop the control (2026-12-02): one arm of a two-armed robot and of a
+    # humanoid, the rest of the body rigid (harness.only_joints); elbows bent, hands in front
+    "baxter": (ROBOTS / "baxter_description/urdf/baxter.urdf",
+               ["left_s0", "left_s1", "left_e0", "left_e1", "left_w0", "left_w1", "left_w2"],
+               "left_gripper", np.array([0.0, -0.55, 0.0, 1.3, 0.0, 0.8, 0.0])),
+    "talos": (ROBOTS / "talos_data/robots/talos_reduced.urdf",
+              [f"arm_left_{i}_joint" for i in range(1, 8)], "arm_left_7_link",
+              np.array([0.0, 0.4, 0.0, -1.2, 0.0, 0.4, 0.0])),
+}
+
+
+def arm_text(arm: str, damping: float, friction: float) -> str:
+    """``ARMS[arm]``'s URDF text with the set-up's <dynamics> on every joint, the gripper's
+    fingers fixed and, for one arm of a larger robot, the rest of the body rigid."""
+    path, joints, _, _ = ARMS[arm]
+    text = fixed_fingers(with_joint_dynamics(path.read_text(), damping, friction))
+    return text if joints is None else only_joints(text, joints)
+
+
 FREE_FLYER_ARMS = {  # name: (URDF, task frame, start configuration: hand down, in front)
     "xarm7": (XARM7, FRAME, Q0),
     "panda": (PANDA, "panda_hand_tcp",
@@ -503,6 +532,8 @@ def main() -> None:
     ap.add_argument("--setups", nargs="+", default=list(SETUPS), choices=list(SETUPS))
     ap.add_argument("--joints", nargs="+", type=int, default=list(range(1, 8)),
                     help="1-based joints to fail (0: no failure)")
+    ap.add_argument("--arm", default="xarm7", choices=list(ARMS),
+                    help="the fixed-base arm of the failure rows")
     ap.add_argument("--period", type=float, default=8.0, help="[s] once round the circle")
     ap.add_argument("--free-flyer", action="store_true", help="also the free-flyer rows")
     ap.add_argument("--free-flyer-arms", nargs="+", default=["xarm7", "panda"],
@@ -524,11 +555,12 @@ def main() -> None:
     if args.markdown is not None:
         print(markdown(json.loads(args.markdown.read_text())))
         return
-    urdf = with_joint_dynamics(XARM7.read_text(), args.damping, args.friction)
+    urdf = arm_text(args.arm, args.damping, args.friction)
+    _, _, frame, q0 = ARMS[args.arm]
     extra = {"friction_compensation": False} if args.no_friction_compensation else {}
     extra["failure_reaction"] = args.reaction
     rows = []
-    print(f"xarm7 (example-robot-data), <dynamics damping={args.damping} "
+    print(f"{args.arm} (example-robot-data), <dynamics damping={args.damping} "
           f"friction={args.friction}>, {extra or 'friction compensation on'}, "
           f"5 cm circle in {args.period:g} s, failure at half-way, RK4 1 kHz", flush=True)
     for setup in args.setups:
@@ -538,8 +570,9 @@ def main() -> None:
             print(f"[{setup}] joint {j} fails ...", flush=True)
             with locked(args.lock):
                 r = run_case(urdf, Case(setup, j - 1, gravity, overrides), args.period,
-                             log=lambda s: print(s, flush=True), extra=extra)
-            r["wall_s"] = time.perf_counter() - t0
+                             log=lambda s: print(s, flush=True), extra=extra, frame=frame,
+                             q0=q0)
+            r["wall_s"], r["arm"] = time.perf_counter() - t0, args.arm
             rows.append(r)
             print(HEADER)
             print_row(r)

@@ -49,3 +49,33 @@ def test_a_stall_longer_than_the_lead_pauses_the_path_by_the_excess():
     assert np.allclose(after, stalls[0][1])  # the rest stamped later by the pause
     # no point stamped in the past when it was sent: the controller gets each before its time
     assert all(s >= now - 1e-9 for _, s, now in sent)
+
+
+def test_only_joints_keeps_one_arm_whose_hand_is_where_pinocchio_puts_it_on_the_whole_robot():
+    """only_joints: baxter's left arm cut from the whole robot (head, right arm, grippers'
+    mimic fingers made rigid at zero): exactly the named joints move, and the left hand's
+    placement matches Pinocchio's on the whole URDF with every other joint at zero."""
+    import pinocchio as pin
+    from helpers import EXAMPLE_ROBOTS
+
+    from underactuated_control import RobotModel
+    from underactuated_control.jacobians import frame_placement
+    from underactuated_control.scenarios.harness import only_joints
+
+    whole = (EXAMPLE_ROBOTS / "baxter_description/urdf/baxter.urdf").read_text()
+    arm = ["left_s0", "left_s1", "left_e0", "left_e1", "left_w0", "left_w1", "left_w2"]
+    model = RobotModel.from_urdf(only_joints(whole, arm))
+    assert list(model.joint_names) == arm
+    pm = pin.buildModelFromXML(whole)
+    pd = pm.createData()
+    q = np.random.default_rng(3).uniform(-0.5, 0.5, 7)
+    q_pin = pin.neutral(pm)
+    for name, value in zip(arm, q):
+        q_pin[pm.joints[pm.getJointId(name)].idx_q] = value
+    pin.framesForwardKinematics(pm, pd, q_pin)
+    hand = pd.oMf[pm.getFrameId("left_gripper")]
+    p, R = frame_placement(model, q, "left_gripper")
+    np.testing.assert_allclose(p, hand.translation, atol=1e-12)
+    np.testing.assert_allclose(R, hand.rotation, atol=1e-12)
+    with pytest.raises(ValueError, match=r"\['left_elbow'\] are not movable joints"):
+        only_joints(whole, ["left_s0", "left_elbow"])

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import numpy as np
 
@@ -34,7 +35,7 @@ from ..jacobians import JacobianWorkspace
 
 __all__ = ["ScenarioRun", "demo_domain", "circle_path", "frame_positions", "reference_at",
            "stamp_seconds", "stream_path", "position_reference",
-           "command_rate", "fixed_fingers", "joint_positions", "pyplot",
+           "command_rate", "fixed_fingers", "joint_positions", "only_joints", "pyplot",
            "with_joint_dynamics", "write_summary"]
 
 REFERENCE_TOPIC = f"/{CONTROLLER}/pose_reference"
@@ -68,6 +69,26 @@ def fixed_fingers(urdf: str) -> str:
     """``urdf`` (its text) with a gripper's prismatic finger joints made fixed (they are
     often mimic joints, which the package refuses)."""
     return re.sub(r'(<joint name="[^"]*finger[^"]*" type=)"prismatic"', r'\1"fixed"', urdf)
+
+
+def only_joints(urdf: str, joints: list[str]) -> str:
+    """``urdf`` (its text) with every movable joint not named in ``joints`` made fixed (their
+    mimic tags dropped): one arm of a multi-arm robot or a humanoid, the rest of the body
+    rigid. A name in ``joints`` that the URDF has not is a ``ValueError``."""
+    root = ElementTree.fromstring(urdf)
+    movable = set()
+    for joint in root.iter("joint"):
+        if joint.get("type") == "fixed":
+            continue
+        movable.add(joint.get("name"))
+        if joint.get("name") not in joints:
+            joint.set("type", "fixed")
+            for mimic in joint.findall("mimic"):
+                joint.remove(mimic)
+    unknown = [name for name in joints if name not in movable]
+    if unknown:
+        raise ValueError(f"joints {unknown} are not movable joints of the URDF")
+    return ElementTree.tostring(root, encoding="unicode")
 
 
 def circle_path(start: np.ndarray, radius: float, normal: np.ndarray, first: np.ndarray,
