@@ -21,13 +21,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-from failure_cases import DAMPING, FRICTION, Q0, XARM7
+from failure_cases import DAMPING, FRICTION, Q0, arm_text
 
 from underactuated_control import RobotModel
 from underactuated_control.control.failure_reaction import trajectory_excess
 from underactuated_control.optimal_control import solve_box_ddp
 from underactuated_control.optimal_control.problems import arrest_problem
-from underactuated_control.scenarios.harness import with_joint_dynamics
 
 # (speed box fraction of v_max, horizon s, pull to the start, box weight)
 SETTINGS = [(0.9, 1.5, 0.1, 1e4), (0.9, 2.5, 0.1, 1e4), (0.9, 1.5, 0.0, 1e4),
@@ -49,7 +48,7 @@ def main() -> None:
     ap.add_argument("--iterations", type=int, default=600)
     ap.add_argument("--json", type=Path, default=Path("bench/results/arrest_feasibility.json"))
     args = ap.parse_args()
-    full = RobotModel.from_urdf(with_joint_dynamics(XARM7.read_text(), DAMPING, FRICTION))
+    full = RobotModel.from_urdf(arm_text("xarm7", DAMPING, FRICTION))
     rows = []
     print(f"{'failed':>7} {'speed box':>9} {'horizon':>7} {'pull':>5} {'box w':>7} "
           f"{'braked peak':>11} {'over rad':>8} {'plan peak':>9} {'over rad':>8} {'it':>4} "

@@ -333,11 +333,7 @@ def arm_text(arm: str, damping: float, friction: float) -> str:
     return text if joints is None else only_joints(text, joints)
 
 
-FREE_FLYER_ARMS = {  # name: (URDF, task frame, start configuration: hand down, in front)
-    "xarm7": (XARM7, FRAME, Q0),
-    "panda": (PANDA, "panda_hand_tcp",
-              np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.785])),
-}
+FREE_FLYER_ARMS = ("xarm7", "panda")  # the ARMS put on the bus (their hands down, in front)
 
 
 def free_flyer_urdf(arm: str) -> str:
@@ -537,7 +533,7 @@ def main() -> None:
     ap.add_argument("--period", type=float, default=8.0, help="[s] once round the circle")
     ap.add_argument("--free-flyer", action="store_true", help="also the free-flyer rows")
     ap.add_argument("--free-flyer-arms", nargs="+", default=["xarm7", "panda"],
-                    choices=list(FREE_FLYER_ARMS), help="the arms put on the bus")
+                    choices=FREE_FLYER_ARMS, help="the arms put on the bus")
     ap.add_argument("--damping", type=float, default=DAMPING,
                     help="[N m s/rad] <dynamics damping> set on every joint")
     ap.add_argument("--friction", type=float, default=FRICTION,
@@ -577,9 +573,8 @@ def main() -> None:
             print(HEADER)
             print_row(r)
     for arm in args.free_flyer_arms if args.free_flyer else ():
-        path, frame, q0 = FREE_FLYER_ARMS[arm]
-        free = free_flyer_urdf(with_joint_dynamics(path.read_text(), args.damping,
-                                                   args.friction))
+        _, _, frame, q0 = ARMS[arm]
+        free = free_flyer_urdf(arm_text(arm, args.damping, args.friction))
         print(f"\nfree-flyer: {BUS_MASS:g} kg bus + the {arm}, zero gravity, position task, "
               "bus attitude held through J_D rows rx ry rz", flush=True)
         for radius in (0.05, 0.08):
