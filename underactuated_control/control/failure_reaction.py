@@ -222,23 +222,31 @@ def at_least(decision: Decision, floor: Decision | None) -> Decision:
 
 
 def escalate(decision: Decision, sigma_min: float, v: np.ndarray, model: RobotModel,
-             singular_threshold: float, position_error: float = 0.0) -> Decision | None:
+             singular_threshold: float, position_error: float = 0.0,
+             held_back: float = 0.0) -> Decision | None:
     """The run-time check of a ``keep_task``/``position`` reaction (auto only), each cycle:
     the next, safer reaction when the kept task's rows of J_G reach rank loss (σ_min below
     ``ESCALATE_SIGMA`` ε, ε the law's own threshold), or when a joint passes ``ESCALATE_SPEED``
     of its speed limit while the hand is more than ``ESCALATE_ERROR`` from its setpoint, or
     passes ``RUNAWAY_SPEED`` whatever the hand does (the zero dynamics the decision could not
-    see); None while it holds. A task that keeps the hand with joints at their speed limits
-    (the safety layer holding them there) is kept. Failed joints let swing to the balanced
-    configuration (``decision.swing_dofs``, set with ``swing_peak``) count only toward the runaway
-    speed: their speed is the swing the reaction chose, not the task losing the hand. Where
-    the arm braked is predicted to keep that swing within ``RUNAWAY_SPEED``
-    (``decision.swing_peak``), toward ``SWING_RUNAWAY``, the issue's bound: the swing with the
-    hand kept may pass the braked one a little (the xarm7's wrist under gravity, braked 0.84:
-    1.03 of its limit with the default gains, 1.13 with config/arm.yaml's, the hand 6–13 mm
-    off for 50 ms, then 1.3–3.3 mm RMS; given up at 1.1, 190–219 mm); where not (the panda's
-    wrist, braked 1.62), at ``RUNAWAY_SPEED`` as any joint, when an arrest plan can still slow
-    it (1.12–1.17 then; at 1.2, 1.22–1.24)."""
+    see); None while it holds. A kept pose (``keep_task``, task ``pose``) is given up for its
+    position (``position``) as soon as the hand is ``ESCALATE_ERROR`` from the setpoint, or
+    the setpoint, slowed near a singularity, ``held_back`` that far from its goal [m], at
+    any joint speed below ``RUNAWAY_SPEED`` (past it: ``hold``): the orientation rows are
+    what loses the hand, the position task keeps it (Baxter in zero g: the upper-arm roll,
+    94 mm braked at 0.80 of a speed limit → 2.8 mm; the forearm roll, its rows near rank
+    loss slowing the setpoint, 15.2 → 1.8 mm); the law re-latches the setpoint at the hand
+    (``TaskLaw._relatch``). A task that keeps the hand
+    with joints at their speed limits (the safety layer holding them there) is kept. Failed
+    joints let swing to the balanced configuration (``decision.swing_dofs``, set with
+    ``swing_peak``) count only toward the runaway speed: their speed is the swing the
+    reaction chose, not the task losing the hand. Where the arm braked is predicted to keep
+    that swing within ``RUNAWAY_SPEED`` (``decision.swing_peak``), toward ``SWING_RUNAWAY``,
+    the issue's bound: the swing with the hand kept may pass the braked one a little (the
+    xarm7's wrist under gravity, braked 0.84: 1.03 of its limit with the default gains, 1.13
+    with config/arm.yaml's, the hand 6–13 mm off for 50 ms, then 1.3–3.3 mm RMS; given up at
+    1.1, 190–219 mm); where not (the panda's wrist, braked 1.62), at ``RUNAWAY_SPEED`` as any
+    joint, when an arrest plan can still slow it (1.12–1.17 then; at 1.2, 1.22–1.24)."""
     if decision.mode == "hold" or decision.forced:
         return None
     vmax = np.asarray(model.velocity_limit, float)
@@ -253,13 +261,20 @@ def escalate(decision: Decision, sigma_min: float, v: np.ndarray, model: RobotMo
     swing_bound = SWING_RUNAWAY if decision.swing_peak <= RUNAWAY_SPEED else RUNAWAY_SPEED
     eps = ESCALATE_SIGMA * singular_threshold
     losing = others > ESCALATE_SPEED and position_error > ESCALATE_ERROR
-    if sigma_min >= eps and not losing and others <= RUNAWAY_SPEED and swing <= swing_bound:
+    pose = decision.mode == "keep_task" and decision.task == "pose"
+    pose_lost = pose and max(position_error, held_back) > ESCALATE_ERROR
+    if sigma_min >= eps and not losing and not pose_lost and others <= RUNAWAY_SPEED \
+            and swing <= swing_bound:
         return None
-    why = (f"σ_min {sigma_min:.4f} < {eps:.4f}" if sigma_min < eps
-           else f"a joint at {speed:.2f} of its speed limit, the hand "
-                f"{1e3 * position_error:.0f} mm off")
-    mode = "position" if decision.mode == "keep_task" and decision.task == "pose" and \
-        speed <= ESCALATE_SPEED else "hold"
+    if sigma_min < eps:
+        why = f"σ_min {sigma_min:.4f} < {eps:.4f}"
+    elif losing or others > RUNAWAY_SPEED or swing > swing_bound:
+        why = (f"a joint at {speed:.2f} of its speed limit, the hand "
+               f"{1e3 * position_error:.0f} mm off")
+    else:  # the pose lost at low speed
+        why = (f"the hand {1e3 * position_error:.0f} mm off the setpoint, the setpoint held "
+               f"back {1e3 * held_back:.0f} mm from its goal (orientation given up)")
+    mode = "position" if pose and speed <= RUNAWAY_SPEED else "hold"
     return Decision(mode, f"{decision.mode} given up at run time: {why}", decision.failed,
                     sigma_min, decision.gravity_moment, None, decision.task)
 

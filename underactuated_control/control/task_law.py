@@ -22,6 +22,7 @@ from ..model import RobotModel
 from ..parameters import ParameterSpec
 from ..so3 import exp
 from .failure_reaction import (
+    ESCALATE_ERROR,
     PLAN_BUDGET,
     REACTIONS,
     Decision,
@@ -259,15 +260,29 @@ class TaskLaw(ControlLaw):
         if slowed:
             status = f"{status}; {slowed}" if status else slowed
         if self.reaction is not None:  # the failure reaction's run-time check
+            held_back = _length(reference.position - setpoint.position) \
+                if self.speed_scale < 1.0 else 0.0  # by the slowing, toward its goal
             nxt = escalate(self.reaction, res.sigma_min, v, self.model,
-                           self.tracker.singular_threshold,
-                           res.position_error_norm)
+                           self.tracker.singular_threshold, res.position_error_norm, held_back)
             if nxt is not None:
+                if nxt.mode == "position" and res.position_error_norm > ESCALATE_ERROR:
+                    self._relatch(q, v)
                 self._apply(nxt, q, v)
             status = f"{status}; {self.reaction.status}" if status else self.reaction.status
         return LawOutput(res.tau_active, res.qdd_passive, ws.J_G, ws.J_D, status,
                          intended_velocity=res.intended_velocity, qdd_active=res.qdd_active,
                          tau_passive=res.tau_passive)
+
+    def _relatch(self, q: np.ndarray, v: np.ndarray) -> None:
+        """The setpoint moved to the measured hand, moving with it, when a kept pose steps
+        down to its position far from the setpoint (``escalate``): the position task starts
+        from where the hand is, not losing it already, and the follower brings it back to the
+        path within the task's speed and acceleration limits."""
+        ws = self.workspace
+        ws.set_configuration(q)
+        position, rotation = ws.frame_placement(self.frame)
+        self.follower.reset(position, rotation)
+        self.follower.setpoint.linear_velocity = ws.frame_velocity(self.frame, v)[:3].copy()
 
     def _react(self, q: np.ndarray, v: np.ndarray) -> None:
         """Decide the failure reaction at (q, v) (control/failure_reaction.py), apply it."""
