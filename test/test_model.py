@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from helpers import ROOT
 from oracle import random_tree_urdf
 
@@ -71,3 +72,38 @@ def test_speed_limit_is_the_urdfs_velocity_limit_or_none():
             + joint.format("b", "revolute", "l1", "l2", limit.format(0.0))
             + joint.format("c", "continuous", "l2", "l3", "") + "</robot>")
     np.testing.assert_array_equal(RobotModel.from_urdf(text).speed_limit, [2.5, np.inf, np.inf])
+
+
+def test_ros1_transmissions_are_ignored_as_pinocchio_ignores_them():
+    """ROS 1's transmissions (the PR2's differential wrist: a ``type`` attribute and
+    actuator elements that urdf_parser_py refuses) carry no dynamics: a URDF with them loads
+    as without them, whose mass matrix and bias forces are Pinocchio's on the same text
+    (Pinocchio's parser skips transmissions too)."""
+    from oracle import PinRef
+    from urdf_parser_py.urdf import URDF
+
+    from underactuated_control.dynamics import inverse_dynamics, mass_matrix
+
+    plain = random_tree_urdf(np.random.default_rng(5), 4, chain=True, fixed_links=False)
+    joints = list(RobotModel.from_urdf(plain).joint_names)
+    ros1 = plain.replace("</robot>", f"""
+  <transmission name="wrist_trans" type="WristTransmission">
+    <rightActuator mechanicalReduction="60.17" name="wrist_r_motor"/>
+    <leftActuator mechanicalReduction="60.17" name="wrist_l_motor"/>
+    <flexJoint mechanicalReduction="-1.0" name="{joints[2]}"/>
+    <rollJoint mechanicalReduction="1.0" name="{joints[3]}"/>
+  </transmission>
+  <transmission name="t0" type="pr2_mechanism_model/SimpleTransmission">
+    <actuator name="m0"/><joint name="{joints[0]}"/><mechanicalReduction>1</mechanicalReduction>
+  </transmission>
+</robot>""")
+    with pytest.raises(Exception):  # what the model's loader used to pass on as malformed
+        URDF.from_xml_string(ros1)
+    model = RobotModel.from_urdf(ros1)
+    assert model.joint_names == RobotModel.from_urdf(plain).joint_names
+    ref = PinRef(model, ros1)
+    q = model.random_configuration(np.random.default_rng(1))
+    v = np.random.default_rng(2).normal(size=model.nv)
+    np.testing.assert_allclose(mass_matrix(model, q), ref.mass_matrix(q), atol=1e-10)
+    np.testing.assert_allclose(inverse_dynamics(model, q, v, np.zeros(model.nv)),
+                               ref.rnea(q, v, np.zeros(model.nv)), atol=1e-10)

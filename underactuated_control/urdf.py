@@ -147,7 +147,9 @@ def load_model(
     only the joints on the root->tip path are kept). ``floating_base`` adds a passive 6-DOF joint
     ``root_joint`` between the world and the root link (nothing when the URDF declares its own:
     a massless root link whose only joint is floating). Moving links without ``<inertial>`` are
-    an error unless ``allow_massless_links`` (then they weigh nothing).
+    an error unless ``allow_massless_links`` (then they weigh nothing). ``<transmission>``
+    elements are ignored (they carry no dynamics; the commanded joints come from
+    ``<ros2_control>``).
     """
     from urdf_parser_py.urdf import URDF
 
@@ -161,6 +163,11 @@ def load_model(
     if mimic not in ("error", "independent"):
         raise ValueError(f"mimic must be 'error' or 'independent', got {mimic!r}")
     ros2_control = read_ros2_control(xml_root)
+    transmissions = xml_root.findall("transmission")
+    for element in transmissions:  # no dynamics in them; ROS 1's (the PR2's differential
+        xml_root.remove(element)  # wrist) are refused by urdf_parser_py
+    if transmissions:
+        text = ET.tostring(xml_root, encoding="unicode")
 
     messages: list[str] = []
     try:
