@@ -205,6 +205,8 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
     err = np.array(log_err)
     qs, vs = np.array(log_q), np.array(log_v)
     after = np.arange(len(t)) >= (k_fail if failing else n_settle)
+    if not after.any():  # diverged before the failure: the row judges what ran
+        after = np.ones(len(t), dtype=bool)
     before = (np.arange(len(t)) >= n_settle) & (np.arange(len(t)) < k_fail)
     speed_ratio = np.abs(vs) / vmax
     overrun = np.maximum(qs - hi, lo - qs).max(axis=0)
@@ -322,6 +324,10 @@ ARMS = {  # --arm: (URDF, the arm's joints (None: all), task frame, start config
     "talos": (ROBOTS / "talos_data/robots/talos_reduced.urdf",
               [f"arm_left_{i}_joint" for i in range(1, 8)], "arm_left_7_link",
               np.array([0.0, 0.4, 0.0, -1.2, 0.0, 0.4, 0.0])),
+    # never used either (2026-12-03): a mobile manipulator's arm, on its torso
+    "tiago": (ROBOTS / "tiago_description/robots/tiago.urdf",
+              [f"arm_{i}_joint" for i in range(1, 8)], "hand_grasping_frame",
+              np.array([0.2, 0.3, -1.0, 1.5, 0.0, 0.5, 0.0])),
 }
 
 

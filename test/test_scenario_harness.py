@@ -79,3 +79,38 @@ def test_only_joints_keeps_one_arm_whose_hand_is_where_pinocchio_puts_it_on_the_
     np.testing.assert_allclose(R, hand.rotation, atol=1e-12)
     with pytest.raises(ValueError, match=r"\['left_elbow'\] are not movable joints"):
         only_joints(whole, ["left_s0", "left_elbow"])
+
+
+def test_only_joints_keeps_tiagos_arm_dynamics_as_pinocchio_has_them_on_the_whole_robot():
+    """only_joints on Tiago (example-robot-data): the links welded to the fixed root lose
+    their <inertial> (the base antennas' inertias are not positive semidefinite, which the
+    loader refuses), and the 7-DOF arm's mass matrix and gravity torques are the arm's block
+    of Pinocchio's on the whole URDF, every other joint at its neutral value."""
+    import pinocchio as pin
+    from helpers import EXAMPLE_ROBOTS
+
+    from underactuated_control import RobotModel
+    from underactuated_control.dynamics import inverse_dynamics, mass_matrix
+    from underactuated_control.scenarios.harness import only_joints
+
+    whole = (EXAMPLE_ROBOTS / "tiago_description/robots/tiago_no_hand.urdf").read_text()
+    arm = [f"arm_{i}_joint" for i in range(1, 8)]
+    with pytest.raises(ValueError, match="base_antenna_left_link"):
+        RobotModel.from_urdf(whole)
+    model = RobotModel.from_urdf(only_joints(whole, arm))
+    assert list(model.joint_names) == arm
+    pm = pin.buildModelFromXML(whole)
+    pd = pm.createData()
+    q = np.random.default_rng(4).uniform(-0.5, 0.5, 7)
+    q_pin = pin.neutral(pm)
+    rows = []
+    for name, value in zip(arm, q):
+        joint = pm.joints[pm.getJointId(name)]
+        q_pin[joint.idx_q] = value
+        rows.append(joint.idx_v)
+    M = pin.crba(pm, pd, q_pin)
+    M = np.triu(M) + np.triu(M, 1).T
+    g = pin.computeGeneralizedGravity(pm, pd, q_pin)
+    np.testing.assert_allclose(mass_matrix(model, q), M[np.ix_(rows, rows)], atol=1e-12)
+    np.testing.assert_allclose(inverse_dynamics(model, q, np.zeros(7), np.zeros(7)), g[rows],
+                               atol=1e-11)

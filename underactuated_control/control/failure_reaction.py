@@ -236,11 +236,11 @@ def escalate(decision: Decision, sigma_min: float, v: np.ndarray, model: RobotMo
     what loses the hand, the position task keeps it (Baxter in zero g: the upper-arm roll,
     94 mm braked at 0.80 of a speed limit → 2.8 mm; the forearm roll, its rows near rank
     loss slowing the setpoint, 15.2 → 1.8 mm); the law re-latches the setpoint at the hand
-    (``TaskLaw._relatch``). A task that keeps the hand
-    with joints at their speed limits (the safety layer holding them there) is kept. Failed
-    joints let swing to the balanced configuration (``decision.swing_dofs``, set with
-    ``swing_peak``) count only toward the runaway speed: their speed is the swing the
-    reaction chose, not the task losing the hand. Where the arm braked is predicted to keep
+    (``TaskLaw._relatch``). A task that keeps the hand with joints at their speed limits
+    (the safety layer holding them there) is kept. Failed joints let swing to the balanced
+    configuration (``decision.swing_dofs``, set with ``swing_peak``) count only toward the
+    runaway speed: their speed is the swing the reaction chose, not the task losing the
+    hand. Where the arm braked is predicted to keep
     that swing within ``RUNAWAY_SPEED`` (``decision.swing_peak``), toward ``SWING_RUNAWAY``,
     the issue's bound: the swing with the hand kept may pass the braked one a little (the
     xarm7's wrist under gravity, braked 0.84: 1.03 of its limit with the default gains, 1.13

@@ -74,7 +74,11 @@ def fixed_fingers(urdf: str) -> str:
 def only_joints(urdf: str, joints: list[str]) -> str:
     """``urdf`` (its text) with every movable joint not named in ``joints`` made fixed (their
     mimic tags dropped): one arm of a multi-arm robot or a humanoid, the rest of the body
-    rigid. A name in ``joints`` that the URDF has not is a ``ValueError``."""
+    rigid. The links then welded to the root link lose their ``<inertial>``: they never
+    move, so they carry no dynamics of the fixed-base arm, and robots' URDFs give some of them
+    inertias no rigid body has, which the loader and MuJoCo refuse (Tiago's base antennas,
+    the PR2's head sensor mount). A name in ``joints`` that the URDF has not is a
+    ``ValueError``."""
     root = ElementTree.fromstring(urdf)
     movable = set()
     for joint in root.iter("joint"):
@@ -88,6 +92,20 @@ def only_joints(urdf: str, joints: list[str]) -> str:
     unknown = [name for name in joints if name not in movable]
     if unknown:
         raise ValueError(f"joints {unknown} are not movable joints of the URDF")
+    children: dict[str, list[tuple[str, str]]] = {}
+    for joint in root.findall("joint"):
+        children.setdefault(joint.find("parent").get("link"), []).append(
+            (joint.get("type"), joint.find("child").get("link")))
+    has_parent = {child for kids in children.values() for _, child in kids}
+    welded = [link.get("name") for link in root.findall("link")
+              if link.get("name") not in has_parent]  # the root link
+    for name in welded:  # grows while it is walked: the links fixed to the root
+        welded.extend(child for kind, child in children.get(name, ()) if kind == "fixed")
+    welded_set = set(welded)
+    for link in root.findall("link"):
+        if link.get("name") in welded_set:
+            for inertial in link.findall("inertial"):
+                link.remove(inertial)
     return ElementTree.tostring(root, encoding="unicode")
 
 
