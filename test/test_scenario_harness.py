@@ -51,6 +51,20 @@ def test_a_stall_longer_than_the_lead_pauses_the_path_by_the_excess():
     assert all(s >= now - 1e-9 for _, s, now in sent)
 
 
+def _pinocchio_arm(pin, whole: str, arm: list[str], seed: int):
+    """Pinocchio's model and data of the whole URDF, a random arm configuration q (within
+    ±0.5 rad), the whole robot's configuration with it (every other joint neutral) and the
+    arm's velocity indices in it."""
+    pm = pin.buildModelFromXML(whole)
+    q = np.random.default_rng(seed).uniform(-0.5, 0.5, len(arm))
+    q_pin, rows = pin.neutral(pm), []
+    for name, value in zip(arm, q):
+        joint = pm.joints[pm.getJointId(name)]
+        q_pin[joint.idx_q] = value
+        rows.append(joint.idx_v)
+    return pm, pm.createData(), q, q_pin, rows
+
+
 def test_only_joints_keeps_one_arm_whose_hand_is_where_pinocchio_puts_it_on_the_whole_robot():
     """only_joints: baxter's left arm cut from the whole robot (head, right arm, grippers'
     mimic fingers made rigid at zero): exactly the named joints move, and the left hand's
@@ -66,12 +80,7 @@ def test_only_joints_keeps_one_arm_whose_hand_is_where_pinocchio_puts_it_on_the_
     arm = ["left_s0", "left_s1", "left_e0", "left_e1", "left_w0", "left_w1", "left_w2"]
     model = RobotModel.from_urdf(only_joints(whole, arm))
     assert list(model.joint_names) == arm
-    pm = pin.buildModelFromXML(whole)
-    pd = pm.createData()
-    q = np.random.default_rng(3).uniform(-0.5, 0.5, 7)
-    q_pin = pin.neutral(pm)
-    for name, value in zip(arm, q):
-        q_pin[pm.joints[pm.getJointId(name)].idx_q] = value
+    pm, pd, q, q_pin, _ = _pinocchio_arm(pin, whole, arm, 3)
     pin.framesForwardKinematics(pm, pd, q_pin)
     hand = pd.oMf[pm.getFrameId("left_gripper")]
     p, R = frame_placement(model, q, "left_gripper")
@@ -99,15 +108,7 @@ def test_only_joints_keeps_tiagos_arm_dynamics_as_pinocchio_has_them_on_the_whol
         RobotModel.from_urdf(whole)
     model = RobotModel.from_urdf(only_joints(whole, arm))
     assert list(model.joint_names) == arm
-    pm = pin.buildModelFromXML(whole)
-    pd = pm.createData()
-    q = np.random.default_rng(4).uniform(-0.5, 0.5, 7)
-    q_pin = pin.neutral(pm)
-    rows = []
-    for name, value in zip(arm, q):
-        joint = pm.joints[pm.getJointId(name)]
-        q_pin[joint.idx_q] = value
-        rows.append(joint.idx_v)
+    pm, pd, q, q_pin, rows = _pinocchio_arm(pin, whole, arm, 4)
     M = pin.crba(pm, pd, q_pin)
     M = np.triu(M) + np.triu(M, 1).T
     g = pin.computeGeneralizedGravity(pm, pd, q_pin)
