@@ -18,7 +18,7 @@ records what decides "physics or law" (doc/failure_analysis.md):
   secondary damping lambda leaves;
 - the passive joint's excursion while the hand is still fine (zero dynamics left unmanaged).
 
-    PYTHONPATH=. .venv/bin/python bench/failure_cases.py [--arm xarm7|panda|baxter|talos|tiago]
+    PYTHONPATH=. .venv/bin/python bench/failure_cases.py [--arm xarm7|panda|baxter|talos|tiago|pr2]
         [--setups pose-g position-g ...]
         [--joints 1 2 ...] [--period 8] [--free-flyer] [--json bench/results/failure_cases.json]
 
@@ -328,6 +328,13 @@ ARMS = {  # --arm: (URDF, the arm's joints (None: all), task frame, start config
     "tiago": (ROBOTS / "tiago_description/robots/tiago.urdf",
               [f"arm_{i}_joint" for i in range(1, 8)], "hand_grasping_frame",
               np.array([0.2, 0.3, -1.0, 1.5, 0.0, 0.5, 0.0])),
+    # the PR2's left arm (its gravity is not fair: the real shoulder is spring-balanced, the
+    # URDF's is not, 43.6 N m to hold of its 30)
+    "pr2": (ROBOTS / "pr2_description/urdf/pr2.urdf",
+            ["l_shoulder_pan_joint", "l_shoulder_lift_joint", "l_upper_arm_roll_joint",
+             "l_elbow_flex_joint", "l_forearm_roll_joint", "l_wrist_flex_joint",
+             "l_wrist_roll_joint"], "l_gripper_tool_frame",
+            np.array([0.3, 0.2, 0.3, -1.3, 0.0, -0.8, 0.0])),
 }
 
 

@@ -97,6 +97,7 @@ def test_only_joints_keeps_tiagos_arm_dynamics_as_pinocchio_has_them_on_the_whol
     of Pinocchio's on the whole URDF, every other joint at its neutral value."""
     import pinocchio as pin
     from helpers import EXAMPLE_ROBOTS
+    from oracle import full_crba
 
     from underactuated_control import RobotModel
     from underactuated_control.dynamics import inverse_dynamics, mass_matrix
@@ -109,8 +110,7 @@ def test_only_joints_keeps_tiagos_arm_dynamics_as_pinocchio_has_them_on_the_whol
     model = RobotModel.from_urdf(only_joints(whole, arm))
     assert list(model.joint_names) == arm
     pm, pd, q, q_pin, rows = _pinocchio_arm(pin, whole, arm, 4)
-    M = pin.crba(pm, pd, q_pin)
-    M = np.triu(M) + np.triu(M, 1).T
+    M = full_crba(pm, pd, q_pin)
     g = pin.computeGeneralizedGravity(pm, pd, q_pin)
     np.testing.assert_allclose(mass_matrix(model, q), M[np.ix_(rows, rows)], atol=1e-12)
     np.testing.assert_allclose(inverse_dynamics(model, q, np.zeros(7), np.zeros(7)), g[rows],
