@@ -293,6 +293,7 @@ _ONE_VERSION = textwrap.dedent("""
                "bound_own_accelerations": limits.bound_own_accelerations,
                "damped_solve_kernel": task_space.damped_solve_kernel,
                "task_solve_kernel": task_space.task_solve_kernel,
+               "task_cycle_kernel": task_space.task_cycle_kernel,
                "self_motion_kernel": task_space.self_motion_kernel,
                "intent_kernel": task_space.intent_kernel,
                "small_svd": task_space.small_svd}
@@ -313,9 +314,10 @@ def test_every_mode_runs_one_compiled_version_of_each_kernel_of_its_cycle():
     # or by no cycle (a lone rotation's log)
     called = ("rotation_error_log", "passive_element_forces", "compensation_torques",
               "map_efforts", "follower_step", "damped_solve_kernel", "task_solve_kernel",
+              "task_cycle_kernel",
               "intent_kernel", "self_motion_kernel", "joint_law_step", "braked_joints",
               "bound_own_accelerations")
-    assert len(counts) == 15 and all(counts[name] == 1 for name in called), counts
+    assert len(counts) == 16 and all(counts[name] == 1 for name in called), counts
     assert all(n <= 1 for n in counts.values()), counts
 
 

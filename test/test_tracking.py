@@ -444,3 +444,57 @@ def test_the_damped_solve_is_the_closed_form_damped_least_squares(relative):
         assert np.allclose(N, expect_N, atol=1e-9)
         single, *_ = _damped_solve(A, b, eps, lam_max, lam_lo, relative)
         assert np.array_equal(single, x)  # one right-hand side: the same as in a tuple
+
+
+@pytest.mark.parametrize("robot, frame, passive", [
+    ("arm7", "tool", []), ("arm7", "tool", ["joint3"]), ("xarm7", "link_eef", ["joint3"]),
+    ("xarm7", "link_eef", ["joint2"])])
+@pytest.mark.parametrize("task", ["pose", "position"])
+def test_the_cycle_in_one_call_is_the_hybrid_solve_of_the_task_pinocchio_oracle(
+        robot, frame, passive, task):
+    """The common cycle of ``EndEffectorTracker.step`` (no held passive rows) runs as one
+    compiled call, ``task_cycle_kernel``: its torques are Pinocchio's RNEA of the
+    accelerations it gives, with the URDF's damping and friction as the passive joints'
+    forces; those accelerations give the frame the desired classical acceleration on the task
+    rows (Pinocchio's); and every output is bit for bit that of the separate steps, which a
+    strided state takes."""
+    text = ARM7 if robot == "arm7" else \
+        (ROBOTS / "xarm_description/urdf/xarm7.urdf").read_text()
+    q0 = Q_ARM if robot == "arm7" else np.array([0.3, -0.4, 0.4, 0.9, -0.3, 1.3, 0.2])
+    model = RobotModel.from_urdf(text, passive_joints=passive)
+    ref = PinRef(model, text)
+    tracker = EndEffectorTracker(model, frame, task=task, kp_position=400, kd_position=40,
+                                 posture_kp=4.0)
+    tracker.set_posture(q0)
+    fid = ref.pm.getFrameId(frame)
+    rows = slice(0, 6) if task == "pose" else slice(0, 3)
+    damping, friction = ref.back(ref.pm.damping), ref.back(ref.pm.friction)
+    rng = np.random.default_rng(11)
+    for _ in range(4):
+        q = q0 + rng.uniform(-0.2, 0.2, 7)
+        v = rng.uniform(-0.5, 0.5, 7)
+        p0, R0 = frame_placement(model, q, frame)
+        goal = TaskReference(position=p0 + rng.uniform(-0.02, 0.02, 3),
+                             rotation=R0 @ pin.exp3(rng.uniform(-0.05, 0.05, 3)),
+                             linear_velocity=rng.uniform(-0.1, 0.1, 3),
+                             linear_acceleration=rng.uniform(-0.5, 0.5, 3))
+        assert tracker._in_one_call(q, v)
+        res = tracker.step(q, v, goal)
+        assert res.sigma_min > tracker.singular_threshold
+        tau = ref.rnea(q, v, res.qdd)
+        p = model.passive_dofs
+        tau_p = -(damping[p] * v[p] + friction[p] * np.tanh(v[p] / 1e-2))
+        np.testing.assert_allclose(res.tau_passive, tau_p, rtol=0, atol=1e-14)
+        np.testing.assert_allclose(tau[model.active_dofs], res.tau_active, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(tau[p], tau_p, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(res.qdd[model.active_dofs], res.qdd_active, rtol=0, atol=0)
+        pin.forwardKinematics(ref.pm, ref.pd, ref.q(q), ref.v(v), ref.v(res.qdd))
+        pin.updateFramePlacements(ref.pm, ref.pd)
+        a = pin.getFrameClassicalAcceleration(ref.pm, ref.pd, fid, pin.LOCAL_WORLD_ALIGNED)
+        np.testing.assert_allclose(np.concatenate([a.linear, a.angular])[rows],
+                                   res.frame_acceleration_desired[rows], rtol=0, atol=1e-8)
+        state = np.stack([q, v], axis=1)  # strided views: the separate steps
+        assert not tracker._in_one_call(state[:, 0], state[:, 1])
+        steps = tracker.step(state[:, 0], state[:, 1], goal)
+        for name, value in vars(res).items():
+            np.testing.assert_array_equal(value, getattr(steps, name), err_msg=name)

@@ -330,15 +330,21 @@ class JacobianWorkspace:
         q = dyn.as_vector(q, m.nq, "q")
         v = dyn.as_vector(v, m.nv, "v")
         tau_passive = dyn.as_vector(tau_passive, m.n_passive, "tau_passive")
-        status = frame_task_kernel(*dyn.buffers, q, v, tau_passive, self._no_active,
-                                   self._empty, self.E_world, self.p_world, f.body, f.rotation,
-                                   f.translation, self.J_G, self.J_D, self._column,
-                                   self._position, self._rotation, self.J, self.drift_G,
-                                   self.drift_D, self._alpha)
+        status = frame_task_kernel(*dyn.buffers, q, v, tau_passive,
+                                   *self.frame_task_arguments(frame))
         if status != OK:
             dyn.raise_for_status(status, q=q, v=v, tp=tau_passive)
         return (self.J_G, self.J_D, self._position, self._rotation, self.J, self.drift_G,
                 self.drift_D)
+
+    def frame_task_arguments(self, frame: str) -> tuple:
+        """What ``frame_task_kernel`` takes after (ints, consts, work, q, v, tau_passive) for
+        ``frame`` (on a body: ``model.frame(frame).body`` ≥ 0), its outputs the arrays
+        ``task_quantities`` returns: for a caller that runs the kernel inside its own."""
+        f = self.model.frame(frame)
+        return (self._no_active, self._empty, self.E_world, self.p_world, f.body, f.rotation,
+                f.translation, self.J_G, self.J_D, self._column, self._position,
+                self._rotation, self.J, self.drift_G, self.drift_D, self._alpha)
 
     def generalized_by_rows(self, frame: str, q: np.ndarray | None = None) -> np.ndarray:
         """J_G alone in O(6 N) by the adjoint sweeps (cheaper than columns when n_a > 6)."""

@@ -234,6 +234,10 @@ def _steps(worker: KernelWorker | None = None, report: Callable[[str], None] | N
                               law(mode, os_task=task)))
         else:
             steps.append((f"control law '{mode}'", law(mode)))
+        if mode == "task":  # its separate steps too: held passive rows (a free-flyer's base,
+            # a failure reaction's hold) are not its one-call cycle's
+            steps.append(("control law 'task' (passive rows held)",
+                          law(mode, passive_weight=1.0)))
     steps.append(("planned swing-up: DDP kernels, the bundled acrobot's and pendubot's plans",
                   planned_swing_up))
     steps.append(("momentum observer", observer))

@@ -41,9 +41,10 @@ import numpy as np
 from numba import njit
 
 from ..buffers import float_array
-from ..jacobians import JacobianWorkspace
+from ..dynamics import GRAVITY, OK, SOLVE, _kernel_vector, run_steps
+from ..jacobians import JacobianWorkspace, frame_task_kernel
 from ..model import FLOATING, RobotModel
-from ..passive_forces import PassiveForceModel
+from ..passive_forces import PassiveForceModel, element_force
 from ..so3 import (
     quaternion_to_matrix,
     rotation_error,  # re-exported: control.task_space.rotation_error
@@ -181,6 +182,9 @@ class EndEffectorTracker:
         self._speed_limits = model.speed_limit[model.active_dofs]
         self._gains = np.empty(4)  # kp, kd of position, then orientation (each cycle's)
         self._N_task = np.empty((model.n_active, model.n_active))
+        self._sizes = (model.n_active, model.n_passive)  # (the model's properties cost)
+        self._cycle_key: tuple | None = None  # task_cycle_kernel's fixed arguments, by
+        self._cycle_fixed: tuple | None = None  # (frame, workspace, force model)
         self.redundancy = redundancy
         self.secondary_damping = secondary_damping
         axis = np.asarray(pointing_axis, dtype=float)
@@ -262,6 +266,10 @@ class EndEffectorTracker:
         m, ws = self.model, self.workspace
         q = np.asarray(q, dtype=float)
         v = np.asarray(v, dtype=float)
+        if self._in_one_call(q, v):
+            res = self._step_in_one_call(q, v, ref)
+            if res is not None:
+                return res
         tau_p = self.passive_forces(q, v)
         # transforms, (4.6), placements, §6.1; the frame's pose and J; the drifts: one call
         J_G, J_D, p, R, J, drift_G, drift_D = ws.task_quantities(self.frame, q, v, tau_p)
@@ -286,12 +294,7 @@ class EndEffectorTracker:
         # the self-motion's damping and posture: in the kernel unless the passive rows come
         # first (their projector then replaces the task's)
         null_space = self.null_space_damping > 0.0 or self.posture_kp > 0.0
-        if self.posture_kp > 0.0 and self.posture is None:
-            self.set_posture(q)
-        posture = self.posture if self.posture is not None else self._no_posture
-        gains = self._gains
-        gains[0], gains[1] = self.kp_position, self.kd_position
-        gains[2], gains[3] = self.kp_orientation, self.kd_orientation
+        posture, gains = self._posture_and_gains(q)
         # the errors, a_des, then S J_G qdd_a = S (a_des - drift_G) (6.10) by damped least
         # squares; with it, the velocity the PD drives the frame toward, v_ref + (kp/kd) e, as
         # the joint velocity that gives it (the joint law's v_ref + kp e / kd,
@@ -357,6 +360,89 @@ class EndEffectorTracker:
             singular=bool(task_sigma_min < eps), sigma_min=task_sigma_min, damping=lam,
             intended_velocity=intended, tau_passive=tau_p, position_error_norm=e_pos_norm,
             orientation_error_norm=e_rot_norm, intended_speed_ratio=speed_ratio)
+
+
+    def _posture_and_gains(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The posture the self-motion is pulled toward (latched at ``q`` the first time
+        ``posture_kp`` > 0 needs one) and this cycle's gains (kp, kd of position, then
+        orientation), as the solve's kernel takes them."""
+        if self.posture_kp > 0.0 and self.posture is None:
+            self.set_posture(q)
+        gains = self._gains
+        gains[0], gains[1] = self.kp_position, self.kd_position
+        gains[2], gains[3] = self.kp_orientation, self.kd_orientation
+        return (self.posture if self.posture is not None else self._no_posture), gains
+
+    def _in_one_call(self, q: np.ndarray, v: np.ndarray) -> bool:
+        """Whether this cycle is ``task_cycle_kernel``'s: the task solved alone (no held
+        passive rows, no pointing axis, every γ 1, no guard in the law), the URDF's passive
+        force model, a frame on a body, and a state the kernel takes as it is (else the
+        steps below, which convert it or name what is wrong with it)."""
+        m = self.model
+        return (self.task != "pointing" and self.passive_trust is None
+                and self.joint_limit_guard is None
+                and not (self.passive_weight > 0.0 and m.n_passive and self.held_rows.size)
+                and self.passive_forces.__class__ is PassiveForceModel
+                and _kernel_vector(q) and q.shape[0] == m.nq
+                and _kernel_vector(v) and v.shape[0] == m.nv)
+
+    def _cycle_arguments(self) -> tuple:
+        """``task_cycle_kernel``'s fixed arguments before the reference (the workspace's
+        and the force model's arrays; kept while frame, workspace and force model are)."""
+        key = self._cycle_key
+        if key is not None and key[0] is self.frame and key[1] is self.workspace \
+                and key[2] is self.passive_forces:
+            return self._cycle_fixed
+        key = (self.frame, self.workspace, self.passive_forces)
+        ws, m = self.workspace, self.model
+        if ws.model.frame(self.frame).body < 0:  # a frame on the fixed root: no kernel path
+            self._cycle_key, self._cycle_fixed = key, None
+            return None
+        self._cycle_key = key
+        self._cycle_fixed = (*self.passive_forces.kernel_arguments,
+                             np.array(m.passive_dofs, dtype=np.int64),
+                             *ws.frame_task_arguments(self.frame))
+        return self._cycle_fixed
+
+    def _step_in_one_call(self, q: np.ndarray, v: np.ndarray, ref: TaskReference
+                          ) -> TrackingResult | None:
+        """``step`` as one compiled call (``task_cycle_kernel``); None where it does not
+        apply (a frame on the fixed root) or the call reports a problem, which the steps of
+        ``step`` then name."""
+        fixed = self._cycle_arguments()
+        if fixed is None:
+            return None
+        m, ws = self.model, self.workspace
+        p_ref, R_ref = float_array(ref.position), float_array(ref.rotation)
+        if p_ref.shape != (3,) or R_ref.shape != (3, 3):
+            return None
+        S = _FIXED_ROWS[self.task]
+        posture, gains = self._posture_and_gains(q)
+        na, n_passive = self._sizes
+        tau_p, e_pos, e_rot = np.empty(n_passive), np.empty(3), np.empty(3)
+        a_des, qdd_a, X = np.empty(6), np.empty(na), np.empty((na, 2))
+        status, sigma_min, lam, e_pos_norm, e_rot_norm, speed_ratio = task_cycle_kernel(
+            *ws.dynamics.buffers, q, v, *fixed[:2], fixed[2], tau_p, *fixed[3:], S, p_ref,
+            R_ref, float_array(ref.linear_velocity), float_array(ref.linear_acceleration),
+            float_array(ref.angular_velocity), float_array(ref.angular_acceleration), gains,
+            float(self.singular_threshold), float(self.max_damping), m.active_dofs,
+            self.null_space_damping > 0.0 or self.posture_kp > 0.0,
+            float(self.null_space_damping), float(self.posture_kp), self._posture_cols,
+            float_array(posture), self._posture_q, self._speed_limits, e_pos, e_rot, a_des, X,
+            self._N_task, qdd_a)
+        if status != OK:
+            return None
+        if S.shape[0] > na:  # more task rows than actuators: the rank falls short
+            sigma_min = 0.0
+        res = ws.dynamics.result
+        return TrackingResult(
+            qdd_active=qdd_a, tau_active=res.tau_active.copy(),
+            qdd_passive=res.qdd_passive.copy(), qdd=res.qdd.copy(),
+            frame_acceleration_desired=a_des, position_error=e_pos, orientation_error=e_rot,
+            singular=bool(sigma_min < self.singular_threshold), sigma_min=sigma_min,
+            damping=lam, intended_velocity=X[:, 1], tau_passive=tau_p,
+            position_error_norm=e_pos_norm, orientation_error_norm=e_rot_norm,
+            intended_speed_ratio=speed_ratio)
 
 
 def _ratio(kp: float, kd: float) -> float:
@@ -605,3 +691,36 @@ def task_solve_kernel(S, J, v, J_G, drift_G, position, rotation, reference_posit
     position_norm = math.sqrt(e_pos[0] ** 2 + e_pos[1] ** 2 + e_pos[2] ** 2)
     rotation_norm = math.sqrt(e_rot[0] ** 2 + e_rot[1] ** 2 + e_rot[2] ** 2)
     return sigma_min, lam, position_norm, rotation_norm, speed_ratio
+
+
+@njit(cache=True, error_model="numpy")
+def task_cycle_kernel(ints, consts, work, q, v, force_q_index, force_coefficients,
+                      passive_dofs, tau_p, no_active, empty, E_world, p_world, body,
+                      frame_rotation, offset, J_G, J_D, column, position, R, J, drift_G,
+                      drift_D, alpha, S, reference_position, reference_rotation,
+                      linear_velocity, linear_acceleration, angular_velocity,
+                      angular_acceleration, gains, eps, max_damping, active_dofs, null_space,
+                      null_damping, posture_kp, posture_cols, posture, posture_q, speed_limits,
+                      e_pos, e_rot, a_des, X, N, qdd_a):
+    """``EndEffectorTracker.step``'s cycle in one call where it solves the task alone (steps
+    1-4 of the module docstring without passive rows): the passive forces T_p (the URDF's
+    model, ``element_force``) into ``tau_p``, ``frame_task_kernel`` (J_G, J_D, the frame, the
+    drifts), ``task_solve_kernel`` (the errors, the damped solve of (6.10), the self-motion's
+    term) and (5.4a), (5.4b) with that qdd_a (T_a, qdd_p in the workspace's result). Returns
+    (status as ``run_steps``, then ``task_solve_kernel``'s five numbers)."""
+    for k in range(passive_dofs.shape[0]):  # T_p (passive_forces.py), Coulomb sign of v
+        i = passive_dofs[k]
+        q_i = q[force_q_index[i]] if force_coefficients[3, i] > 0.0 else 0.0
+        tau_p[k] = element_force(force_coefficients, i, q_i, v[i], v[i])
+    status = frame_task_kernel(ints, consts, work, q, v, tau_p, no_active, empty, E_world,
+                               p_world, body, frame_rotation, offset, J_G, J_D, column,
+                               position, R, J, drift_G, drift_D, alpha)
+    if status != OK:
+        return status, 0.0, 0.0, 0.0, 0.0, 0.0
+    sigma_min, lam, position_norm, rotation_norm, speed_ratio = task_solve_kernel(
+        S, J, v, J_G, drift_G, position, R, reference_position, reference_rotation, False,
+        linear_velocity, linear_acceleration, angular_velocity, angular_acceleration, gains,
+        eps, max_damping, active_dofs, null_space, null_damping, posture_kp, posture_cols,
+        posture, posture_q, q, speed_limits, e_pos, e_rot, a_des, X, N, qdd_a)
+    status = run_steps(ints, consts, work, empty, empty, qdd_a, tau_p, SOLVE | GRAVITY)
+    return status, sigma_min, lam, position_norm, rotation_norm, speed_ratio
