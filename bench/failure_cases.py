@@ -21,6 +21,8 @@ records what decides "physics or law" (doc/failure_analysis.md):
     PYTHONPATH=. .venv/bin/python bench/failure_cases.py [--arm xarm7|panda|baxter|talos|tiago|pr2]
         [--setups pose-g position-g ...]
         [--joints 1 2 ...] [--period 8] [--free-flyer] [--json bench/results/failure_cases.json]
+    PYTHONPATH=. .venv/bin/python bench/failure_cases.py --goals RUN.json ...   # goals met
+    ... [--set task_max_acceleration=0.5 ...]   # law settings over the set-up's
 
 Each case simulates period + 1.5 s (a few seconds of wall time each on a quiet machine).
 """
@@ -481,6 +483,39 @@ HEADER = (f"{'setup':>12} {'failed':>7} {'RMS mm':>9} {'pre':>5} {'v/vmax':>6} {
           f"{'min g_k':>7} {'J_D eff':>6}  verdict")
 
 
+SPEED_GOAL, OVERRUN_GOAL = 1.2, 0.05  # the issue's bounds: v/v_max, rad past a limit
+HAND_GOAL_MM = {"pose-0g": 10.0, "position-0g": 5.0, "pose-g": 10.0, "position-g": 10.0}
+
+
+def goals(rows: list[dict]) -> str:
+    """Issue 23's goals counted per arm and set-up over the failure rows of one or more runs'
+    JSON (a row that diverged meets none): the hand's RMS after the failure (zero g: pose
+    ≤ 10 mm, position ≤ 5 mm; gravity: ≤ 10 mm both) and the speed bound (no joint past
+    1.2× its URDF speed limit, no position limit overrun past 0.05 rad), as a Markdown table
+    with the rows that miss each, by failed joint."""
+    table: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        if r.get("failed_joint") and r.get("setup") in HAND_GOAL_MM:
+            table.setdefault((r.get("arm", "xarm7"), r["setup"]), []).append(r)
+    lines = ["| arm | set-up | hand goal met | missed (hand RMS mm) | speed bound met "
+             "| missed (peak v/v_max, overrun rad) |", "|" + " --- |" * 6]
+    for (arm, setup), runs in sorted(table.items()):
+        def hand_ok(r: dict, setup: str = setup) -> bool:
+            return not r.get("diverged") and r["hand_rms_after_mm"] <= HAND_GOAL_MM[setup]
+
+        def speed_ok(r: dict) -> bool:
+            return not r.get("diverged") and r["peak_speed_ratio"] <= SPEED_GOAL \
+                and r["limit_overrun_rad"] <= OVERRUN_GOAL
+        hand_missed = ", ".join(f"{r['failed_joint']} ({r['hand_rms_after_mm']:.1f})"
+                                for r in runs if not hand_ok(r))
+        speed_missed = ", ".join(f"{r['failed_joint']} ({r['peak_speed_ratio']:.2f}, "
+                                 f"{r['limit_overrun_rad']:.3f})" for r in runs if not speed_ok(r))
+        lines.append(f"| {arm} | {setup} | {sum(map(hand_ok, runs))} of {len(runs)} | "
+                     f"{hand_missed or '—'} | {sum(map(speed_ok, runs))} of {len(runs)} | "
+                     f"{speed_missed or '—'} |")
+    return "\n".join(lines)
+
+
 def markdown(rows: list[dict]) -> str:
     """The rows as the Markdown tables of doc/failure_analysis.md."""
     lines = ["| set-up | failed | hand RMS after mm | joints wandered before rad | peak v/v_max "
@@ -555,19 +590,33 @@ def main() -> None:
                     help="friction_compensation:=false (the command stage of control/friction)")
     ap.add_argument("--reaction", default="keep_task", choices=failure_reaction.REACTIONS,
                     help="failure_reaction (keep_task: the law before the reaction existed)")
+    ap.add_argument("--set", nargs="+", default=[], metavar="NAME=VALUE",
+                    help="law settings over the set-up's (e.g. task_max_acceleration=0.5)")
     ap.add_argument("--lock", default="/tmp/uc-heavy.lock",
                     help="file lock taken around each case (shared machine); '' for none")
     ap.add_argument("--json", type=Path, default=Path("bench/results/failure_cases.json"))
     ap.add_argument("--markdown", type=Path, default=None,
                     help="only print the Markdown tables of this JSON (no run)")
+    ap.add_argument("--goals", type=Path, nargs="+", default=None,
+                    help="only count issue 23's goals over these runs' JSON (no run)")
     args = ap.parse_args()
     if args.markdown is not None:
         print(markdown(json.loads(args.markdown.read_text())))
+        return
+    if args.goals is not None:
+        print(goals([r for path in args.goals for r in json.loads(path.read_text())]))
         return
     urdf = arm_text(args.arm, args.damping, args.friction)
     _, _, frame, q0 = ARMS[args.arm]
     extra = {"friction_compensation": False} if args.no_friction_compensation else {}
     extra["failure_reaction"] = args.reaction
+    known = settings()
+    for item in args.set:
+        name, _, value = item.partition("=")
+        if name not in known:
+            ap.error(f"--set {item}: unknown setting {name!r}")
+        kind = type(known[name])
+        extra[name] = value.lower() in ("1", "true") if kind is bool else kind(value)
     rows = []
     print(f"{args.arm} (example-robot-data), <dynamics damping={args.damping} "
           f"friction={args.friction}>, {extra or 'friction compensation on'}, "
