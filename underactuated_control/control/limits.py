@@ -71,8 +71,6 @@ def _bounded_step(error, velocity, feed_forward, v_max, a_max, dt, out):
         out[i] = out[i] * shrink / dt
 
 
-# compiled on first use (a task-space mode's first cycle: the node's warm-up), C-contiguous
-# float64 arrays in
 STREAM_INTERVAL = 0.25  # s: a goal changing again within this is a stream of samples
 
 # stream: the last two goal samples and their timing (PoseSetpointFollower._stream)
@@ -141,6 +139,8 @@ def _stream_target(goal_position, goal_rotation, stream, limits, dt, target_posi
                 back[i, 1] * goal_rotation[1, j] + back[i, 2] * goal_rotation[2, j]
 
 
+# compiled on first use (a task-space mode's first cycle: the node's warm-up), C-contiguous
+# float64 arrays in
 @njit(cache=True, error_model="numpy")
 def follower_step(goal_position, goal_rotation, stream, position, rotation, linear_velocity,
                   angular_velocity, limits, dt, new_position, new_rotation,

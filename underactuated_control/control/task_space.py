@@ -361,7 +361,6 @@ class EndEffectorTracker:
             intended_velocity=intended, tau_passive=tau_p, position_error_norm=e_pos_norm,
             orientation_error_norm=e_rot_norm, intended_speed_ratio=speed_ratio)
 
-
     def _posture_and_gains(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The posture the self-motion is pulled toward (latched at ``q`` the first time
         ``posture_kp`` > 0 needs one) and this cycle's gains (kp, kd of position, then
@@ -386,7 +385,7 @@ class EndEffectorTracker:
                 and _kernel_vector(q) and q.shape[0] == m.nq
                 and _kernel_vector(v) and v.shape[0] == m.nv)
 
-    def _cycle_arguments(self) -> tuple:
+    def _cycle_arguments(self) -> tuple | None:
         """``task_cycle_kernel``'s fixed arguments before the reference (the workspace's
         and the force model's arrays; kept while frame, workspace and force model are)."""
         key = self._cycle_key
