@@ -33,49 +33,6 @@ def test_setpoint_reaches_a_far_goal_within_its_bounds():
     assert np.linalg.norm(sp.linear_velocity) < 1e-2 and distance / v_max < 20000 * dt
 
 
-
-def test_setpoint_follows_a_sampled_path_without_chasing_each_sample():
-    """A goal streamed as samples (a line at 0.1 m/s turning at 0.3 rad/s, published at
-    100 Hz, held still afterwards) is followed as the path the samples lie on: within the
-    bounds, the setpoint's acceleration (the task law's feed-forward) near zero once it moves
-    with the stream (chasing each sample to a stop put a ±a_max square wave on it), one
-    sample behind, and it stops on the last sample without passing it. A goal far from the
-    last one (faster than the speed limit) is a jump, approached as before."""
-    v_max, a_max, w_max, al_max, dt = 0.5, 2.0, 1.5, 6.0, 1e-3
-    follower = PoseSetpointFollower(v_max, a_max, w_max, al_max)
-    follower.reset(np.zeros(3), np.eye(3))
-    speed, turn = np.array([0.1, 0.0, 0.0]), np.array([0.0, 0.0, 0.3])
-    previous_v = np.zeros(3)
-    accelerations, lags = [], []
-    goal = TaskReference(position=np.zeros(3))
-    for k in range(3000):
-        t = k * dt
-        if k % 10 == 0 and k <= 2000:  # a sample every 10 ms for 2 s, then none
-            goal = TaskReference(position=speed * t, rotation=exp(turn * t))
-        sp = follower.step(goal, dt)
-        assert np.linalg.norm(sp.linear_velocity) <= v_max * (1 + 1e-9)
-        assert np.linalg.norm(sp.linear_velocity - previous_v) <= a_max * dt * (1 + 1e-9)
-        previous_v = sp.linear_velocity.copy()
-        # never past the newest sample while moving with the stream; catching up from rest
-        # by tens of micrometres, and where the stream stops at full speed by less than the
-        # braking distance v²/(2 a_max): the acceleration bound
-        past = 1e-12 if 500 <= k <= 2000 else (1e-4 if k < 500 else speed[0] ** 2 / (2 * a_max))
-        assert sp.position[0] <= goal.position[0] + past
-        if 500 <= k < 2000:
-            accelerations.append(np.linalg.norm(sp.linear_acceleration))
-            accelerations.append(np.linalg.norm(sp.angular_acceleration))
-            lags.append(speed[0] * (t + dt) - sp.position[0])
-    assert max(accelerations) < 1e-6, max(accelerations)
-    assert 0.0 <= min(lags) and max(lags) <= speed[0] * 0.01 + 1e-9  # one sample behind
-    np.testing.assert_allclose(sp.position, goal.position, atol=1e-12)
-    assert rotation_angle(sp.rotation.T @ goal.rotation) < 1e-9
-    assert np.linalg.norm(sp.linear_velocity) < 1e-9
-    jump = TaskReference(position=goal.position + np.array([0.0, 0.3, 0.0]),
-                         rotation=goal.rotation)
-    for _ in range(5):  # 0.3 m 5 ms after the last sample: faster than 0.5 m/s, a jump
-        sp = follower.step(jump, dt)
-    assert np.linalg.norm(sp.linear_velocity) <= 5 * a_max * dt * (1 + 1e-9)
-
 def test_guard_stops_joints_before_their_limits():
     model = RobotModel.from_urdf(ARM7_PATH, passive_joints=["joint2"])
     guard = JointLimitGuard(model, braking=10.0)

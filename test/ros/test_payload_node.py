@@ -242,17 +242,15 @@ def test_hand_circle_with_the_box_told_tracks_as_without_it(ros, launch, tmp_pat
           "40), error against the streamed circle (RMS / max, mm): " +
           "; ".join(f"{k} {1e3 * v['rms']:.3f} / {1e3 * v['max']:.3f}" for k, v in rows.items()))
     assert "~/pose_reference rejected" not in log, log[-3000:]
-    # no box: the error is the task setpoint's lag behind the streamed goal (the follower moves
-    # along the samples one behind), not the dynamics. Told, the plant and the law's model agree
-    # again and the closed loop is the unloaded one: the same error up to when each streamed
-    # reference reaches the lock-stepped loop (the test streams asynchronously, so a stall of
-    # this process delays a reference, and the follower times the samples by their arrival).
-    # Since the follower follows the stream (2026-12-03) the no-box error is ~1 mm RMS, 3 mm
-    # at most (5.6 / 11.9 before), and that delivery's share is ~0.1 mm RMS, 0.4 mm max:
-    # required within 0.25 mm (RMS) and 1 mm (max), against the 10 mm the box adds told nothing;
-    # the point mass (the box's inertia left out) likewise
-    assert abs(told["rms"] - no_box["rms"]) < 2.5e-4
-    assert abs(told["max"] - no_box["max"]) < 1e-3
-    assert abs(point["rms"] - no_box["rms"]) < 2.5e-4
+    # no box: the error is the task setpoint's lag behind the streamed goal (the follower chases
+    # it within task_max_speed / _acceleration), not the dynamics. Told, the plant and the law's
+    # model agree again and the closed loop is the unloaded one: the same error up to when each
+    # streamed reference reaches the lock-stepped loop (the test streams asynchronously, so a
+    # stall of this process delays a reference). Measured over 8 runs: RMS and max within
+    # 0.9 % of the no-box figures; required 5 % (RMS) and 10 % (max); the point mass (the box's
+    # inertia left out) likewise
+    assert abs(told["rms"] - no_box["rms"]) < 0.05 * no_box["rms"]
+    assert abs(told["max"] - no_box["max"]) < 0.10 * no_box["max"]
+    assert abs(point["rms"] - no_box["rms"]) < 0.05 * no_box["rms"]
     # told nothing: the box's weight and inertia against the task stiffness (measured 2.2 x)
     assert untold["rms"] > 1.5 * no_box["rms"] and untold["max"] > 1.5 * no_box["max"]

@@ -7,15 +7,6 @@ bounded profile, never stepped to). Per axis group (position; orientation as a r
     e = goal ⊖ setpoint,  v_des = e/|e| · min(v_max, sqrt(2 a_max |e|), |e|/dt)  (braking)
     v ← v + clip(v_des − v, a_max dt),  setpoint ← setpoint ⊕ v dt
 
-A goal that is a stream of samples (a path published at 100 Hz) is followed as the path the
-samples lie on, not as a staircase: when the goal changes within ``STREAM_INTERVAL`` of its
-previous change and no faster than the speed limits, the target moves from the previous
-sample to the new one over the interval between them (v_s = Δgoal / Δt; one sample of lag,
-never past the newest sample) and v_s is fed forward, v_des = clip(v_s + the braking term
-toward the target, v_max). Chasing each step of the staircase to a stop instead put a ±a_max
-square wave on the setpoint's acceleration, the task law's feed-forward: on Baxter's arm,
-loaded to 92 % of its shoulder's effort limit, a healthy arm lost the hand under gravity.
-
 ``JointLimitGuard``: bounds on the active joints' accelerations that brake each joint before
 its URDF position limit: a joint at distance d from a limit moving toward it at speed s may
 accelerate at most k (min(sqrt(2 a_brake d), k d / 4) − s) toward it (beyond: pushed back),
@@ -52,117 +43,37 @@ __all__ = ["PoseSetpointFollower", "JointLimitGuard", "ReachCheck", "SafetyLayer
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _bounded_step(error, velocity, feed_forward, v_max, a_max, dt, out):
+def _bounded_step(error, velocity, v_max, a_max, dt, out):
     """The acceleration of one step (dt > 0) toward ``error`` (see the module docstring),
-    moving with ``feed_forward`` (a sampled goal's velocity), into ``out``."""
+    into ``out``."""
     distance = math.sqrt(error[0] ** 2 + error[1] ** 2 + error[2] ** 2)
     # braking curve; d/dt: never past the goal in one step (exact arrival, any step size)
     speed = min(v_max, math.sqrt(2.0 * a_max * distance), distance / dt)
     scale = speed / distance if distance > 0.0 else 0.0
     for i in range(3):
-        out[i] = feed_forward[i] + error[i] * scale
-    n = math.sqrt(out[0] ** 2 + out[1] ** 2 + out[2] ** 2)
-    cap = v_max / n if n > v_max else 1.0  # v_des within the speed limit
-    for i in range(3):
-        out[i] = out[i] * cap - velocity[i]  # dv = v_des - v
+        out[i] = error[i] * scale - velocity[i]  # dv = v_des - v
     n = math.sqrt(out[0] ** 2 + out[1] ** 2 + out[2] ** 2)
     shrink = a_max * dt / n if n > a_max * dt else 1.0
     for i in range(3):
         out[i] = out[i] * shrink / dt
 
 
-STREAM_INTERVAL = 0.25  # s: a goal changing again within this is a stream of samples
-
-# stream: the last two goal samples and their timing (PoseSetpointFollower._stream)
-_LAST_P, _LAST_R, _PREV_P, _PREV_R, _SINCE, _SPACING, _SEEN = 0, 3, 12, 15, 24, 25, 26
-STREAM_SIZE = 27
-
-
-@njit(cache=True, error_model="numpy")
-def _stream_target(goal_position, goal_rotation, stream, limits, dt, target_position,
-                   target_rotation, velocity):
-    """The target of this step (the module docstring): the goal, or, for a stream of samples,
-    the point between the previous and the newest sample at the step's start, and
-    the stream's velocity (v_s, ω_s) into ``velocity`` (zero once the newest is reached).
-    ``stream`` is updated: a goal that differs from the last sample is a new sample."""
-    changed = stream[_SEEN] == 0.0
-    for i in range(3):
-        changed = changed or goal_position[i] != stream[_LAST_P + i]
-    for i in range(9):
-        changed = changed or goal_rotation[i // 3, i % 3] != stream[_LAST_R + i]
-    if changed:
-        spacing = stream[_SINCE]
-        if stream[_SEEN] == 0.0 or not spacing <= STREAM_INTERVAL:
-            spacing = 0.0  # a first goal, or a jump after a pause
-        for i in range(3):
-            stream[_PREV_P + i] = stream[_LAST_P + i]
-            stream[_LAST_P + i] = goal_position[i]
-        for i in range(9):
-            stream[_PREV_R + i] = stream[_LAST_R + i]
-            stream[_LAST_R + i] = goal_rotation[i // 3, i % 3]
-        stream[_SINCE], stream[_SPACING], stream[_SEEN] = 0.0, spacing, 1.0
-    stream[_SINCE] += dt
-    spacing = stream[_SPACING]
-    for i in range(3):
-        target_position[i] = goal_position[i]
-        for j in range(3):
-            target_rotation[i, j] = goal_rotation[i, j]
-    velocity[:] = 0.0
-    if spacing <= 0.0 or stream[_SINCE] > (1.0 + 1e-9) * spacing:  # the newest reached
-        return
-    previous_rotation = np.empty((3, 3))
-    for i in range(9):
-        previous_rotation[i // 3, i % 3] = stream[_PREV_R + i]
-    turn = np.empty(3)
-    rotation_error_log(goal_rotation, previous_rotation, turn)  # Log(R_goal R_prevᵀ)
-    speed, angular_speed = 0.0, 0.0
-    for i in range(3):
-        velocity[i] = (goal_position[i] - stream[_PREV_P + i]) / spacing
-        velocity[3 + i] = turn[i] / spacing
-        speed += velocity[i] ** 2
-        angular_speed += velocity[3 + i] ** 2
-    if speed > limits[4] ** 2 or angular_speed > limits[5] ** 2:  # faster: a jump
-        stream[_SPACING] = 0.0
-        velocity[:] = 0.0
-        return
-    # the target at the step's start (its motion over the step is the feed-forward's),
-    # trailing the newest sample by v_s left
-    left = spacing - stream[_SINCE] + dt
-    for i in range(3):
-        target_position[i] = goal_position[i] - velocity[i] * left
-        turn[i] = -velocity[3 + i] * left
-    back = np.empty((3, 3))
-    rotation_exp(turn, back)
-    for i in range(3):  # Exp(−ω_s left) R_goal
-        for j in range(3):
-            target_rotation[i, j] = back[i, 0] * goal_rotation[0, j] + \
-                back[i, 1] * goal_rotation[1, j] + back[i, 2] * goal_rotation[2, j]
-
-
 # compiled on first use (a task-space mode's first cycle: the node's warm-up), C-contiguous
 # float64 arrays in
 @njit(cache=True, error_model="numpy")
-def follower_step(goal_position, goal_rotation, stream, position, rotation, linear_velocity,
+def follower_step(goal_position, goal_rotation, position, rotation, linear_velocity,
                   angular_velocity, limits, dt, new_position, new_rotation,
                   new_linear_velocity, new_angular_velocity, linear_acceleration,
                   angular_acceleration):
     """One step (dt > 0) of ``PoseSetpointFollower`` (the module docstring) from the setpoint
     (position, rotation, velocities) toward the goal; ``limits``: v_max, a_max, w_max,
-    α_max (this step's), then the unscaled v_max, w_max (a stream no faster is followed);
-    ``stream``: the goal samples' memory (``_stream_target``). The new setpoint and its
-    accelerations written."""
-    target_position, target_rotation = np.empty(3), np.empty((3, 3))
-    stream_velocity = np.empty(6)
-    _stream_target(goal_position, goal_rotation, stream, limits, dt, target_position,
-                   target_rotation, stream_velocity)
+    α_max. The new setpoint and its accelerations written."""
     error = np.empty(3)
     for i in range(3):
-        error[i] = target_position[i] - position[i]
-    _bounded_step(error, linear_velocity, stream_velocity[:3], limits[0], limits[1], dt,
-                  linear_acceleration)
-    rotation_error_log(target_rotation, rotation, error)
-    _bounded_step(error, angular_velocity, stream_velocity[3:], limits[2], limits[3], dt,
-                  angular_acceleration)
+        error[i] = goal_position[i] - position[i]
+    _bounded_step(error, linear_velocity, limits[0], limits[1], dt, linear_acceleration)
+    rotation_error_log(goal_rotation, rotation, error)
+    _bounded_step(error, angular_velocity, limits[2], limits[3], dt, angular_acceleration)
     for i in range(3):
         new_linear_velocity[i] = linear_velocity[i] + linear_acceleration[i] * dt
         new_angular_velocity[i] = angular_velocity[i] + angular_acceleration[i] * dt
@@ -188,15 +99,12 @@ class PoseSetpointFollower:
                 raise ValueError(f"{name} must be > 0, got {value}")
         self.limits = (max_speed, max_acceleration, max_angular_speed, max_angular_acceleration)
         self.setpoint: TaskReference | None = None
-        # a step's (speed-scaled) limits, then the unscaled speeds, for the kernel
-        self._step_limits = np.array([*self.limits, max_speed, max_angular_speed])
-        self._stream = np.zeros(STREAM_SIZE)  # the goal samples seen (_stream_target)
+        self._step_limits = np.empty(4)  # a step's (speed-scaled) limits, for the kernel
 
     def reset(self, position: np.ndarray, rotation: np.ndarray) -> None:
-        """Start at rest at this pose (the goal samples seen forgotten)."""
+        """Start at rest at this pose."""
         self.setpoint = TaskReference(position=np.array(position, float),
                                       rotation=np.array(rotation, float))
-        self._stream[:] = 0.0
 
     def step(self, goal: TaskReference, dt: float,
              speed_scale: tuple[float, float] = (1.0, 1.0)) -> TaskReference:
@@ -215,7 +123,7 @@ class PoseSetpointFollower:
         position, rotation = np.empty(3), np.empty((3, 3))
         linear_velocity, angular_velocity = np.empty(3), np.empty(3)
         a, alpha = np.empty(3), np.empty(3)
-        follower_step(float_array(goal.position), float_array(goal.rotation), self._stream,
+        follower_step(float_array(goal.position), float_array(goal.rotation),
                       float_array(sp.position), float_array(sp.rotation),
                       float_array(sp.linear_velocity), float_array(sp.angular_velocity),
                       self._step_limits, float(dt),
