@@ -150,10 +150,16 @@ def element_force(coefficients, i, q, v, coulomb_velocity):
         coulomb_velocity / coefficients[2, i]) + spring)
 
 
+@njit(cache=True, inline="always")
+def dof_force(q, v, coulomb_velocity, q_index, coefficients, i):
+    """``element_force`` of DOF i from the whole state; q is read only where k > 0 (1-DOF
+    joints, at ``q_index``)."""
+    q_i = q[q_index[i]] if coefficients[3, i] > 0.0 else 0.0
+    return element_force(coefficients, i, q_i, v[i], coulomb_velocity[i])
+
+
 @njit(cache=True, error_model="numpy")  # compiled on first use (C-contiguous float64 in)
 def passive_element_forces(q, v, coulomb_velocity, q_index, coefficients, out):
-    """``element_force`` of every DOF into ``out``; q is read only where k > 0 (1-DOF
-    joints, at ``q_index``)."""
+    """``dof_force`` of every DOF into ``out``."""
     for i in range(out.shape[0]):
-        q_i = q[q_index[i]] if coefficients[3, i] > 0.0 else 0.0
-        out[i] = element_force(coefficients, i, q_i, v[i], coulomb_velocity[i])
+        out[i] = dof_force(q, v, coulomb_velocity, q_index, coefficients, i)

@@ -44,7 +44,7 @@ from ..buffers import float_array
 from ..dynamics import GRAVITY, OK, SOLVE, _kernel_vector, run_steps
 from ..jacobians import JacobianWorkspace, frame_task_kernel
 from ..model import FLOATING, RobotModel
-from ..passive_forces import PassiveForceModel, element_force
+from ..passive_forces import PassiveForceModel, dof_force
 from ..so3 import (
     quaternion_to_matrix,
     rotation_error,  # re-exported: control.task_space.rotation_error
@@ -380,7 +380,7 @@ class EndEffectorTracker:
         m = self.model
         return (self.task != "pointing" and self.passive_trust is None
                 and self.joint_limit_guard is None
-                and not (self.passive_weight > 0.0 and m.n_passive and self.held_rows.size)
+                and not (self.passive_weight > 0.0 and self._sizes[1] and self.held_rows.size)
                 and self.passive_forces.__class__ is PassiveForceModel
                 and _kernel_vector(q) and q.shape[0] == m.nq
                 and _kernel_vector(v) and v.shape[0] == m.nv)
@@ -703,14 +703,12 @@ def task_cycle_kernel(ints, consts, work, q, v, force_q_index, force_coefficient
                       e_pos, e_rot, a_des, X, N, qdd_a):
     """``EndEffectorTracker.step``'s cycle in one call where it solves the task alone (steps
     1-4 of the module docstring without passive rows): the passive forces T_p (the URDF's
-    model, ``element_force``) into ``tau_p``, ``frame_task_kernel`` (J_G, J_D, the frame, the
+    model, ``dof_force``) into ``tau_p``, ``frame_task_kernel`` (J_G, J_D, the frame, the
     drifts), ``task_solve_kernel`` (the errors, the damped solve of (6.10), the self-motion's
     term) and (5.4a), (5.4b) with that qdd_a (T_a, qdd_p in the workspace's result). Returns
     (status as ``run_steps``, then ``task_solve_kernel``'s five numbers)."""
     for k in range(passive_dofs.shape[0]):  # T_p (passive_forces.py), Coulomb sign of v
-        i = passive_dofs[k]
-        q_i = q[force_q_index[i]] if force_coefficients[3, i] > 0.0 else 0.0
-        tau_p[k] = element_force(force_coefficients, i, q_i, v[i], v[i])
+        tau_p[k] = dof_force(q, v, v, force_q_index, force_coefficients, passive_dofs[k])
     status = frame_task_kernel(ints, consts, work, q, v, tau_p, no_active, empty, E_world,
                                p_world, body, frame_rotation, offset, J_G, J_D, column,
                                position, R, J, drift_G, drift_D, alpha)
