@@ -10,7 +10,7 @@ the gz_ros2_control system plugin in its <gazebo>), spawns it (ros_gz_sim create
 (controller_manager spawner) once the robot exists, and starts our nodes as
 ``underactuated-control bringup [--node elbow_redundancy_resolver]`` does (``bringup_nodes``),
 with the URDF text as robot_description and ``use_sim_time: true`` (the joint states carry
-Gazebo's time; the resolver's setpoints are stamped one sample ahead on it, ``setpoint_lead``).
+Gazebo's time; the resolver's setpoints are stamped three samples ahead on it, ``setpoint_lead``).
 Needs ROS 2 with ros_gz_sim, ros_gz_bridge, gz_ros2_control, controller_manager,
 effort_controllers, joint_state_broadcaster, robot_state_publisher.
 

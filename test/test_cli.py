@@ -84,13 +84,13 @@ def test_bringup_puts_every_node_on_the_simulators_clock(tmp_path):
     """With mujoco_sim every node gets use_sim_time (a loaded machine slows the simulation:
     on wall time the resolver's plan ran ahead of the arm); without it none does; a node file
     that sets use_sim_time itself is left to it. On that one clock the resolver stamps its
-    setpoints one sample ahead (setpoint_lead 0.01 s at its 100 Hz), unless its file says."""
+    setpoints three samples ahead (setpoint_lead 0.03 s at its 100 Hz), unless its file says."""
     from underactuated_control.bringup import bringup_nodes
 
     urdf = str(ARM7_PATH)
     with_sim = bringup_nodes(urdf, sim=True, resolver=True)
     assert [n.parameters.get("use_sim_time") for n in with_sim] == [True, True, True]
-    assert [n.parameters.get("setpoint_lead") for n in with_sim] == [None, None, 0.01]
+    assert [n.parameters.get("setpoint_lead") for n in with_sim] == [None, None, 0.03]
     assert all("use_sim_time" not in n.parameters and "setpoint_lead" not in n.parameters
                for n in bringup_nodes(urdf, resolver=True))
     resolver_file = tmp_path / "resolver.yaml"

@@ -89,7 +89,10 @@ RESOLVER = "elbow_redundancy_resolver"
 EXTRA_NODES = (SIMULATOR, RESOLVER)  # what ``bringup --node`` may add to the controller
 # the resolver's setpoints feed the controller's joint reference (as in the demo)
 REFERENCE_REMAP = (f"/{CONTROLLER}/joint_reference", f"/{RESOLVER}/joint_setpoints")
-SIM_SETPOINT_LEAD = 0.01  # s: the resolver's setpoints one sample (100 Hz) ahead on /clock
+# s: the resolver's setpoints three samples (100 Hz) ahead on /clock: a message delivered
+# later than the lead makes the controller ramp from the held point in less than a sample
+# (one sample ahead, CI once saw a point time-scaled and the hand 3.8 mm off the triangle)
+SIM_SETPOINT_LEAD = 0.03
 ARM7_CONFIGS = {CONTROLLER: "arm7_controller.yaml", SIMULATOR: "arm7_sim.yaml",
                 RESOLVER: "arm7_resolver.yaml"}
 
@@ -172,7 +175,7 @@ def bringup_nodes(urdf_path: str, config: str | None = None, *, sim: bool = Fals
     as locked). With the resolver, its ``~/joint_setpoints`` feed the controller's
     ``~/joint_reference`` and the controller starts in ``mode: joint`` to follow them. With
     the simulator every node runs on its ``/clock`` (``use_sim_time``, unless a node's file
-    sets it) and the resolver stamps its setpoints one sample ahead on it (``setpoint_lead``
+    sets it) and the resolver stamps its setpoints three samples ahead on it (``setpoint_lead``
     ``SIM_SETPOINT_LEAD``, unless its file sets it); ``sim_clock``: the same for a simulator
     started elsewhere (Gazebo)."""
     def pick(given: str | None, executable: str) -> list[str]:
@@ -205,7 +208,7 @@ def bringup_nodes(urdf_path: str, config: str | None = None, *, sim: bool = Fals
         controller.remappings.append(REFERENCE_REMAP)
     if sim or sim_clock:  # every node on the simulator's /clock (as gz_ros2_control's
         # launches do): a simulation slower than wall time on a loaded machine then slows the
-        # plan with it; on one clock, the resolver's setpoints are stamped one sample ahead
+        # plan with it; on one clock, the resolver's setpoints are stamped ahead (the lead)
         for node in nodes:
             on_clock = {"use_sim_time": True}
             if node.executable == RESOLVER:

@@ -408,8 +408,8 @@ def test_resolver_launch_starts_the_resolver_bringup_starts(monkeypatch):
 def test_gazebo_launch_runs_our_nodes_as_bringup_does_on_gazebo_time(monkeypatch):
     """gazebo.launch.py: Gazebo, the robot spawned from robot_description, /clock bridged, the
     controllers spawned after the robot exists; our nodes are bringup's, with the Gazebo URDF
-    as robot_description and use_sim_time (the resolver's setpoints stamped one sample ahead
-    on that clock)."""
+    as robot_description and use_sim_time (the resolver's setpoints stamped three samples
+    ahead on that clock)."""
     nodes, includes, _ = evaluate_launch(ROOT / "launch/gazebo.launch.py", monkeypatch,
                                          resolver="true")
     for n in nodes:
@@ -440,7 +440,7 @@ def test_gazebo_launch_runs_our_nodes_as_bringup_does_on_gazebo_time(monkeypatch
         assert params.pop("robot_description") == description
         assert params.pop("use_sim_time") is True
         if n.executable == "elbow_redundancy_resolver":
-            assert params.pop("setpoint_lead") == 0.01
+            assert params.pop("setpoint_lead") == 0.03
         params["urdf_path"] = str(ROOT / "urdf/arm7.urdf")
     expected = bringup_print("--node", "elbow_redundancy_resolver")
     assert [sorted(command_line(n)) for n in ours] == [sorted(c) for c in expected]

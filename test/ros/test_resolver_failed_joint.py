@@ -3,7 +3,8 @@
 zero gravity, no motor on joint1, which turns freely), hybrid_dynamics_controller in joint mode
 (joint1 passive) following the resolver's ``~/joint_setpoints``, elbow_redundancy_resolver
 (joint1 passive; the hand's position and the arm angle are the task; its setpoints stamped
-one sample ahead on simulated time, ``setpoint_lead``). With
+three samples ahead on simulated time, ``setpoint_lead``, as bringup does with the
+simulator). With
 ``passive_joint_motion: locked`` the resolver refuses the triangle (the six other joints would
 have to leave their limits); switched to ``disturbance`` at run time, the same ``~/waypoints``
 take the hand around the triangle while the reactions turn joint1. Judged on the simulator's
@@ -105,7 +106,9 @@ def test_triangle_with_a_failed_joint_on_the_simulated_arm(ros, launch, tmp_path
     assert max(reached) < 1e-3 and np.linalg.norm(p_end - p0) < 1e-3
     assert abs(psi_end - psi0) < np.radians(1.0)
     # unstamped, the setpoints' timing followed their arrival: beside a CPU hog 1.7-3.1 mm
-    # off, 3.6 and 30 mm in CI; stamped one sample ahead, 0.30-0.47 mm beside such hogs
+    # off, 3.6 and 30 mm in CI; stamped one sample ahead, 0.30-0.47 mm beside such hogs, but
+    # 3.79 mm once in CI (a point delivered later than the lead, ramped to from the held
+    # point in less than a sample: 3.01 rad/s of joint2, time-scaled); three ahead: 0.37 mm
     warnings = "\n".join(line for log in (controller.log(), sim.log(), resolver.log())
                          for line in log.splitlines() if "WARN" in line or "ERROR" in line)
     assert off < 1.5e-3, (f"worst at state {5 * int(distance.argmax())} of {len(run)}\n"

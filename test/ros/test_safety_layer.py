@@ -212,17 +212,20 @@ def test_an_implausible_wrench_is_ignored_and_sane_ones_still_work(ros, launch, 
         pin.framesForwardKinematics(pm, pd, q)
         return pd.oMf[pm.getFrameId(frame)].translation.copy()
 
-    def push(fz, seconds):
+    def push(fz, states):
+        """Publish a measured force along z until the simulator has sent ``states`` more
+        lock-stepped states (1 ms each): simulated, not wall, time (a starved controller on a
+        loaded machine stalls the lock-stepped simulator; CI once saw no state in 1 s)."""
         msg = WrenchStamped()
         msg.wrench.force.z = float(fz)
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
+        start, end = len(rec.q), time.monotonic() + 30.0
+        while len(rec.q) < start + states and time.monotonic() < end:
             wrench_pub.publish(msg)
             ros.spin_for(0.02)
 
-    push(0.0, 0.5)
+    push(0.0, 500)
     t0 = time.monotonic()
-    push(1e9, 1.0)
+    push(1e9, 1000)
     q, v = rec.since(t0)
     moved = np.linalg.norm(hand(q[-1]) - hand(q[0]))
     print(f"\n[safety] {robot}, 1e9 N wrench: hand moved {1e3 * moved:.2f} mm, joint speed max "
@@ -233,7 +236,7 @@ def test_an_implausible_wrench_is_ignored_and_sane_ones_still_work(ros, launch, 
     ros.spin_for(0.6)  # the last refusals reach /diagnostics
     rejected = int(rec.value("wrench_rejected"))
     t1 = time.monotonic()
-    push(20.0, 0.5)  # measured +20 N, target 0: the force law pushes the hand down
+    push(20.0, 500)  # measured +20 N, target 0: the force law pushes the hand down
     q, _ = rec.since(t1)
     dz = hand(q[-1])[2] - hand(q[0])[2]
     print(f"[safety] {robot}, then 20 N: hand moved {1e3 * dz:+.1f} mm along z")

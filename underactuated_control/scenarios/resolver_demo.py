@@ -43,8 +43,8 @@ def run_demo(urdf_path: Path, out_dir: Path, motion: float = 4.0, settle: float 
         # lock-stepped (one command per state, as config/arm7_sim.yaml) at 500 Hz, every node
         # on the simulator's /clock: a loaded machine slows the simulation, and the plan and
         # the law slow with it (on wall time the arm would lag the plan, or the loop its
-        # commands); the setpoints stamped on that clock one sample ahead (setpoint_lead), so
-        # their timing does not depend on when each reaches the controller
+        # commands); the setpoints stamped on that clock SIM_SETPOINT_LEAD ahead
+        # (setpoint_lead), so their timing does not depend on when each reaches the controller
         run.start([SIMULATOR, CONTROLLER, RESOLVER], {
             SIMULATOR: {"initial_positions": Q0, "use_sim_time": True, "publish_every": 2,
                         "lockstep": True, "lockstep_timeout": 0.25},
