@@ -104,12 +104,14 @@ class Case:
 
 
 def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None = None,
-             tune=None, frame: str = FRAME, q0: np.ndarray = Q0) -> dict:
+             tune=None, frame: str = FRAME, q0: np.ndarray = Q0, stamped: bool = True) -> dict:
     """One row: ``extra`` settings over the set-up's; ``tune(law)`` (optional) may change each
     law object built (the start's and the failure's) before it runs, for experiments. The
     failure reaction (``failure_reaction`` in ``extra``; ``settings`` makes it ``keep_task``,
     the law before the reaction, unless asked) is armed as the node arms it: the new law's
-    ``carry_reference`` with the old model."""
+    ``carry_reference`` with the old model. ``stamped``: each sample of the stream stamped
+    with its time, as scenarios.harness.stream_path sends them to the node (followed as a
+    path, control/limits.py); else unstamped (each chased to a stop)."""
     g = (0.0, 0.0, -9.81) if case.gravity else (0.0, 0.0, 0.0)
     model = RobotModel.from_urdf(urdf, gravity=g)
     plant = build_plant(urdf, model, timestep=1e-3, integrator="rk4", gravity=g)
@@ -157,7 +159,8 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
                 m, law, shaper, mapper = plan(model.with_passive([failing]))
                 ref = law.carry_reference(ref, old)  # the node's _commit
         if k >= n_settle and (k - n_settle) % 10 == 0:  # the 100 Hz stream
-            ref = TaskReference(position=path(t_path), rotation=R_start.copy())
+            ref = TaskReference(position=path(t_path), rotation=R_start.copy(),
+                                stamp=k * dt if stamped else 0.0)
         try:
             out = law.compute(q, v, ref, k * dt, False)
             shaper.apply(q, v, out)
@@ -590,6 +593,9 @@ def main() -> None:
                     help="friction_compensation:=false (the command stage of control/friction)")
     ap.add_argument("--reaction", default="keep_task", choices=failure_reaction.REACTIONS,
                     help="failure_reaction (keep_task: the law before the reaction existed)")
+    ap.add_argument("--unstamped", action="store_true",
+                    help="the circle's samples unstamped (each chased to a stop), not stamped "
+                         "as stream_path sends them to the node (followed as a path)")
     ap.add_argument("--set", nargs="+", default=[], metavar="NAME=VALUE",
                     help="law settings over the set-up's (e.g. task_max_acceleration=0.5)")
     ap.add_argument("--lock", default="/tmp/uc-heavy.lock",
@@ -629,7 +635,7 @@ def main() -> None:
             with locked(args.lock):
                 r = run_case(urdf, Case(setup, j - 1, gravity, overrides), args.period,
                              log=lambda s: print(s, flush=True), extra=extra, frame=frame,
-                             q0=q0)
+                             q0=q0, stamped=not args.unstamped)
             r["wall_s"], r["arm"] = time.perf_counter() - t0, args.arm
             rows.append(r)
             print(HEADER)

@@ -33,6 +33,78 @@ def test_setpoint_reaches_a_far_goal_within_its_bounds():
     assert np.linalg.norm(sp.linear_velocity) < 1e-2 and distance / v_max < 20000 * dt
 
 
+
+def _stream(follower, late_ms=lambda k: 0, stamped=True, now_given=True, seconds=3.0):
+    """A line at 0.1 m/s turning at 0.3 rad/s about z, sampled every 10 ms for 2 s (stamps
+    from 1 s on the law's clock), each sample reaching the follower ``late_ms(k)`` ms after
+    its stamp (the controller node applies a stamped goal at the first state at or past its
+    stamp); then held still. Steps of 1 ms; the setpoints, their times, the goals applied."""
+    dt, speed, turn = 1e-3, np.array([0.1, 0.0, 0.0]), np.array([0.0, 0.0, 0.3])
+    follower.reset(np.zeros(3), np.eye(3))
+    goal, k, out = TaskReference(position=np.zeros(3)), 0, []
+    for n in range(1, round(seconds / dt) + 1):
+        while k <= 200 and n >= 10 * k + late_ms(k):  # sample k due (its stamp 10 k ms)
+            goal = TaskReference(position=speed * 0.01 * k, rotation=exp(turn * 0.01 * k),
+                                 stamp=1.0 + 0.01 * k if stamped else 0.0)
+            k += 1
+        sp = follower.step(goal, dt, now=1.0 + n * dt if now_given else 0.0)
+        out.append((n * dt, sp.position.copy(), sp.rotation.copy(), sp.linear_velocity.copy(),
+                    sp.linear_acceleration.copy(), sp.angular_acceleration.copy(),
+                    goal.position.copy()))
+    return out
+
+
+def test_a_stamped_stream_is_followed_as_its_path():
+    """Stamped samples of a path are followed as the path (limits.py's docstring): within the
+    bounds, the setpoint's acceleration (the task law's feed-forward) zero once it moves with
+    the stream where chasing each sample put a ±a_max square wave on it, 1.5 samples behind
+    the law's time, stopping on the last sample (past it by less than the braking distance:
+    the stream's end is not announced); a goal faster than the speed limit is a jump,
+    approached as before."""
+    v_max, a_max, dt = 0.5, 2.0, 1e-3
+    follower = PoseSetpointFollower(v_max, a_max, 1.5, 6.0)
+    run = _stream(follower)
+    previous = np.zeros(3)
+    for t, p, R, v, a, alpha, goal in run:
+        assert np.linalg.norm(v) <= v_max * (1 + 1e-9)
+        assert np.linalg.norm(v - previous) <= a_max * dt * (1 + 1e-9)
+        previous = v
+        # never past the newest sample while it streams; where the stream stops at full
+        # speed (unannounced), by less than the braking distance v²/(2 a_max)
+        assert p[0] <= goal[0] + (1e-12 if t < 2.0 else 0.1**2 / (2 * a_max))
+        if 0.5 <= t < 2.0:
+            assert np.linalg.norm(a) < 1e-6 and np.linalg.norm(alpha) < 1e-6
+            np.testing.assert_allclose(p[0], 0.1 * (t - 0.015), atol=1e-9)  # 1.5 samples
+            assert rotation_angle(R.T @ exp(np.array([0.0, 0.0, 0.3 * (t - 0.015)]))) < 1e-9
+    chased = _stream(PoseSetpointFollower(v_max, a_max, 1.5, 6.0), stamped=False)
+    assert max(np.linalg.norm(r[4]) for r in chased if 0.5 <= r[0] < 2.0) > 0.9 * a_max
+    t, p, R, v, *_ , goal = run[-1]
+    np.testing.assert_allclose(p, goal, atol=1e-12)
+    assert np.linalg.norm(v) < 1e-12
+    jump = TaskReference(position=goal + np.array([0.0, 0.3, 0.0]), rotation=R, stamp=3.01)
+    for n in range(5):  # 0.3 m 10 ms after the last sample: faster than 0.5 m/s, a jump
+        sp = follower.step(jump, dt, now=1.0 + t + (n + 1) * dt)
+    assert np.linalg.norm(sp.linear_velocity) <= 5 * a_max * dt * (1 + 1e-9)
+
+
+def test_a_sample_reaching_the_law_late_changes_nothing_within_half_a_spacing():
+    """Samples reaching the follower up to 4 ms after their stamps (a sender that stamps
+    when it publishes, a control period's quantisation): the same setpoints as on time."""
+    on_time = _stream(PoseSetpointFollower(0.5, 2.0, 1.5, 6.0))
+    late = _stream(PoseSetpointFollower(0.5, 2.0, 1.5, 6.0), late_ms=lambda k: k % 5)
+    for a, b in zip(on_time, late):
+        np.testing.assert_allclose(b[1], a[1], atol=1e-15)
+        np.testing.assert_allclose(b[2], a[2], atol=1e-15)
+
+
+def test_unstamped_goals_and_a_law_without_a_clock_are_chased_as_before():
+    """Stamped goals with no law time given, and unstamped goals, are the same goals to the
+    follower: each sample chased to a stop (the behaviour of an unstamped stream)."""
+    unstamped = _stream(PoseSetpointFollower(0.5, 2.0, 1.5, 6.0), stamped=False)
+    no_clock = _stream(PoseSetpointFollower(0.5, 2.0, 1.5, 6.0), now_given=False)
+    for a, b in zip(unstamped, no_clock):
+        np.testing.assert_array_equal(b[1], a[1])
+
 def test_guard_stops_joints_before_their_limits():
     model = RobotModel.from_urdf(ARM7_PATH, passive_joints=["joint2"])
     guard = JointLimitGuard(model, braking=10.0)

@@ -7,6 +7,22 @@ bounded profile, never stepped to). Per axis group (position; orientation as a r
     e = goal ⊖ setpoint,  v_des = e/|e| · min(v_max, sqrt(2 a_max |e|), |e|/dt)  (braking)
     v ← v + clip(v_des − v, a_max dt),  setpoint ← setpoint ⊕ v dt
 
+A goal streamed as stamped samples (``TaskReference.stamp``, a path published at 100 Hz on
+the law's clock) is followed as the path the samples lie on, not chased to a stop at each
+sample: the target is on the samples' polyline at the law's time less 1.5 spacings,
+
+    τ = t − 1.5 (s_k − s_{k−1}),  target = goal_{k−1} ⊕ (τ − s_{k−1}) v_s  (s_{k−1} ≤ τ < s_k),
+    v_s = (goal_k ⊖ goal_{k−1}) / (s_k − s_{k−1})  (fed forward: v_des = v_s + the braking term)
+
+(``STREAM_DELAY``: a sample may reach the law up to half a spacing after its stamp),
+continuous in t while the samples come in time (the controller node applies a stamped goal
+when its states reach the stamp), so the setpoint's acceleration, the task law's
+feed-forward, is the path's. Chasing each step of the staircase to a stop instead puts a
+±a_max square wave on it (Baxter's arm, loaded to 92 % of its shoulder's effort limit, lost
+the hand under gravity). An unstamped goal, the first stamped one, samples more than
+``STREAM_INTERVAL`` apart or faster than the speed limits (a jump), and a stream whose newest
+sample the target has reached are chased as above.
+
 ``JointLimitGuard``: bounds on the active joints' accelerations that brake each joint before
 its URDF position limit: a joint at distance d from a limit moving toward it at speed s may
 accelerate at most k (min(sqrt(2 a_brake d), k d / 4) − s) toward it (beyond: pushed back),
@@ -43,37 +59,134 @@ __all__ = ["PoseSetpointFollower", "JointLimitGuard", "ReachCheck", "SafetyLayer
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _bounded_step(error, velocity, v_max, a_max, dt, out):
+def _bounded_step(error, velocity, feed_forward, v_max, a_max, dt, out):
     """The acceleration of one step (dt > 0) toward ``error`` (see the module docstring),
-    into ``out``."""
+    moving with ``feed_forward`` (a stamped stream's velocity), into ``out``."""
     distance = math.sqrt(error[0] ** 2 + error[1] ** 2 + error[2] ** 2)
     # braking curve; d/dt: never past the goal in one step (exact arrival, any step size)
     speed = min(v_max, math.sqrt(2.0 * a_max * distance), distance / dt)
     scale = speed / distance if distance > 0.0 else 0.0
     for i in range(3):
-        out[i] = error[i] * scale - velocity[i]  # dv = v_des - v
+        out[i] = feed_forward[i] + error[i] * scale
+    n = math.sqrt(out[0] ** 2 + out[1] ** 2 + out[2] ** 2)
+    cap = v_max / n if n > v_max else 1.0  # v_des within the speed limit
+    for i in range(3):
+        out[i] = out[i] * cap - velocity[i]  # dv = v_des - v
     n = math.sqrt(out[0] ** 2 + out[1] ** 2 + out[2] ** 2)
     shrink = a_max * dt / n if n > a_max * dt else 1.0
     for i in range(3):
         out[i] = out[i] * shrink / dt
 
 
+STREAM_INTERVAL = 0.25  # s: stamped samples at most this far apart are a stream
+STREAM_DELAY = 1.5  # sample spacings the target runs behind the law's time: half a spacing
+# of slack for a sample that reaches the law after its stamp (stamped at publication)
+
+# the stream's memory (PoseSetpointFollower._stream): the last three stamped samples, newest
+# first, each position (3), rotation row by row (9), stamp (1); then how many were seen (≤ 3)
+_SAMPLE = 13
+_SEEN = 3 * _SAMPLE
+STREAM_SIZE = _SEEN + 1
+
+
+@njit(cache=True, error_model="numpy")
+def _segment_target(stream, k, tau, limits, target_position, target_rotation, velocity):
+    """The target at stamp time ``tau`` on the segment from sample k + 1 (older) to sample k,
+    and the segment's velocity (v_s, ω_s) into ``velocity`` (before the segment: its start,
+    at rest); False (nothing written) when the two are no stream: too far apart, or joined
+    faster than the speed limits (a jump)."""
+    new, old = k * _SAMPLE, (k + 1) * _SAMPLE
+    spacing = stream[new + 12] - stream[old + 12]
+    if not 0.0 < spacing <= STREAM_INTERVAL:
+        return False
+    new_rotation, old_rotation = np.empty((3, 3)), np.empty((3, 3))
+    for i in range(9):
+        new_rotation[i // 3, i % 3] = stream[new + 3 + i]
+        old_rotation[i // 3, i % 3] = stream[old + 3 + i]
+    turn = np.empty(3)
+    rotation_error_log(new_rotation, old_rotation, turn)  # Log(R_k R_{k+1}ᵀ)
+    speed, angular_speed = 0.0, 0.0
+    for i in range(3):
+        speed += ((stream[new + i] - stream[old + i]) / spacing) ** 2
+        angular_speed += (turn[i] / spacing) ** 2
+    if speed > limits[4] ** 2 or angular_speed > limits[5] ** 2:
+        return False
+    into = min(tau - stream[old + 12], spacing)  # s into the segment
+    moving = 1.0 if into >= 0.0 else 0.0  # before it: at its start, still (a stream begins)
+    into = max(into, 0.0)
+    for i in range(3):
+        velocity[i] = moving * (stream[new + i] - stream[old + i]) / spacing
+        velocity[3 + i] = moving * turn[i] / spacing
+        target_position[i] = stream[old + i] + velocity[i] * into
+        turn[i] = velocity[3 + i] * into
+    ahead = np.empty((3, 3))
+    rotation_exp(turn, ahead)
+    for i in range(3):  # Exp(ω_s into) R_{k+1}
+        for j in range(3):
+            target_rotation[i, j] = ahead[i, 0] * old_rotation[0, j] + \
+                ahead[i, 1] * old_rotation[1, j] + ahead[i, 2] * old_rotation[2, j]
+    return True
+
+
+@njit(cache=True, error_model="numpy")
+def _stream_target(goal_position, goal_rotation, goal_stamp, now, stream, limits,
+                   target_position, target_rotation, velocity):
+    """The target at the law's time ``now`` (s) and the stream's velocity (v_s, ω_s) into
+    ``velocity`` (the module docstring); the goal itself and zero velocity where the goal is
+    chased. ``stream`` is updated: a stamped goal with a new stamp is a new sample."""
+    velocity[:] = 0.0
+    for i in range(3):
+        target_position[i] = goal_position[i]
+        for j in range(3):
+            target_rotation[i, j] = goal_rotation[i, j]
+    if not goal_stamp > 0.0:  # unstamped: chased, and no stream
+        stream[_SEEN] = 0.0
+        return
+    if stream[_SEEN] == 0.0 or goal_stamp != stream[12]:  # a new sample: shift the others
+        for i in range(2 * _SAMPLE - 1, -1, -1):
+            stream[_SAMPLE + i] = stream[i]
+        for i in range(3):
+            stream[i] = goal_position[i]
+        for i in range(9):
+            stream[3 + i] = goal_rotation[i // 3, i % 3]
+        stream[12] = goal_stamp
+        stream[_SEEN] = min(stream[_SEEN] + 1.0, 3.0)
+    if stream[_SEEN] < 2.0:
+        return  # the first sample
+    tau = now - STREAM_DELAY * (stream[12] - stream[_SAMPLE + 12])
+    if not tau < stream[12]:
+        return  # the newest reached: the stream stopped or runs late
+    if tau >= stream[_SAMPLE + 12] or stream[_SEEN] < 3.0:
+        _segment_target(stream, 0, tau, limits, target_position, target_rotation, velocity)
+    elif tau >= stream[2 * _SAMPLE + 12] - STREAM_INTERVAL:  # still on the segment before
+        _segment_target(stream, 1, tau, limits, target_position, target_rotation, velocity)
+    # else a sample from the future (stamps on another clock than the law's): chased
+
+
 # compiled on first use (a task-space mode's first cycle: the node's warm-up), C-contiguous
 # float64 arrays in
 @njit(cache=True, error_model="numpy")
-def follower_step(goal_position, goal_rotation, position, rotation, linear_velocity,
-                  angular_velocity, limits, dt, new_position, new_rotation,
+def follower_step(goal_position, goal_rotation, goal_stamp, now, stream, position, rotation,
+                  linear_velocity, angular_velocity, limits, dt, new_position, new_rotation,
                   new_linear_velocity, new_angular_velocity, linear_acceleration,
                   angular_acceleration):
     """One step (dt > 0) of ``PoseSetpointFollower`` (the module docstring) from the setpoint
-    (position, rotation, velocities) toward the goal; ``limits``: v_max, a_max, w_max,
-    α_max. The new setpoint and its accelerations written."""
+    (position, rotation, velocities) at the law's time ``now`` − dt toward the goal;
+    ``limits``: v_max, a_max, w_max, α_max (this step's), then the unscaled v_max, w_max (a
+    stream no faster is followed); ``stream``: the stamped samples' memory
+    (``_stream_target``). The new setpoint and its accelerations written."""
+    target_position, target_rotation = np.empty(3), np.empty((3, 3))
+    stream_velocity = np.empty(6)
+    _stream_target(goal_position, goal_rotation, goal_stamp, now - dt, stream, limits,
+                   target_position, target_rotation, stream_velocity)
     error = np.empty(3)
     for i in range(3):
-        error[i] = goal_position[i] - position[i]
-    _bounded_step(error, linear_velocity, limits[0], limits[1], dt, linear_acceleration)
-    rotation_error_log(goal_rotation, rotation, error)
-    _bounded_step(error, angular_velocity, limits[2], limits[3], dt, angular_acceleration)
+        error[i] = target_position[i] - position[i]
+    _bounded_step(error, linear_velocity, stream_velocity[:3], limits[0], limits[1], dt,
+                  linear_acceleration)
+    rotation_error_log(target_rotation, rotation, error)
+    _bounded_step(error, angular_velocity, stream_velocity[3:], limits[2], limits[3], dt,
+                  angular_acceleration)
     for i in range(3):
         new_linear_velocity[i] = linear_velocity[i] + linear_acceleration[i] * dt
         new_angular_velocity[i] = angular_velocity[i] + angular_acceleration[i] * dt
@@ -99,18 +212,24 @@ class PoseSetpointFollower:
                 raise ValueError(f"{name} must be > 0, got {value}")
         self.limits = (max_speed, max_acceleration, max_angular_speed, max_angular_acceleration)
         self.setpoint: TaskReference | None = None
-        self._step_limits = np.empty(4)  # a step's (speed-scaled) limits, for the kernel
+        # a step's (speed-scaled) limits, then the unscaled speeds, for the kernel
+        self._step_limits = np.array([*self.limits, max_speed, max_angular_speed])
+        self._stream = np.zeros(STREAM_SIZE)  # the stamped samples seen (_stream_target)
 
     def reset(self, position: np.ndarray, rotation: np.ndarray) -> None:
-        """Start at rest at this pose."""
+        """Start at rest at this pose (the stamped samples seen forgotten)."""
         self.setpoint = TaskReference(position=np.array(position, float),
                                       rotation=np.array(rotation, float))
+        self._stream[:] = 0.0
 
     def step(self, goal: TaskReference, dt: float,
-             speed_scale: tuple[float, float] = (1.0, 1.0)) -> TaskReference:
+             speed_scale: tuple[float, float] = (1.0, 1.0), now: float = 0.0
+             ) -> TaskReference:
         """Advance by ``dt`` [s] toward ``goal``; the setpoint carries its velocity and
         acceleration as feed-forward. ``speed_scale``: this step's share (0, 1] of the linear
-        and angular speed limits (a task law slowing near a singularity)."""
+        and angular speed limits (a task law slowing near a singularity). ``now`` [s]: the
+        law's time at the step's end, on the clock of the goals' stamps (0: a stamped stream
+        is chased as unstamped goals are)."""
         sp = self.setpoint
         if sp is None:
             raise RuntimeError("reset() the follower before the first step")
@@ -123,8 +242,9 @@ class PoseSetpointFollower:
         position, rotation = np.empty(3), np.empty((3, 3))
         linear_velocity, angular_velocity = np.empty(3), np.empty(3)
         a, alpha = np.empty(3), np.empty(3)
-        follower_step(float_array(goal.position), float_array(goal.rotation),
-                      float_array(sp.position), float_array(sp.rotation),
+        stamp = float(goal.stamp) if now > 0.0 else 0.0
+        follower_step(float_array(goal.position), float_array(goal.rotation), stamp,
+                      float(now), self._stream, float_array(sp.position), float_array(sp.rotation),
                       float_array(sp.linear_velocity), float_array(sp.angular_velocity),
                       self._step_limits, float(dt),
                       position, rotation, linear_velocity, angular_velocity, a, alpha)

@@ -166,7 +166,7 @@ class OperationalSpaceLaw(ControlLaw):
             self.hold_reference(q)
         dt = 0.0 if self._last_t is None else min(max(t - self._last_t, 0.0), _MAX_STEP)
         self._last_t = t
-        sp = self.follower.step(reference, dt)
+        sp = self.follower.step(reference, dt, now=t)
         m, osp = self.model, self.osp
         osp.set_configuration(q)  # transforms, (4.6), J, Λ⁻¹, Λ: one compiled call
         J = osp.J

@@ -251,7 +251,7 @@ class TaskLaw(ControlLaw):
                              intended_velocity=self._posture.intended_velocity.copy())
         dt = 0.0 if self._last_t is None else min(max(t - self._last_t, 0.0), _MAX_STEP)
         self._last_t = t
-        setpoint = self.follower.step(reference, dt, (self.speed_scale, self.speed_scale))
+        setpoint = self.follower.step(reference, dt, (self.speed_scale, self.speed_scale), t)
         res = self.tracker.step(q, v, setpoint)  # J_G, J_D of this cycle's (4.6)
         self._leash(setpoint, res)
         ws = self.workspace

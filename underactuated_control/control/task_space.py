@@ -79,6 +79,9 @@ class TaskReference:
     linear_acceleration: np.ndarray = field(default_factory=lambda: np.zeros(3))
     angular_acceleration: np.ndarray = field(default_factory=lambda: np.zeros(3))
     pointing_direction: np.ndarray | None = None  # for task="pointing" (unit vector)
+    # s: the time this goal is for (its header.stamp, on the law's clock); 0: unstamped.
+    # Stamped goals streamed at most STREAM_INTERVAL apart are followed as a path (limits.py)
+    stamp: float = 0.0
 
 
 @dataclass

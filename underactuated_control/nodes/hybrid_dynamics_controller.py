@@ -471,7 +471,9 @@ class HybridDynamicsController(Node):
             position, R = pose_from_message(msg, self._world_frame())
             if self.plan.law.reference_kind != "pose":
                 raise ValueError(f"mode is '{self.plan.law.mode}' (set mode:=task first)")
-            goal = TaskReference(position=position, rotation=R)
+            stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+            # stamped, a stream of goals is followed as a path (control/limits.py)
+            goal = TaskReference(position=position, rotation=R, stamp=stamp)
             self.plan.law.check_reference(goal)
         except ValueError as exc:
             self.stats["rejected_references"] += 1
@@ -479,7 +481,6 @@ class HybridDynamicsController(Node):
             return
         if self._collision_refuses("~/pose_reference"):
             return
-        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         pending = self._pending_references
         while pending and pending[-1][0] >= stamp:  # a newer message supersedes them
             pending.pop()
