@@ -391,7 +391,8 @@ def _circle(task: str, failing: str | None = None, period: float = 4.0,
     check = JacobianWorkspace(model)
     vmax = np.asarray(model.velocity_limit, float)
     k_fail = round((0.3 + period / 2) / 1e-3)
-    err, drift, speed, status = [], [], [], [""]
+    err, drift, speed, status, statuses = [], [], [], [""], set()
+    q_min = np.full(model.nq, np.inf)
 
     def control(k: int, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         nonlocal ref
@@ -406,6 +407,8 @@ def _circle(task: str, failing: str | None = None, period: float = 4.0,
         law, shaper, mapper = current
         out = shaper.apply(q, v, law.compute(q, v, ref, t, False))
         status[0] = out.status
+        statuses.add(out.status)
+        np.minimum(q_min, q, out=q_min)
         check.set_configuration(q)
         err.append(np.linalg.norm(check.frame_placement(frame)[0] - goal))
         drift.append(np.abs(q - q0).max())
@@ -415,8 +418,9 @@ def _circle(task: str, failing: str | None = None, period: float = 4.0,
     closed_loop(plant, control, round((period + 0.8) / 1e-3))
     after = slice(k_fail if failing is not None else 0, None)
     return {"hand_rms_mm": 1e3 * float(np.sqrt(np.mean(np.square(err[after])))),
+            "hand_max_mm": 1e3 * float(max(err[after])),
             "drift_rad": float(max(drift)), "peak_speed_ratio": float(max(speed[after])),
-            "status": status[0]}
+            "status": status[0], "statuses": sorted(statuses), "q_min": q_min}
 
 
 def test_task_mode_keeps_the_self_motion_on_a_light_wrist_with_friction():
@@ -434,6 +438,36 @@ def test_task_mode_keeps_the_self_motion_on_a_light_wrist_with_friction():
           f"{r['hand_rms_mm']:.2f} mm RMS, joints at most {r['drift_rad']:.3f} rad from the start")
     assert r["drift_rad"] < 0.5
     assert r["hand_rms_mm"] < 4.0
+
+
+def test_a_joint_braked_at_its_limit_leaves_the_hand_to_the_others():
+    """The xarm7, healthy, under gravity, the hand's position round the 5 cm circle, with
+    joint2's lower limit moved to −0.40 rad (the circle takes it to −0.5): the safety layer
+    brakes joint2 at the limit; the other six joints make up the hand's acceleration it no
+    longer gives (``safety_keep_task``, the default: saturation in the null space), so the
+    hand stays on its path. Only clipped (``safety_keep_task:=false``) the hand is dragged off
+    it. Judged on MuJoCo's state: the hand as well as with the URDF's limit (where the
+    circle meets none), and joint2 never past its new limit."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(XARM7)
+    limit = next(j for j in root.findall("joint") if j.get("name") == "joint2").find("limit")
+    limit.set("lower", "-0.40")
+    robot = (ET.tostring(root, encoding="unicode"), FRAME, Q0)
+    free = _circle("position")
+    kept = _circle("position", robot=robot)
+    clipped = _circle("position", robot=robot, safety_keep_task=False)
+    print(f"\n[joint2 at its limit] hand {kept['hand_rms_mm']:.2f} mm RMS (max "
+          f"{kept['hand_max_mm']:.2f}), only clipped {clipped['hand_rms_mm']:.2f} mm (max "
+          f"{clipped['hand_max_mm']:.2f}), no limit met {free['hand_rms_mm']:.2f} mm (max "
+          f"{free['hand_max_mm']:.2f}); joint2 down to {kept['q_min'][1]:.3f} rad "
+          f"({free['q_min'][1]:.3f} with no limit met)")
+    assert free["q_min"][1] < -0.45  # the circle takes joint2 past the new limit
+    assert "safety limits on ['joint2']" in "".join(kept["statuses"])  # which was met
+    assert kept["q_min"][1] >= -0.40 - 0.01
+    assert kept["hand_rms_mm"] < 1.2 * free["hand_rms_mm"]
+    assert kept["hand_max_mm"] < 1.2 * free["hand_max_mm"]
+    assert clipped["hand_max_mm"] > 2.0 * kept["hand_max_mm"]
 
 
 def test_hand_roll_failure_keeps_the_position_with_the_passive_rows_on():

@@ -367,7 +367,8 @@ def test_layer_takes_the_laws_own_accelerations_pinocchio_oracle(passive, mode):
         qdd = ref.aba(q, v, tau)
         scale = max(1.0, np.abs(qdd).max())
         np.testing.assert_allclose(out.qdd_active, qdd[a], atol=1e-9 * scale)
-        own = LawOutput(out.tau_active.copy(), out.qdd_passive.copy(), status=out.status)
+        own = LawOutput(out.tau_active.copy(), out.qdd_passive.copy(), status=out.status,
+                        task_rows=out.task_rows)
         overrode += layer.apply(q, v, out)
         shaped, acceleration = out.tau_active.copy(), layer.acceleration.copy()
         slowed = layer.slowed_joints.copy()
@@ -383,6 +384,50 @@ def test_layer_takes_the_laws_own_accelerations_pinocchio_oracle(passive, mode):
         np.testing.assert_array_equal(layer.slowed_joints, braked)
         np.testing.assert_array_equal(slowed, braked)
     assert 0 < overrode < 12  # both paths of the layer were compared
+
+
+def test_pinned_joints_leave_their_task_rows_to_the_others():
+    """``keep_task_rows`` (saturation in the null space): whatever the law asked, the result is
+    within the bounds, the joints pinned stay pinned at a bound, and the task rows' acceleration
+    A qdd is never further from the law's than the plain clip leaves it; where the other
+    joints' task columns keep full row rank (σ_min above ε: the undamped solve) and their
+    minimum-norm make-up stays within their bounds, that is the answer: A qdd the law's."""
+    from underactuated_control.control.limits import keep_task_rows
+
+    rng = np.random.default_rng(23)
+    kept = 0
+    for trial in range(400):
+        k, n = (3, 6) if trial % 2 else (6, 7)
+        A = rng.normal(size=(k, n))
+        law_qdd = rng.normal(size=n) * 4.0
+        lo, hi = -rng.uniform(0.5, 6.0, n), rng.uniform(0.5, 6.0, n)
+        first = (law_qdd < lo) | (law_qdd > hi)
+        pinned, out = first.copy(), np.empty(n)
+        keep_task_rows(law_qdd, lo, hi, pinned, A, 1e-2, 5e-2, out)
+        assert np.all(out >= lo) and np.all(out <= hi)
+        assert np.all(pinned[first])
+        at_bound = np.isclose(out, lo, rtol=0, atol=1e-12) | np.isclose(out, hi, rtol=0,
+                                                                          atol=1e-12)
+        assert np.all(at_bound[pinned])
+        lost_by_clip = np.linalg.norm(A @ (np.clip(law_qdd, lo, hi) - law_qdd))
+        lost = np.linalg.norm(A @ (out - law_qdd))
+        assert lost <= lost_by_clip + 1e-9 * (1.0 + lost_by_clip)
+        free = ~first
+        if not first.any() or free.sum() < k or np.linalg.svd(
+                A[:, free], compute_uv=False)[-1] <= 1e-2:
+            continue
+        # the free joints making up the loss, by the minimum-norm solution (NumPy's pinv):
+        # where that stays within their bounds, it is the answer, and the task rows are kept
+        clipped = np.clip(law_qdd, lo, hi)
+        made_up = clipped.copy()
+        made_up[free] -= np.linalg.pinv(A[:, free]) @ (A[:, first] @ (clipped - law_qdd)[first])
+        if np.all(made_up[free] >= lo[free]) and np.all(made_up[free] <= hi[free]):
+            np.testing.assert_allclose(out, made_up, atol=1e-9 * max(1.0, np.abs(out).max()))
+            np.testing.assert_allclose(A @ out, A @ law_qdd, atol=1e-9 * max(
+                1.0, np.abs(A @ law_qdd).max()))
+            np.testing.assert_array_equal(pinned, first)
+            kept += 1
+    assert kept > 20  # the case that matters was met
 
 
 @pytest.mark.parametrize("own", [True, False], ids=["law's accelerations", "forward pass"])

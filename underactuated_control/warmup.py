@@ -144,6 +144,8 @@ def warm_law(law_class: type, model: RobotModel, settings: dict[str, Any], frame
         # the command's stages (safety layer, friction compensation) and the effort map, as
         # the node runs them
         mapper.map(shaper.apply(q, v, out).tau_active)
+    if out.task_rows is not None:  # an override that keeps the task (safety_keep_task)
+        shaper.safety.warm_kernels()
     return time.perf_counter() - t0
 
 

@@ -57,6 +57,11 @@ class LawOutput:
     # dynamics
     qdd_active: np.ndarray | None = None
     tau_passive: np.ndarray | None = None
+    # (S, J_G): the rows S (k, 6) of the task frame's acceleration [linear; angular] the law
+    # sets, S J_G qdd_a of (6.10), and the J_G (6, n_active) it solved with: where the safety
+    # layer bounds some joints, the others keep these rows (``limits.keep_task_rows``); None:
+    # the bounded joints are only clipped
+    task_rows: tuple[np.ndarray, np.ndarray] | None = None
 
 
 class ControlLaw(ABC):

@@ -30,7 +30,13 @@ and at most 5 k (v_max − s) toward its URDF velocity limit v_max (one compiled
 
 ``SafetyLayer``: those bounds for every mode, on the accelerations the law's torques imply
 (forward dynamics, or the law's own hybrid solve), the torques recomputed by the hybrid
-recursion when a bound bites.
+recursion when a bound bites. Where the law names the task rows it sets
+(``LawOutput.task_rows``: S and J_G of S J_G qdd_a, (6.10)), the joints a bound pins are taken
+out of the task and the others make up the task acceleration they no longer give, within
+their own bounds (``keep_task_rows``: saturation in the null space, Flacco, De Luca & Khatib
+2015, at the acceleration level), so that a joint braked at its limit does not take the hand
+with it while the rest of the arm can still move it; the plain clip where keeping the task
+would need torques past the effort limits.
 ``ReachCheck``: the reach test of every pose-goal mode.
 """
 
@@ -52,10 +58,10 @@ from ..parameters import ParameterSpec
 from ..passive_forces import PassiveForceModel
 from ..spatial import rotation_error_log, rotation_exp
 from .law import LawOutput
-from .task_space import TaskReference
+from .task_space import TaskReference, _damped_solve
 
 __all__ = ["PoseSetpointFollower", "JointLimitGuard", "ReachCheck", "SafetyLayer",
-           "acceleration_bounds", "clamp_to_bounds", "follower_step"]
+           "acceleration_bounds", "clamp_to_bounds", "follower_step", "keep_task_rows"]
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -78,13 +84,23 @@ def _bounded_step(error, velocity, feed_forward, v_max, a_max, dt, out):
         out[i] = out[i] * shrink / dt
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def _turned(w, R, out):
+    """Exp(w) R into ``out`` (w a rotation vector, rad)."""
+    turn = np.empty((3, 3))
+    rotation_exp(w, turn)
+    for i in range(3):
+        for j in range(3):
+            out[i, j] = turn[i, 0] * R[0, j] + turn[i, 1] * R[1, j] + turn[i, 2] * R[2, j]
+
+
 STREAM_INTERVAL = 0.25  # s: stamped samples at most this far apart are a stream
 STREAM_DELAY = 1.5  # sample spacings the target runs behind the law's time: half a spacing
 # of slack for a sample that reaches the law after its stamp (stamped at publication)
 
 # the stream's memory (PoseSetpointFollower._stream): the last three stamped samples, newest
 # first, each position (3), rotation row by row (9), stamp (1); then how many were seen (≤ 3)
-_SAMPLE = 13
+_R, _STAMP, _SAMPLE = 3, 12, 13  # offsets in a sample, its size
 _SEEN = 3 * _SAMPLE
 STREAM_SIZE = _SEEN + 1
 
@@ -96,13 +112,13 @@ def _segment_target(stream, k, tau, limits, target_position, target_rotation, ve
     at rest); False (nothing written) when the two are no stream: too far apart, or joined
     faster than the speed limits (a jump)."""
     new, old = k * _SAMPLE, (k + 1) * _SAMPLE
-    spacing = stream[new + 12] - stream[old + 12]
+    spacing = stream[new + _STAMP] - stream[old + _STAMP]
     if not 0.0 < spacing <= STREAM_INTERVAL:
         return False
     new_rotation, old_rotation = np.empty((3, 3)), np.empty((3, 3))
     for i in range(9):
-        new_rotation[i // 3, i % 3] = stream[new + 3 + i]
-        old_rotation[i // 3, i % 3] = stream[old + 3 + i]
+        new_rotation[i // 3, i % 3] = stream[new + _R + i]
+        old_rotation[i // 3, i % 3] = stream[old + _R + i]
     turn = np.empty(3)
     rotation_error_log(new_rotation, old_rotation, turn)  # Log(R_k R_{k+1}ᵀ)
     speed, angular_speed = 0.0, 0.0
@@ -111,7 +127,7 @@ def _segment_target(stream, k, tau, limits, target_position, target_rotation, ve
         angular_speed += (turn[i] / spacing) ** 2
     if speed > limits[4] ** 2 or angular_speed > limits[5] ** 2:
         return False
-    into = min(tau - stream[old + 12], spacing)  # s into the segment
+    into = min(tau - stream[old + _STAMP], spacing)  # s into the segment
     moving = 1.0 if into >= 0.0 else 0.0  # before it: at its start, still (a stream begins)
     into = max(into, 0.0)
     for i in range(3):
@@ -119,12 +135,7 @@ def _segment_target(stream, k, tau, limits, target_position, target_rotation, ve
         velocity[3 + i] = moving * turn[i] / spacing
         target_position[i] = stream[old + i] + velocity[i] * into
         turn[i] = velocity[3 + i] * into
-    ahead = np.empty((3, 3))
-    rotation_exp(turn, ahead)
-    for i in range(3):  # Exp(ω_s into) R_{k+1}
-        for j in range(3):
-            target_rotation[i, j] = ahead[i, 0] * old_rotation[0, j] + \
-                ahead[i, 1] * old_rotation[1, j] + ahead[i, 2] * old_rotation[2, j]
+    _turned(turn, old_rotation, target_rotation)  # Exp(ω_s into) R_{k+1}
     return True
 
 
@@ -142,23 +153,25 @@ def _stream_target(goal_position, goal_rotation, goal_stamp, now, stream, limits
     if not goal_stamp > 0.0:  # unstamped: chased, and no stream
         stream[_SEEN] = 0.0
         return
-    if stream[_SEEN] == 0.0 or goal_stamp != stream[12]:  # a new sample: shift the others
+    if stream[_SEEN] == 0.0 or goal_stamp != stream[_STAMP]:  # a new sample: shift the others
         for i in range(2 * _SAMPLE - 1, -1, -1):
             stream[_SAMPLE + i] = stream[i]
         for i in range(3):
             stream[i] = goal_position[i]
         for i in range(9):
-            stream[3 + i] = goal_rotation[i // 3, i % 3]
-        stream[12] = goal_stamp
+            stream[_R + i] = goal_rotation[i // 3, i % 3]
+        stream[_STAMP] = goal_stamp
         stream[_SEEN] = min(stream[_SEEN] + 1.0, 3.0)
     if stream[_SEEN] < 2.0:
         return  # the first sample
-    tau = now - STREAM_DELAY * (stream[12] - stream[_SAMPLE + 12])
-    if not tau < stream[12]:
+    newest, previous, earlier = stream[_STAMP], stream[_SAMPLE + _STAMP], \
+        stream[2 * _SAMPLE + _STAMP]
+    tau = now - STREAM_DELAY * (newest - previous)
+    if not tau < newest:
         return  # the newest reached: the stream stopped or runs late
-    if tau >= stream[_SAMPLE + 12] or stream[_SEEN] < 3.0:
+    if tau >= previous or stream[_SEEN] < 3.0:
         _segment_target(stream, 0, tau, limits, target_position, target_rotation, velocity)
-    elif tau >= stream[2 * _SAMPLE + 12] - STREAM_INTERVAL:  # still on the segment before
+    elif tau >= earlier - STREAM_INTERVAL:  # still on the segment before
         _segment_target(stream, 1, tau, limits, target_position, target_rotation, velocity)
     # else a sample from the future (stamps on another clock than the law's): chased
 
@@ -192,12 +205,7 @@ def follower_step(goal_position, goal_rotation, goal_stamp, now, stream, positio
         new_angular_velocity[i] = angular_velocity[i] + angular_acceleration[i] * dt
         new_position[i] = position[i] + new_linear_velocity[i] * dt
         error[i] = new_angular_velocity[i] * dt
-    turn = np.empty((3, 3))
-    rotation_exp(error, turn)
-    for i in range(3):  # Exp(ω dt) R
-        for j in range(3):
-            new_rotation[i, j] = turn[i, 0] * rotation[0, j] + turn[i, 1] * rotation[1, j] + \
-                turn[i, 2] * rotation[2, j]
+    _turned(error, rotation, new_rotation)  # Exp(ω dt) R
 
 
 class PoseSetpointFollower:
@@ -304,6 +312,39 @@ def clamp_to_bounds(qdd, lo, hi, limited):
             qdd[i] = y
             n += 1
     return n
+
+
+def keep_task_rows(law_qdd: np.ndarray, lo: np.ndarray, hi: np.ndarray, pinned: np.ndarray,
+                   A: np.ndarray, eps: float, max_damping: float, out: np.ndarray) -> None:
+    """The law's active accelerations ``law_qdd`` within the bounds [lo, hi], keeping the task
+    rows A qdd (A = S J_G, k × n_active) where the free joints can: the joints ``pinned``
+    (bounded already; updated in place) are held at the bound they cross, the task
+    acceleration that takes away, A_p (clip(qdd_p) − law_qdd_p), is made up by the free joints
+    through the damped least squares of A_f (σ_min below ``eps``: damping up to
+    ``max_damping``, ``_damped_solve``); a free joint that this pushes past a bound is pinned
+    too and the solve repeated (at most n_active times). ``out``: the bounded accelerations
+    (clipped at the end: the bounds hold whatever the task loses), or the plain clip where
+    that loses less of the task (the pins are chosen greedily; ``pinned`` then the clip's)."""
+    n = law_qdd.shape[0]
+    first = pinned.copy()
+    held = np.clip(law_qdd, lo, hi)  # a pinned joint's acceleration: its bound
+    qdd = held
+    for _ in range(n):
+        free = ~pinned
+        qdd = np.where(pinned, held, law_qdd)
+        if free.any() and pinned.any():
+            lost = A[:, pinned] @ (held[pinned] - law_qdd[pinned])  # the task rows' loss
+            qdd[free] -= _damped_solve(A[:, free], lost, eps, max_damping)[0]
+        crossed = free & ((qdd < lo) | (qdd > hi))
+        if not crossed.any():
+            break
+        held[crossed] = np.clip(qdd[crossed], lo[crossed], hi[crossed])
+        pinned |= crossed
+    np.clip(qdd, lo, hi, out=out)
+    clipped = np.clip(law_qdd, lo, hi)
+    if np.linalg.norm(A @ (clipped - law_qdd)) < np.linalg.norm(A @ (out - law_qdd)):
+        out[:] = clipped
+        pinned[:] = first
 
 
 class JointLimitGuard:
@@ -430,6 +471,10 @@ class SafetyLayer:
                       low=0.0, high=1.0),
         ParameterSpec("velocity_limit_scale", 1.0, "the active joints' speed bound: the URDF "
                       "<limit velocity> times this", unit="1", low=0.01, high=10.0),
+        ParameterSpec("safety_keep_task", True, "where a bound pins some active joints, the "
+                      "others make up the task acceleration they no longer give, within their "
+                      "own bounds and the effort limits (task mode, no failure reaction in "
+                      "force); false: the pinned joints are only clipped"),
     )
 
     def __init__(self, model: RobotModel, settings: Mapping[str, Any],
@@ -439,6 +484,10 @@ class SafetyLayer:
 
         self.model = model
         self.enabled = bool(get("safety_limits"))
+        self.keep_task = bool(get("safety_keep_task"))
+        # the damped solve of the free joints' task rows (task mode's own: TaskLaw parameters)
+        self._solve = (float(settings.get("task_singular_threshold", 1e-2)),
+                       float(settings.get("task_max_damping", 5e-2)))
         self.guard = self.guard_for(model, settings)
         shared = workspace.shared if workspace is not None else Workspace(model)
         self._forward = shared.hybrid("passive")  # forward dynamics (ABA)
@@ -496,6 +545,7 @@ class SafetyLayer:
             self.acceleration = self._qdd_a
             if limited == 0:
                 return False
+            clipped = self._keep_task(q, v, out, out.qdd_active)
             tau_p = out.tau_passive
         else:  # the forward dynamics of the law's intent (before the effort clamp)
             tau = self._tau
@@ -508,9 +558,11 @@ class SafetyLayer:
                 return False
             np.take(qdd, a, out=self._qdd_a)
             self.acceleration = self._qdd_a
+            law_qdd = self._qdd_a.copy() if out.task_rows is not None else None
             if self.guard.clamp_in_place(q, v, self._qdd_a) == 0:
                 self.braked(v)
                 return False
+            clipped = self._keep_task(q, v, out, law_qdd)
         res = self._hybrid.compute(q, v, self._qdd_a, tau_p)  # (5.4) with the bounded qdd_a
         self._tau_out[:] = res.tau_active
         self._qdd_p_out[:] = res.qdd_passive
@@ -521,7 +573,14 @@ class SafetyLayer:
             r = reserve()
             hi -= r
             lo -= r
-        if np.any((self._tau_out > hi) | (self._tau_out < lo)):
+        beyond = np.any((self._tau_out > hi) | (self._tau_out < lo))
+        if beyond and clipped is not None:  # the task kept only within the effort limits
+            self._qdd_a[:], self.guard.active[:] = clipped
+            res = self._hybrid.compute(q, v, self._qdd_a, tau_p)
+            self._tau_out[:] = res.tau_active
+            self._qdd_p_out[:] = res.qdd_passive
+            beyond = np.any((self._tau_out > hi) | (self._tau_out < lo))
+        if beyond:
             self._within_effort(q, v, tau_p)
         out.tau_active, out.qdd_passive = self._tau_out, self._qdd_p_out
         self.overrides += 1
@@ -531,6 +590,29 @@ class SafetyLayer:
         out.status = f"{out.status} safety limits on {self.limited_joints}".strip()
         self.braked(v)
         return True
+
+    def warm_kernels(self) -> None:
+        """Compile what an override that keeps the task runs (``keep_task_rows``' damped
+        solve), for the node's warm-up, whose cycles seldom meet a bound."""
+        if self.keep_task:
+            keep_task_rows(np.array([2.0, 0.0]), -np.ones(2), np.ones(2),
+                           np.array([True, False]), np.ones((1, 2)), *self._solve, np.empty(2))
+
+    def _keep_task(self, q: np.ndarray, v: np.ndarray, out: LawOutput,
+                   law_qdd: np.ndarray | None) -> tuple[np.ndarray, np.ndarray] | None:
+        """Where the law names its task rows, the clipped ``_qdd_a`` redone by
+        ``keep_task_rows`` (the guard's ``active`` then flags every joint pinned); returns
+        the clipped accelerations and flags (to fall back on where the torques that keep the
+        task would pass the effort limits), None when nothing was redone."""
+        if not self.keep_task or out.task_rows is None or law_qdd is None:
+            return None
+        clipped = (self._qdd_a.copy(), self.guard.active.copy())
+        lo, hi = self.guard.bounds(q, v)
+        S, J_G = out.task_rows
+        A = np.asarray(S, float) @ np.asarray(J_G, float)
+        keep_task_rows(np.asarray(law_qdd, float), lo, hi, self.guard.active, A, *self._solve,
+                       self._qdd_a)
+        return clipped
 
     def braked(self, v: np.ndarray) -> np.ndarray:
         """The active joints the last apply's command slows down where a bound bit or beyond

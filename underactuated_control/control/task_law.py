@@ -271,7 +271,10 @@ class TaskLaw(ControlLaw):
             status = f"{status}; {self.reaction.status}" if status else self.reaction.status
         return LawOutput(res.tau_active, res.qdd_passive, ws.J_G, ws.J_D, status,
                          intended_velocity=res.intended_velocity, qdd_active=res.qdd_active,
-                         tau_passive=res.tau_passive)
+                         tau_passive=res.tau_passive,
+                         # the safety layer keeps the task rows with the other joints (not
+                         # after a failure: the reaction decides what is attainable)
+                         task_rows=res.task_rows if self.reaction is None else None)
 
     def _relatch(self, q: np.ndarray, v: np.ndarray) -> None:
         """The setpoint moved to the measured hand, moving with it, when a kept pose steps

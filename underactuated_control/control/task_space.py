@@ -104,6 +104,8 @@ class TrackingResult:
     orientation_error_norm: float = 0.0  # |orientation_error| rad
     # max over the active joints of |intended_velocity| / URDF velocity limit (0 without one)
     intended_speed_ratio: float = 0.0
+    # (S, J_G): the task's rows (k, 6) and the J_G (6, n_active) it was solved with (6.10)
+    task_rows: tuple[np.ndarray, np.ndarray] | None = None
 
 
 class EndEffectorTracker:
@@ -362,7 +364,8 @@ class EndEffectorTracker:
             frame_acceleration_desired=a_des, position_error=e_pos, orientation_error=e_rot,
             singular=bool(task_sigma_min < eps), sigma_min=task_sigma_min, damping=lam,
             intended_velocity=intended, tau_passive=tau_p, position_error_norm=e_pos_norm,
-            orientation_error_norm=e_rot_norm, intended_speed_ratio=speed_ratio)
+            orientation_error_norm=e_rot_norm, intended_speed_ratio=speed_ratio,
+            task_rows=(S, J_G))
 
     def _posture_and_gains(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The posture the self-motion is pulled toward (latched at ``q`` the first time
@@ -444,7 +447,7 @@ class EndEffectorTracker:
             singular=bool(sigma_min < self.singular_threshold), sigma_min=sigma_min,
             damping=lam, intended_velocity=X[:, 1], tau_passive=tau_p,
             position_error_norm=e_pos_norm, orientation_error_norm=e_rot_norm,
-            intended_speed_ratio=speed_ratio)
+            intended_speed_ratio=speed_ratio, task_rows=(S, ws.J_G))
 
 
 def _ratio(kp: float, kd: float) -> float:
