@@ -201,6 +201,63 @@ def test_layer_keeps_room_in_the_effort_limits_for_a_later_stages_torques():
     assert checked >= 5
 
 
+def test_layer_keeps_the_task_rows_only_within_the_effort_limits():
+    """A law naming its task rows (the hand's position, S J_G of the workspace): the layer that
+    keeps them (``safety_keep_task``) gives accelerations within the bounds (Pinocchio's ABA of
+    its torques) and torques within the effort limits less the reserve, as the plain clip
+    does, and loses no more of the rows' acceleration than the clip; where keeping them needs
+    more than the effort limits it is the clip, bit for bit."""
+    from underactuated_control.control.limits import SafetyLayer, keep_task_rows
+    from underactuated_control.jacobians import JacobianWorkspace
+
+    model, layer, ref, LawOutput = _layer_case(["joint2"])
+    plain = SafetyLayer(model, {"safety_keep_task": False}, JacobianWorkspace(model))
+    ws = JacobianWorkspace(model)
+    a, p = model.active_dofs, model.passive_dofs
+    effort = np.asarray(model.effort_limit, float)[a]
+    S = np.eye(6)[:3]
+    rng = np.random.default_rng(9)
+    kept = fell_back = 0
+    for _ in range(60):
+        q = model.random_configuration(rng, scale=1.0)
+        v = rng.uniform(-3.0, 3.0, model.nv)
+        reserve = rng.uniform(-0.2, 0.2, len(a)) * effort
+        tau_p = layer.passive_forces(q, v).copy()
+        J_G = ws.generalized("tool", q)[0].copy()
+        A = S @ J_G
+        tau_law = rng.uniform(-3.0, 3.0, len(a)) * effort
+        tau = np.zeros(model.nv)
+        tau[a], tau[p] = tau_law, tau_p
+        law_qdd = ref.aba(q, v, tau)[a]
+        out = LawOutput(tau_law.copy(), np.zeros(len(p)), task_rows=(S, J_G))
+        clipped = LawOutput(tau_law.copy(), np.zeros(len(p)))
+        if not plain.apply(q, v, clipped, lambda reserve=reserve: reserve):
+            continue
+        assert layer.apply(q, v, out, lambda reserve=reserve: reserve)
+        lo, hi = (x.copy() for x in layer.guard.bounds(q, v))
+        assert np.all(np.abs(out.tau_active + reserve) <= effort * (1 + 1e-9))
+        tau[a] = out.tau_active
+        qdd = ref.aba(q, v, tau)[a]
+        scale = max(1.0, np.abs(qdd).max())
+        assert np.all(qdd >= lo - 1e-8 * scale) and np.all(qdd <= hi + 1e-8 * scale)
+        loss, clip_loss = (np.linalg.norm(A @ (x - law_qdd)) for x in (qdd, plain.acceleration))
+        assert loss <= clip_loss + 1e-8 * scale
+        wanted = np.empty(len(a))
+        keep_task_rows(law_qdd, lo, hi, (law_qdd < lo) | (law_qdd > hi), A, 1e-2, 5e-2, wanted)
+        if np.allclose(wanted, np.clip(law_qdd, lo, hi), rtol=0, atol=1e-9 * scale):
+            continue  # nothing to keep
+        if loss < clip_loss - 1e-6 * scale:
+            kept += 1
+        else:  # keeping them asked more than the effort limits
+            tau_kept, _ = ref.dense_hybrid(q, v, wanted, tau_p, a, p)
+            assert np.any(np.abs(tau_kept + reserve) > effort)
+            np.testing.assert_array_equal(out.tau_active, clipped.tau_active)
+            fell_back += 1
+    print(f"\n[task rows kept] {kept} cycles kept them within the effort limits, "
+          f"{fell_back} fell back to the clip")
+    assert kept >= 3 and fell_back >= 3, (kept, fell_back)
+
+
 def test_layer_leaves_a_command_within_the_bounds_alone_and_can_be_switched_off():
     model, layer, ref, LawOutput = _layer_case(["joint2"])
     q = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])
