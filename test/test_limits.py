@@ -258,6 +258,71 @@ def test_layer_keeps_the_task_rows_only_within_the_effort_limits():
     assert kept >= 3 and fell_back >= 3, (kept, fell_back)
 
 
+@pytest.mark.parametrize("own", [True, False], ids=["law's accelerations", "forward pass"])
+def test_a_command_the_motors_cut_is_kept_within_the_bounds_pinocchio_oracle(own):
+    """No bound bites the law's accelerations, but its torques plus the friction stage's pass
+    the effort limits: the motors cut them. Where the cut command's accelerations (Pinocchio's
+    ABA of the cut total less the compensation, which cancels the joints' friction) stay
+    within the bounds, the shaper's command is the law's plus the compensation, bit for bit;
+    where they would pass a bound the layer overrides: accelerations within the bounds, on
+    the segment from the least ones within the bounds to the law's, and the total within the
+    effort limits but for what the compensation adds at those accelerations over the room it
+    was given (its h a and a braked joint's dry friction). URDF damping and friction doubled."""
+    from underactuated_control.control.command import CommandShaper
+    from underactuated_control.jacobians import JacobianWorkspace
+
+    doubled = {"damping_compensation_scale": 2.0, "friction_compensation_scale": 2.0}
+    model, _, ref, LawOutput = _layer_case(["joint2"])
+    shaper = CommandShaper(model, doubled, JacobianWorkspace(model))
+    layer, friction = shaper.safety, shaper.friction
+    a, p = model.active_dofs, model.passive_dofs
+    effort = np.asarray(model.effort_limit, float)[a]
+    slack = 2.0 * (model.damping[a] * 1e-3 + model.friction[a])  # h d |a| per rad/s², f_c
+    rng = np.random.default_rng(11)
+    left = scaled = 0
+    for _ in range(400):
+        q = model.random_configuration(rng, scale=1.0)
+        v = rng.uniform(-2.0, 2.0, model.nv)
+        tau_p = layer.passive_forces(q, v).copy()
+        lo, hi = (x.copy() for x in layer.guard.bounds(q, v))
+        law_qdd = rng.uniform(np.maximum(lo, -300.0), np.minimum(hi, 300.0))
+        tau_law, qdd_p = ref.dense_hybrid(q, v, law_qdd, tau_p, a, p)
+        intent = rng.uniform(-2.5, 2.5, len(a))
+        out = LawOutput(tau_law.copy(), np.array(qdd_p), intended_velocity=intent,
+                        qdd_active=law_qdd.copy() if own else None,
+                        tau_passive=tau_p.copy() if own else None)
+        shaper.apply(q, v, out)
+        assert not layer.guard.active.any()  # no bound bites the law's accelerations
+        compensation = friction.torque.copy()
+        tau = np.zeros(model.nv)
+        tau[p] = tau_p
+        if not layer.overrode:  # left alone: the law's plus the compensation
+            np.testing.assert_array_equal(out.tau_active, tau_law + compensation)
+            if not np.any(np.abs(out.tau_active) > effort):
+                continue
+            tau[a] = np.clip(out.tau_active, -effort, effort) - compensation
+            cut = ref.aba(q, v, tau)[a]  # what the motors give
+            scale = max(1.0, np.abs(cut).max())
+            assert np.all(cut >= lo - 1e-9 * scale) and np.all(cut <= hi + 1e-9 * scale)
+            left += 1
+            continue
+        assert "safety limits on" in out.status
+        tau[a] = out.tau_active - compensation
+        qdd = ref.aba(q, v, tau)[a]
+        scale = max(1.0, np.abs(law_qdd).max())
+        assert np.all(qdd >= lo - 1e-8 * scale) and np.all(qdd <= hi + 1e-8 * scale)
+        qdd_s = np.clip(0.0, lo, hi)
+        alpha = np.dot(qdd - qdd_s, law_qdd - qdd_s) / np.dot(law_qdd - qdd_s, law_qdd - qdd_s)
+        assert -1e-9 <= alpha < 1.0
+        np.testing.assert_allclose(qdd, qdd_s + alpha * (law_qdd - qdd_s), atol=1e-7 * scale)
+        tau_s, _ = ref.dense_hybrid(q, v, qdd_s, tau_p, a, p)
+        if np.all(np.abs(tau_s + compensation) < effort - slack * (1.0 + np.abs(qdd))):
+            assert np.all(np.abs(out.tau_active) <= effort + slack * (1.0 + np.abs(qdd)))
+        scaled += 1
+    print(f"\n[cut by the motors] {left} left alone, {scaled} scaled within the bounds")
+    assert left >= 3 and scaled >= 3, (left, scaled)
+
+
 def test_layer_leaves_a_command_within_the_bounds_alone_and_can_be_switched_off():
     model, layer, ref, LawOutput = _layer_case(["joint2"])
     q = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])

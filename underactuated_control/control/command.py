@@ -8,6 +8,10 @@
    (xarm7's joint3: 17 of its 30 N·m of damping compensation at 3.4 rad/s).
 2. ``friction.FrictionCompensation``: the URDF ``<dynamics>`` damping and dry friction of the
    active joints, compensated as feed-forward (the laws plan in a frictionless model).
+3. Where the layer left the law's torques and the total of 1-2 passes the effort limits, the
+   accelerations of the command the motors cut from it are checked against the same bounds
+   (``SafetyLayer.cut_by_motors``); where they pass one, the layer's scaled torques replace
+   the law's and stage 2 runs again on them.
 
 The effort limits come last (the node's ``EffortMapper``). The node and the in-process loops
 use the same shaper, so an offline run sees the command the wire carries.
@@ -51,9 +55,16 @@ class CommandShaper:
         if friction.enabled and not out.friction_compensated:
             reserve = partial(friction.compensation, q, v, out.intended_velocity)
         safety.apply(q, v, out, reserve)
+        law_tau = out.tau_active
+        self._compensate(q, v, out)
+        if safety.cut_by_motors(q, v, out, law_tau, reserve):  # the layer's torques instead
+            self._compensate(q, v, out)
+        return out
+
+    def _compensate(self, q: np.ndarray, v: np.ndarray, out: LawOutput) -> None:
+        safety, friction = self.safety, self.friction
         if safety.acceleration is None or out.intended_velocity is None:
             # no intent (a law that gives none): the viscous part on v, as measured
             friction.apply(q, v, out)
         else:
             friction.apply(q, v, out, safety.acceleration, safety.slowed_joints)
-        return out

@@ -30,7 +30,10 @@ and at most 5 k (v_max − s) toward its URDF velocity limit v_max (one compiled
 
 ``SafetyLayer``: those bounds for every mode, on the accelerations the law's torques imply
 (forward dynamics, or the law's own hybrid solve), the torques recomputed by the hybrid
-recursion when a bound bites. Where the law names the task rows it sets
+recursion when a bound bites, or when the law's torques pass the effort limits and the
+command the motors cut from them would give accelerations past the bounds (those are scaled
+toward the least accelerations within the bounds, as far as the effort limits allow). Where
+the law names the task rows it sets
 (``LawOutput.task_rows``: S and J_G of S J_G qdd_a, (6.10)), the joints a bound pins are taken
 out of the task and the others make up the task acceleration they no longer give, within
 their own bounds (``keep_task_rows``: saturation in the null space, Flacco, De Luca & Khatib
@@ -393,6 +396,11 @@ class JointLimitGuard:
         return self._lo, self._hi
 
     @property
+    def last_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """The bounds the last ``bounds`` or clamp computed (its (q, v)'s; no recomputation)."""
+        return self._lo, self._hi
+
+    @property
     def kernel_arguments(self) -> tuple:
         """What ``acceleration_bounds`` takes after q and v, before (lo, hi)."""
         return (self._q_index, self._v_index, self.lower, self.upper, self.speed, self.braking,
@@ -455,8 +463,11 @@ class SafetyLayer:
     hybrid recursion (section 5) with the bounded qdd_a and the same T_p (scaled toward the
     least accelerations within the bounds when they would need more than the effort limits,
     less the ``reserve`` a later stage adds, which the motors would clip into other
-    accelerations), and the law's status names the joints. ``overrides`` counts the cycles it
-    changed, ``limited_joints`` are the joints of the last one.
+    accelerations), and the law's status names the joints. Where no bound bites but the law's
+    torques pass the effort limits, the accelerations the motors' cut command gives are checked
+    against the bounds too (forward dynamics), and scaled the same way where they would pass
+    them (the status naming the joints past their effort limits). ``overrides`` counts the
+    cycles it changed, ``limited_joints`` are the joints of the last one.
     """
 
     parameters: ClassVar[tuple[ParameterSpec, ...]] = (
@@ -503,6 +514,7 @@ class SafetyLayer:
         self._effort = np.where(effort > 0, effort, np.inf)  # the node's command clamp
         self._effort_hi, self._effort_lo = np.zeros(len(self._a)), np.zeros(len(self._a))
         self._qdd_p_out = np.zeros(len(self._p))
+        self._tau_p = np.zeros(len(self._p))  # the T_p of the last apply
         self._empty = np.zeros(0)
         self.overrides = 0
         self.overrode = False  # in the last apply
@@ -531,7 +543,9 @@ class SafetyLayer:
               reserve: Callable[[], np.ndarray] | None = None) -> bool:
         """Bound ``out`` in place; True when it was changed (``overrode``). ``reserve()``: the
         torques a later stage adds (the friction compensation), kept room for within the
-        effort limits when the layer overrides (called only then)."""
+        effort limits when the layer overrides (called only then). A command it leaves may
+        still be cut by the motors: ``cut_by_motors``, once the later stages have added
+        theirs."""
         self.overrode = False
         self.acceleration = None
         if not self.enabled:
@@ -543,14 +557,14 @@ class SafetyLayer:
             if limited < 0:
                 return False  # a non-finite command: the caller refuses it
             self.acceleration = self._qdd_a
+            self._tau_p = tau_p = out.tau_passive
             if limited == 0:
                 return False
-            clipped = self._keep_task(q, v, out, out.qdd_active)
-            tau_p = out.tau_passive
+            clipped = self._keep_task(out, out.qdd_active)
         else:  # the forward dynamics of the law's intent (before the effort clamp)
             tau = self._tau
             tau[a] = out.tau_active
-            tau_p = self.passive_forces(q, v)
+            self._tau_p = tau_p = self.passive_forces(q, v)
             tau[self._p] = tau_p
             try:
                 qdd = self._forward.compute(q, v, self._empty, tau).qdd
@@ -562,10 +576,22 @@ class SafetyLayer:
             if self.guard.clamp_in_place(q, v, self._qdd_a) == 0:
                 self.braked(v)
                 return False
-            clipped = self._keep_task(q, v, out, law_qdd)
-        res = self._hybrid.compute(q, v, self._qdd_a, tau_p)  # (5.4) with the bounded qdd_a
-        self._tau_out[:] = res.tau_active
-        self._qdd_p_out[:] = res.qdd_passive
+            clipped = self._keep_task(out, law_qdd)
+        hi, lo = self._effort_room(reserve)
+        beyond = self._solve_bounded(q, v, tau_p, hi, lo)
+        if beyond and clipped is not None:  # the task kept only within the effort limits
+            self._qdd_a[:], self.guard.active[:] = clipped
+            beyond = self._solve_bounded(q, v, tau_p, hi, lo)
+        if beyond:
+            self._within_effort(q, v, tau_p)
+        self._overridden(v, out, [self.model.dof_names[d]
+                                  for d, b in zip(a, self.guard.active) if b])
+        return True
+
+    def _effort_room(self, reserve: Callable[[], np.ndarray] | None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """(upper, lower) torques the motors pass of this layer's command: the effort limits
+        less ``reserve()`` (what a later stage adds)."""
         hi, lo = self._effort_hi, self._effort_lo
         np.copyto(hi, self._effort)
         np.negative(self._effort, out=lo)
@@ -573,22 +599,57 @@ class SafetyLayer:
             r = reserve()
             hi -= r
             lo -= r
-        beyond = np.any((self._tau_out > hi) | (self._tau_out < lo))
-        if beyond and clipped is not None:  # the task kept only within the effort limits
-            self._qdd_a[:], self.guard.active[:] = clipped
-            res = self._hybrid.compute(q, v, self._qdd_a, tau_p)
-            self._tau_out[:] = res.tau_active
-            self._qdd_p_out[:] = res.qdd_passive
-            beyond = np.any((self._tau_out > hi) | (self._tau_out < lo))
-        if beyond:
-            self._within_effort(q, v, tau_p)
+        return hi, lo
+
+    def _solve_bounded(self, q: np.ndarray, v: np.ndarray, tau_p: np.ndarray,
+                       hi: np.ndarray, lo: np.ndarray) -> bool:
+        """T_a and qdd_p of (5.4) with ``_qdd_a`` and T_p; True where T_a passes [lo, hi]."""
+        res = self._hybrid.compute(q, v, self._qdd_a, tau_p)
+        self._tau_out[:] = res.tau_active
+        self._qdd_p_out[:] = res.qdd_passive
+        return bool(np.any((self._tau_out > hi) | (self._tau_out < lo)))
+
+    def _overridden(self, v: np.ndarray, out: LawOutput, joints: list[str]) -> None:
+        """``out`` given the layer's command; its status names ``joints``."""
         out.tau_active, out.qdd_passive = self._tau_out, self._qdd_p_out
         self.overrides += 1
         self.overrode = True
-        self.limited_joints = [self.model.dof_names[d] for d, b in zip(a, self.guard.active)
-                               if b]
-        out.status = f"{out.status} safety limits on {self.limited_joints}".strip()
+        self.limited_joints = joints
+        out.status = f"{out.status} safety limits on {joints}".strip()
         self.braked(v)
+
+    def cut_by_motors(self, q: np.ndarray, v: np.ndarray, out: LawOutput,
+                      law_tau: np.ndarray, reserve: Callable[[], np.ndarray] | None) -> bool:
+        """After ``apply`` left the law's torques ``law_tau`` as they were and the later
+        stages added theirs (``out.tau_active`` the total): where the total passes the effort
+        limits the motors cut it, and the accelerations the cut command gives may pass the
+        bounds (Tiago's shoulder, failed: a law leaving its damped solve asked 36.5 N·m of
+        ``arm_2_joint``, and ``arm_5_joint`` went from −0.68 to −2.35 rad/s in 3 ms). Those
+        (the forward dynamics of the cut total less what the stages added, with T_p) are
+        checked against the bounds, and where they pass one the law's accelerations are scaled
+        toward the least ones within the bounds as far as the effort limits less ``reserve()``
+        allow (``_within_effort``): ``out`` then holds the layer's torques (to go through the
+        later stages again), its status naming the joints past their limits, and True is
+        returned. False (``out`` untouched) where the total is within the limits, the cut one
+        stays within the bounds, or ``apply`` did not run or overrode."""
+        if self.acceleration is None or self.overrode:
+            return False
+        total = float_array(out.tau_active)
+        if not past_limits(total, self._effort):
+            return False
+        effort = self._effort
+        full = self._tau
+        full[self._a] = np.clip(total, -effort, effort) - (total - law_tau)  # what remains
+        full[self._p] = self._tau_p
+        cut = self._forward.compute(q, v, self._empty, full).qdd[self._a]
+        bound_lo, bound_hi = self.guard.last_bounds
+        if np.all((cut >= bound_lo) & (cut <= bound_hi)):
+            return False
+        past = (total > effort) | (total < -effort)
+        hi, lo = self._effort_room(reserve)
+        self._solve_bounded(q, v, self._tau_p, hi, lo)  # the law's own accelerations
+        self._within_effort(q, v, self._tau_p)
+        self._overridden(v, out, [self.model.dof_names[d] for d, b in zip(self._a, past) if b])
         return True
 
     def warm_kernels(self) -> None:
@@ -598,8 +659,8 @@ class SafetyLayer:
             keep_task_rows(np.array([2.0, 0.0]), -np.ones(2), np.ones(2),
                            np.array([True, False]), np.ones((1, 2)), *self._solve, np.empty(2))
 
-    def _keep_task(self, q: np.ndarray, v: np.ndarray, out: LawOutput,
-                   law_qdd: np.ndarray | None) -> tuple[np.ndarray, np.ndarray] | None:
+    def _keep_task(self, out: LawOutput, law_qdd: np.ndarray | None
+                   ) -> tuple[np.ndarray, np.ndarray] | None:
         """Where the law names its task rows, the clipped ``_qdd_a`` redone by
         ``keep_task_rows`` (the guard's ``active`` then flags every joint pinned); returns
         the clipped accelerations and flags (to fall back on where the torques that keep the
@@ -607,7 +668,7 @@ class SafetyLayer:
         if not self.keep_task or out.task_rows is None or law_qdd is None:
             return None
         clipped = (self._qdd_a.copy(), self.guard.active.copy())
-        lo, hi = self.guard.bounds(q, v)
+        lo, hi = self.guard.last_bounds
         S, J_G = out.task_rows
         A = np.asarray(S, float) @ np.asarray(J_G, float)
         keep_task_rows(np.asarray(law_qdd, float), lo, hi, self.guard.active, A, *self._solve,
@@ -629,7 +690,7 @@ class SafetyLayer:
         that qdd_s leaves within them allow. T_a and qdd_p are affine in qdd_a, so
         qdd_s + α (qdd_b − qdd_s), α ∈ [0, 1], stays within the bounds, keeps the direction
         of the law's, and gives T_s + α (T_b − T_s)."""
-        lo, hi = self.guard.bounds(q, v)
+        lo, hi = self.guard.last_bounds
         qdd_s = np.clip(0.0, lo, hi)
         res = self._hybrid.compute(q, v, qdd_s, tau_p)
         tau_s, qdd_p_s = res.tau_active.copy(), res.qdd_passive.copy()
@@ -647,6 +708,16 @@ class SafetyLayer:
 # compiled at import (a law whose safety layer overrides calls it from Python only then)
 _BRAKED_SIGNATURE = types.void(_VECTOR, _INDEX, _VECTOR, types.boolean[::1], _VECTOR,
                                types.boolean[::1])
+
+
+@njit(types.boolean(_VECTOR, _VECTOR), cache=True, error_model="numpy")
+def past_limits(tau, limit):
+    """Whether some |tau_i| > limit_i (``SafetyLayer.cut_by_motors``' check, every cycle:
+    a tenth of NumPy's three calls)."""
+    for i in range(tau.shape[0]):
+        if abs(tau[i]) > limit[i]:
+            return True
+    return False
 
 
 @njit(_BRAKED_SIGNATURE, cache=True, error_model="numpy")

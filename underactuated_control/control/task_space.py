@@ -720,8 +720,12 @@ def task_cycle_kernel(ints, consts, work, q, v, force_q_index, force_coefficient
                                position, R, J, drift_G, drift_D, alpha)
     if status != OK:
         return status, 0.0, 0.0, 0.0, 0.0, 0.0
+    # the rotation error is the kernel's own; typed bool, not a literal False: the version
+    # the step's Python call compiles (one version, whether or not this loads from the cache)
+    rotation_given = e_rot.shape[0] < 0
     sigma_min, lam, position_norm, rotation_norm, speed_ratio = task_solve_kernel(
-        S, J, v, J_G, drift_G, position, R, reference_position, reference_rotation, False,
+        S, J, v, J_G, drift_G, position, R, reference_position, reference_rotation,
+        rotation_given,
         linear_velocity, linear_acceleration, angular_velocity, angular_acceleration, gains,
         eps, max_damping, active_dofs, null_space, null_damping, posture_kp, posture_cols,
         posture, posture_q, q, speed_limits, e_pos, e_rot, a_des, X, N, qdd_a)
