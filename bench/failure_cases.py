@@ -577,8 +577,8 @@ def locked(path: str):
 def warm_arrest_planner(urdf: str, q0: np.ndarray) -> None:
     """One arrest plan of this arm, untimed, before the rows: the hold reaction's planner
     (box DDP through the derivatives) has a wall-time budget, and after any edit of the
-    package numba compiles its kernels for a minute or two on the first plan (the node's
-    warm-up compiles them before a failure can happen), which would judge the first falling
+    package numba compiles its kernels for a minute or two on the first plan (the set-up's
+    ``underactuated-control warm-up`` compiles them), which would judge the first falling
     row by a plan stopped at its budget."""
     model = RobotModel.from_urdf(urdf)
     failed = model.with_passive([model.joint_names[1]])

@@ -30,8 +30,9 @@ and at most 5 k (v_max − s) toward its URDF velocity limit v_max (one compiled
 
 ``SafetyLayer``: those bounds for every mode, on the accelerations the law's torques imply
 (forward dynamics, or the law's own hybrid solve), the torques recomputed by the hybrid
-recursion when a bound bites, or when the law's torques pass the effort limits and the
-command the motors cut from them would give accelerations past the bounds (those are scaled
+recursion when a bound bites, or when the law's torques with the friction compensation pass
+the effort limits and the command the motors cut from them would give accelerations past the
+bounds (those are scaled
 toward the least accelerations within the bounds, as far as the effort limits allow). Where
 the law names the task rows it sets
 (``LawOutput.task_rows``: S and J_G of S J_G qdd_a, (6.10)), the joints a bound pins are taken
@@ -464,9 +465,10 @@ class SafetyLayer:
     least accelerations within the bounds when they would need more than the effort limits,
     less the ``reserve`` a later stage adds, which the motors would clip into other
     accelerations), and the law's status names the joints. Where no bound bites but the law's
-    torques pass the effort limits, the accelerations the motors' cut command gives are checked
-    against the bounds too (forward dynamics), and scaled the same way where they would pass
-    them (the status naming the joints past their effort limits). ``overrides`` counts the
+    torques with the later stages' pass the effort limits (``cut_by_motors``, after them), the
+    accelerations the motors' cut command gives are checked against the bounds too (forward
+    dynamics), and scaled the same way where they would pass them (the status naming the
+    joints past their effort limits). ``overrides`` counts the
     cycles it changed, ``limited_joints`` are the joints of the last one.
     """
 
