@@ -254,7 +254,8 @@ _ONE_VERSION = textwrap.dedent("""
     from underactuated_control.control.registry import CONTROL_LAWS, default_settings
     from underactuated_control.jacobians import JacobianWorkspace
     from underactuated_control import passive_forces, spatial
-    from underactuated_control.control import friction, joint_space, limits, task_space
+    from underactuated_control.control import (command, friction, joint_space, limits,
+                                               operational_space_law, task_space)
 
     rng = np.random.default_rng(0)
     robots = [(open(sys.argv[1]).read(), "tool"),
@@ -291,6 +292,10 @@ _ONE_VERSION = textwrap.dedent("""
                "joint_law_step": joint_space.joint_law_step,
                "braked_joints": limits.braked_joints,
                "bound_own_accelerations": limits.bound_own_accelerations,
+               "own_command_kernel": command.own_command_kernel,
+               "operational_space_cycle_kernel":
+                   operational_space_law.operational_space_cycle_kernel,
+               "generalized_cycle_kernel": operational_space_law.generalized_cycle_kernel,
                "damped_solve_kernel": task_space.damped_solve_kernel,
                "task_solve_kernel": task_space.task_solve_kernel,
                "task_cycle_kernel": task_space.task_cycle_kernel,
@@ -316,8 +321,9 @@ def test_every_mode_runs_one_compiled_version_of_each_kernel_of_its_cycle():
               "map_efforts", "follower_step", "damped_solve_kernel", "task_solve_kernel",
               "task_cycle_kernel",
               "intent_kernel", "self_motion_kernel", "joint_law_step", "braked_joints",
-              "bound_own_accelerations")
-    assert len(counts) == 16 and all(counts[name] == 1 for name in called), counts
+              "own_command_kernel", "operational_space_cycle_kernel",
+              "generalized_cycle_kernel")
+    assert len(counts) == 19 and all(counts[name] == 1 for name in called), counts
     assert all(n <= 1 for n in counts.values()), counts
 
 

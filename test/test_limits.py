@@ -323,6 +323,68 @@ def test_a_command_the_motors_cut_is_kept_within_the_bounds_pinocchio_oracle(own
     assert left >= 3 and scaled >= 3, (left, scaled)
 
 
+def test_the_shaper_in_one_call_is_its_stages_one_by_one():
+    """``CommandShaper.apply`` for a law that gives its accelerations, T_p and intent (one
+    compiled call where no bound bites) gives what its stages give called one by one — the
+    safety layer, the friction stage, the motors' cut check, the friction stage again after an
+    override — bit for bit: torques, passive accelerations, status, the layer's accelerations
+    and braked joints, the compensation; over states where no bound bites, where one does,
+    where the total passes the effort limits, and a non-finite command."""
+    from functools import partial
+
+    from underactuated_control.control.command import CommandShaper
+    from underactuated_control.jacobians import JacobianWorkspace
+
+    doubled = {"damping_compensation_scale": 2.0, "friction_compensation_scale": 2.0}
+    model, _, ref, LawOutput = _layer_case(["joint2"])
+    fused = CommandShaper(model, doubled, JacobianWorkspace(model))
+    staged = CommandShaper(model, doubled, JacobianWorkspace(model))
+    layer, friction = staged.safety, staged.friction
+    a, p = model.active_dofs, model.passive_dofs
+    rng = np.random.default_rng(5)
+    seen = {"left": 0, "bounded": 0, "cut": 0, "non-finite": 0}
+    for k in range(300):
+        q = model.random_configuration(rng, scale=1.0)
+        v = rng.uniform(-2.6, 2.6, model.nv)
+        tau_p = layer.passive_forces(q, v).copy()
+        lo, hi = (x.copy() for x in layer.guard.bounds(q, v))
+        wide = rng.uniform(-1.0, 1.0, len(a)) * rng.choice([5.0, 60.0, 400.0])
+        law_qdd = np.clip(wide, lo, hi) if k % 3 else wide  # within the bounds, or not
+        tau_law, qdd_p = ref.dense_hybrid(q, v, law_qdd, tau_p, a, p)
+        if k % 50 == 7:
+            tau_law[1] = np.nan
+        intent = rng.uniform(-2.5, 2.5, len(a))
+
+        one, out = (LawOutput(tau_law.copy(), np.array(qdd_p), intended_velocity=intent.copy(),
+                              qdd_active=law_qdd.copy(), tau_passive=tau_p.copy())
+                    for _ in range(2))
+        fused.apply(q, v, one)  # out: the stages one by one
+        reserve = partial(friction.compensation, q, v, out.intended_velocity)
+        layer.apply(q, v, out, reserve)
+        law_tau = out.tau_active
+        staged._compensate(q, v, out)
+        if layer.cut_by_motors(q, v, out, law_tau, reserve):
+            staged._compensate(q, v, out)
+        np.testing.assert_array_equal(one.tau_active, out.tau_active)
+        np.testing.assert_array_equal(one.qdd_passive, out.qdd_passive)
+        assert one.status == out.status and fused.safety.overrode == layer.overrode
+        assert (fused.safety.acceleration is None) == (layer.acceleration is None)
+        if layer.acceleration is not None:
+            np.testing.assert_array_equal(fused.safety.acceleration, layer.acceleration)
+            np.testing.assert_array_equal(fused.safety.slowed_joints, layer.slowed_joints)
+        np.testing.assert_array_equal(fused.friction.torque, friction.torque)
+        if not np.all(np.isfinite(tau_law)):
+            seen["non-finite"] += 1
+        elif layer.overrode and np.all((law_qdd >= lo) & (law_qdd <= hi)):
+            seen["cut"] += 1  # no bound bit the law's: the motors' cut of the total did
+        elif layer.overrode:
+            seen["bounded"] += 1
+        else:
+            seen["left"] += 1
+    print(f"\n[shaper in one call] {seen}")
+    assert min(seen.values()) >= 3, seen
+
+
 def test_layer_leaves_a_command_within_the_bounds_alone_and_can_be_switched_off():
     model, layer, ref, LawOutput = _layer_case(["joint2"])
     q = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])

@@ -161,3 +161,47 @@ def test_one_workspace_per_cycle_and_its_jacobians_and_passive_response_are_pino
         tau[model.active_dofs] = out.tau_active
         tau[model.passive_dofs] = urdf_passive_torque(velocity[model.passive_dofs])
         assert_close(out.qdd_passive, ref.aba(q, velocity, tau)[model.passive_dofs], 1e-9)
+
+
+@pytest.mark.parametrize("os_task, passive", [("pose", []), ("position", []),
+                                             ("pose", ["joint3"]),
+                                             ("position", ["joint2", "joint5"])])
+def test_the_cycle_in_one_call_is_the_steps_and_its_accelerations_are_pinocchios(os_task,
+                                                                                  passive):
+    """The cycle after the setpoint's step is one compiled call (with passive joints through
+    the active ones); over cycles with a moving goal and the Jacobians every other cycle its
+    torques, accelerations, T_p, intent and Jacobians are the separate steps' (a strided state
+    takes those) to 1e-12; its q̈ is Pinocchio's ABA of its torques with the passive joints'
+    URDF forces (the active joints' friction is the friction stage's, not the law's), its
+    J_G, J_D Pinocchio's."""
+    model = RobotModel.from_urdf(ARM7, passive_joints=passive)
+    ref = PinRef(model, ARM7)
+    a, p = model.active_dofs, model.passive_dofs
+    one, steps = (OperationalSpaceLaw(model, settings(os_task=os_task), "tool")
+                  for _ in range(2))
+    reference = one.hold_reference(Q)
+    steps.hold_reference(Q)
+    reference.position = reference.position + [0.03, -0.02, 0.01]
+    rng = np.random.default_rng(12)
+    for k in range(40):
+        q, v = Q + rng.uniform(-0.2, 0.2, 7), rng.uniform(-0.8, 0.8, 7)
+        strided = np.stack([q, q], axis=1)[:, 0]
+        assert one._in_one_call(q, v) and not steps._in_one_call(strided, v)
+        jacobians = k % 2 == 0
+        out = one.compute(q, v, reference, 1e-3 * k, jacobians)
+        expected = steps.compute(strided, v, reference, 1e-3 * k, jacobians)
+        for name in ("tau_active", "qdd_active", "qdd_passive", "tau_passive",
+                     "intended_velocity", "task_point", "task_inertia_inverse"):
+            assert_close(getattr(out, name), getattr(expected, name), 1e-12, rtol=0.0)
+        tau = np.zeros(7)
+        tau[a], tau[p] = out.tau_active, urdf_passive_torque(v[p])
+        qdd = ref.aba(q, v, tau)
+        assert_close(out.qdd_active, qdd[a], 1e-9)
+        assert_close(out.qdd_passive, qdd[p], 1e-9)
+        if jacobians:
+            JG, JD = ref.generalized_jacobians(q, "tool", a, p)
+            assert_close(out.J_G, JG, 1e-9)
+            assert_close(out.J_D, JD, 1e-9)
+            assert_close(out.J_G, expected.J_G, 1e-12, rtol=0.0)
+        else:
+            assert out.J_G is None and expected.J_G is None

@@ -77,6 +77,20 @@ __all__ = [
 ]
 
 
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def at_rest_without_gravity(m, w):
+    """The workspace's state for the unit passes of §6.1: V = a = b = 0, no gravity,
+    T_p = 0, qdd_a = 0."""
+    w.vel[:] = 0.0
+    w.coriolis[:] = 0.0
+    w.gyro[:] = 0.0
+    w.alpha_base[:] = 0.0
+    for k in range(m.npas):
+        w.tau[m.passive_dofs[k]] = 0.0
+    for k in range(m.na):
+        w.qdd[m.active_dofs[k]] = 0.0
+
+
 @njit(cache=True, error_model="numpy", fastmath=FAST)
 def generalized_jacobian_sweeps(ints, consts, work, q, configure, E_world, p_world, body,
                                 offset, with_frame, J_G, J_D, column):
@@ -94,14 +108,7 @@ def generalized_jacobian_sweeps(ints, consts, work, q, configure, E_world, p_wor
         if status != OK:
             return status
         body_placements(m.parent, w.E_up, w.r_up, E_world, p_world)
-    w.vel[:] = 0.0  # V = a = b = 0, no gravity, T_p = 0, qdd_a = 0
-    w.coriolis[:] = 0.0
-    w.gyro[:] = 0.0
-    w.alpha_base[:] = 0.0
-    for k in range(m.npas):
-        w.tau[m.passive_dofs[k]] = 0.0
-    for k in range(m.na):
-        w.qdd[m.active_dofs[k]] = 0.0
+    at_rest_without_gravity(m, w)  # V = a = b = 0, no gravity, T_p = 0, qdd_a = 0
     for k in range(m.na):
         w.qdd[m.active_dofs[k]] = 1.0  # unit acceleration of active DOF k
         residual_force_sweep(m, c, w, s, False)
@@ -116,6 +123,21 @@ def generalized_jacobian_sweeps(ints, consts, work, q, configure, E_world, p_wor
     return OK
 
 
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def disturbance_rows(m, c, w, s, J_D):
+    """J_D (6.13) by rows, one (5.4) pass per passive DOF: with qdd_a = 0, V = a = b = 0, no
+    gravity and T_p = e_j, (5.4) solves M_pp qdd_p = e_j and gives T_a = M_ap M_pp⁻¹ e_j; as
+    J_D = −M_pp⁻¹ M_pa and M is symmetric, that is −(row j of J_D)ᵀ. (4.6) must be at q."""
+    at_rest_without_gravity(m, w)  # V = a = b = 0, no gravity, qdd_a = 0
+    for j in range(m.npas):
+        for k in range(m.npas):
+            w.tau[m.passive_dofs[k]] = 1.0 if k == j else 0.0  # T_p = e_j
+        residual_force_sweep(m, c, w, s, False)
+        outward_sweep(m, c, w, s)
+        for k in range(m.na):
+            J_D[j, k] = -w.tau[m.active_dofs[k]]  # row j: −T_a
+
+
 @njit(cache=True, error_model="numpy", fastmath=FAST)
 def frame_task_kernel(ints, consts, work, q, v, tau_passive, no_active, empty, E_world, p_world,
                       body, rotation, offset, J_G, J_D, column, position, R, J, drift_G, drift_D,
@@ -123,13 +145,26 @@ def frame_task_kernel(ints, consts, work, q, v, tau_passive, no_active, empty, E
     """A task's quantities at (q, v) in one compiled call: §6.1 (J_G, J_D with transforms,
     (4.6) and placements), the frame's placement (``position``, ``R``: frame axes in root
     axes) and Jacobian J, then the drifts of (6.10), (6.12): the recursion with qdd_a = 0, the
-    true velocities, gravity and T_p. Returns a status code as ``run_steps``."""
-    status = generalized_jacobian_sweeps(ints, consts, work, q, True, E_world, p_world, body,
-                                         offset, True, J_G, J_D, column)
-    if status != OK:
-        return status
+    true velocities, gravity and T_p. With fewer passive DOF than active ones J_D comes by
+    its rows (``disturbance_rows``: one pass per passive DOF instead of one per active DOF)
+    and J_G = J_a + J_p J_D, the frame's acceleration a = J_a qdd_a + J_p qdd_p of (6.10) with
+    qdd_p = J_D qdd_a (6.12) (without passive joints J_G = J_a). Returns a status code as
+    ``run_steps``."""
     m, _ = int_views(ints)
     c, _ = const_views(consts, m.nb)
+    by_rows = m.npas < m.na
+    if by_rows:
+        w, s, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
+        status = configure_at(m, c, q, w, s)
+        if status != OK:
+            return status
+        body_placements(m.parent, w.E_up, w.r_up, E_world, p_world)
+        disturbance_rows(m, c, w, s, J_D)
+    else:
+        status = generalized_jacobian_sweeps(ints, consts, work, q, True, E_world, p_world,
+                                             body, offset, True, J_G, J_D, column)
+        if status != OK:
+            return status
     Eb = E_world[body]
     frame_point(Eb, p_world[body], offset, position)
     for i in range(3):  # R = (E_f E_b)ᵀ
@@ -138,6 +173,13 @@ def frame_task_kernel(ints, consts, work, q, v, tau_passive, no_active, empty, E
                 + Eb[2, i] * rotation[j, 2]
     frame_jacobian_kernel(m.parent, c.S, m.nv_joint, m.v_start, E_world, p_world, body,
                           position, J)
+    if by_rows:  # J_G = J_a + J_p J_D
+        for a in range(6):
+            for k in range(m.na):
+                acc = J[a, m.active_dofs[k]]
+                for j in range(m.npas):
+                    acc += J[a, m.passive_dofs[j]] * J_D[j, k]
+                J_G[a, k] = acc
     status = run_steps(ints, consts, work, empty, v, no_active, tau_passive,
                        VELOCITY | SOLVE | GRAVITY)
     if status != OK:

@@ -14,7 +14,11 @@
    the law's and stage 2 runs again on them.
 
 The effort limits come last (the node's ``EffortMapper``). The node and the in-process loops
-use the same shaper, so an offline run sees the command the wire carries.
+use the same shaper, so an offline run sees the command the wire carries. Where a law gives its
+own accelerations and intent and the friction stage is on (the task, joint and hold laws, the
+operational-space law), the cycle in which no bound bites — the common one — is one compiled
+call (``own_command_kernel``: stage 1's clip, stage 2, stage 3's check), the same kernels the
+separate stages call; any other case takes the stages one by one.
 """
 
 from __future__ import annotations
@@ -24,15 +28,17 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+from numba import njit
 
+from ..buffers import float_array
 from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
 from ..parameters import ParameterSpec
-from .friction import FrictionCompensation
+from .friction import FrictionCompensation, compensation_torques
 from .law import LawOutput
-from .limits import SafetyLayer
+from .limits import SafetyLayer, bound_own_accelerations, past_limits
 
-__all__ = ["CommandShaper", "shaper_parameters"]
+__all__ = ["CommandShaper", "own_command_kernel", "shaper_parameters"]
 
 
 def shaper_parameters() -> list[ParameterSpec]:
@@ -51,6 +57,10 @@ class CommandShaper:
     def apply(self, q: np.ndarray, v: np.ndarray, out: LawOutput) -> LawOutput:
         """``out`` with its torques (and passive accelerations, status) shaped in place."""
         safety, friction = self.safety, self.friction
+        if (safety.enabled and friction.enabled and out.qdd_active is not None
+                and out.tau_passive is not None and out.intended_velocity is not None
+                and not out.friction_compensated):
+            return self._apply_in_one_call(q, v, out)
         reserve = None  # what stage 2 will add (at v, a = 0): room kept in the effort limits
         if friction.enabled and not out.friction_compensated:
             reserve = partial(friction.compensation, q, v, out.intended_velocity)
@@ -61,6 +71,35 @@ class CommandShaper:
             self._compensate(q, v, out)
         return out
 
+    def _apply_in_one_call(self, q: np.ndarray, v: np.ndarray, out: LawOutput) -> LawOutput:
+        """``apply`` for a law that gives its accelerations, T_p and intent, with the friction
+        stage on: stages 1-3 in one compiled call where no bound bites (the common cycle);
+        where one does, the layer's override and stage 2 after it, as ``apply``."""
+        safety, friction, guard = self.safety, self.friction, self.safety.guard
+        safety.overrode = False
+        safety.acceleration = None
+        q, v, law_tau = float_array(q), float_array(v), float_array(out.tau_active)
+        intended = float_array(out.intended_velocity)
+        limited, past = own_command_kernel(
+            law_tau, float_array(out.qdd_active), q, v, *guard.kernel_arguments, *guard.last_bounds,
+            safety._qdd_a, guard.active, safety.slowed_joints, intended, friction._active,
+            friction._v_s, friction.feedback_share, friction._speed, friction.period,
+            *friction._force_arguments, friction.torque, friction._tau, safety._effort)
+        if limited < 0:  # a non-finite command: the stages as they refuse it
+            reserve = partial(friction.compensation, q, v, intended)
+            safety.apply(q, v, out, reserve)
+            self._compensate(q, v, out)
+            return out
+        if safety.after_own_clamp(q, v, out, limited, partial(friction.compensation, q, v,
+                                                               intended)):
+            self._compensate(q, v, out)  # on the layer's torques (stage 3 is for the law's)
+            return out
+        out.tau_active = friction._tau  # the law's torques plus stage 2's
+        if past and safety.cut_by_motors(q, v, out, law_tau, partial(
+                friction.compensation, q, v, intended)):
+            self._compensate(q, v, out)
+        return out
+
     def _compensate(self, q: np.ndarray, v: np.ndarray, out: LawOutput) -> None:
         safety, friction = self.safety, self.friction
         if safety.acceleration is None or out.intended_velocity is None:
@@ -68,3 +107,26 @@ class CommandShaper:
             friction.apply(q, v, out)
         else:
             friction.apply(q, v, out, safety.acceleration, safety.slowed_joints)
+
+
+@njit(cache=True, error_model="numpy")  # compiled on first use (C-contiguous arrays in)
+def own_command_kernel(tau_active, qdd_active, q, v, q_index, v_index, lower, upper, speed,
+                       braking, gain, velocity_gain, lo, hi, qdd, limited, braked,
+                       intended_velocity, active, v_s, feedback_share, speed_limit, period,
+                       force_q_index, force_coefficients, torque, total, effort):
+    """Stages 1-3 of the module docstring in one call, for a law that gives its own
+    ``qdd_active`` and intent: stage 1's clip (``bound_own_accelerations``: −1 where
+    ``tau_active`` is not finite, else how many joints a bound clipped, ``qdd``, ``lo``,
+    ``hi``, ``limited``, ``braked`` written); where none was, stage 2 (``compensation_torques``
+    with the intent, those accelerations and braked joints: ``torque``, and ``total`` =
+    ``tau_active`` + it) and stage 3's check (``past_limits`` of ``total`` against ``effort``).
+    Returns (the clip's count, whether the total passes the effort limits)."""
+    n = bound_own_accelerations(tau_active, qdd_active, q, v, q_index, v_index, lower, upper,
+                                speed, braking, gain, velocity_gain, lo, hi, qdd, limited,
+                                braked)
+    if n != 0:
+        return n, False
+    compensation_torques(q, v, intended_velocity, qdd, braked, True, True, True, active, v_s,
+                         feedback_share, speed_limit, period, force_q_index, force_coefficients,
+                         torque, tau_active, total)
+    return n, past_limits(total, effort)

@@ -558,27 +558,44 @@ class SafetyLayer:
                                                          self._qdd_a, self.slowed_joints)
             if limited < 0:
                 return False  # a non-finite command: the caller refuses it
-            self.acceleration = self._qdd_a
-            self._tau_p = tau_p = out.tau_passive
-            if limited == 0:
-                return False
-            clipped = self._keep_task(out, out.qdd_active)
-        else:  # the forward dynamics of the law's intent (before the effort clamp)
-            tau = self._tau
-            tau[a] = out.tau_active
-            self._tau_p = tau_p = self.passive_forces(q, v)
-            tau[self._p] = tau_p
-            try:
-                qdd = self._forward.compute(q, v, self._empty, tau).qdd
-            except ValueError:  # a non-finite command: the caller refuses it
-                return False
-            np.take(qdd, a, out=self._qdd_a)
-            self.acceleration = self._qdd_a
-            law_qdd = self._qdd_a.copy() if out.task_rows is not None else None
-            if self.guard.clamp_in_place(q, v, self._qdd_a) == 0:
-                self.braked(v)
-                return False
-            clipped = self._keep_task(out, law_qdd)
+            return self.after_own_clamp(q, v, out, limited, reserve)
+        # the forward dynamics of the law's intent (before the effort clamp)
+        tau = self._tau
+        tau[a] = out.tau_active
+        self._tau_p = self.passive_forces(q, v)
+        tau[self._p] = self._tau_p
+        try:
+            qdd = self._forward.compute(q, v, self._empty, tau).qdd
+        except ValueError:  # a non-finite command: the caller refuses it
+            return False
+        np.take(qdd, a, out=self._qdd_a)
+        self.acceleration = self._qdd_a
+        law_qdd = self._qdd_a.copy() if out.task_rows is not None else None
+        if self.guard.clamp_in_place(q, v, self._qdd_a) == 0:
+            self.braked(v)
+            return False
+        self._override(q, v, out, self._keep_task(out, law_qdd), reserve)
+        return True
+
+    def after_own_clamp(self, q: np.ndarray, v: np.ndarray, out: LawOutput, limited: int,
+                        reserve: Callable[[], np.ndarray] | None) -> bool:
+        """``apply``'s rest for a law that gives its own accelerations, once they are clipped
+        into ``_qdd_a`` (``limited`` joints, the guard's ``active`` flags; the braked joints
+        when none): overrides where some were (``apply``'s return)."""
+        self.acceleration = self._qdd_a
+        self._tau_p = out.tau_passive
+        if limited == 0:
+            return False
+        self._override(q, v, out, self._keep_task(out, out.qdd_active), reserve)
+        return True
+
+    def _override(self, q: np.ndarray, v: np.ndarray, out: LawOutput,
+                  clipped: tuple[np.ndarray, np.ndarray] | None,
+                  reserve: Callable[[], np.ndarray] | None) -> None:
+        """``out`` given T_a, qdd_p of the bounded ``_qdd_a`` with ``_tau_p``, within the
+        effort limits less ``reserve()`` (``clipped``: the plain clip, the fallback of a kept
+        task that would pass them)."""
+        a, tau_p = self._a, self._tau_p
         hi, lo = self._effort_room(reserve)
         beyond = self._solve_bounded(q, v, tau_p, hi, lo)
         if beyond and clipped is not None:  # the task kept only within the effort limits
@@ -588,7 +605,6 @@ class SafetyLayer:
             self._within_effort(q, v, tau_p)
         self._overridden(v, out, [self.model.dof_names[d]
                                   for d, b in zip(a, self.guard.active) if b])
-        return True
 
     def _effort_room(self, reserve: Callable[[], np.ndarray] | None
                      ) -> tuple[np.ndarray, np.ndarray]:

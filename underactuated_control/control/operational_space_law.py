@@ -20,6 +20,13 @@ a task with more directions than active joints, or one the passive joints absorb
 The law also gives the accelerations q̈ its command implies (forward dynamics on the
 workspace its Λ configured), so the safety layer bounds them without a pass of its own, and the
 friction stage's intent (``_intended_velocity``): both one compiled call.
+
+Without force rows, on a state the kernels take as it is (and, with passive joints, the
+URDF's passive forces and a posture on every DOF), the cycle after the setpoint's step is one
+compiled call (``operational_space_cycle_kernel``, ``generalized_cycle_kernel`` with passive
+joints: the same kernels in the same order, the NumPy products between them as loops; J_G by
+J_D's rows, ``jacobians.disturbance_rows``, where the passive DOF are fewer); any other case
+takes the steps one by one.
 """
 
 from __future__ import annotations
@@ -28,14 +35,38 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from ..buffers import float_array
-from ..jacobians import JacobianWorkspace
+from ..dynamics import (
+    ALL_STEPS,
+    CONFIGURATION,
+    OK,
+    SOLVE,
+    ZERO_VELOCITY,
+    _kernel_vector,
+    const_views,
+    int_views,
+    run_steps,
+    work_views,
+)
+from ..jacobians import JacobianWorkspace, disturbance_rows, generalized_jacobian_sweeps
+from ..kinematics import body_placements
 from ..model import RobotModel
 from ..operational_space import OperationalSpace, SingularTaskError
+from ..operational_space_kernels import (
+    SINGULAR_TASK,
+    configure_task,
+    masked_inverse_inertia,
+    null_space_kernel,
+    os_views,
+    scaled_spd_inverse,
+    task_bias_kernel,
+)
 from ..parameters import ParameterSpec
-from ..passive_forces import PassiveForceModel
+from ..passive_forces import PassiveForceModel, dof_force
 from ..so3 import rotation_error
+from ..spatial import rotation_error_log
 from .law import ControlLaw, LawOutput
 from .limits import PoseSetpointFollower, ReachCheck
 from .task_law import TaskLaw
@@ -138,6 +169,13 @@ class OperationalSpaceLaw(ControlLaw):
         self._zero = np.zeros(0)
         self._tau_all, self._qdd_active = np.zeros(model.nv), np.zeros(model.n_active)
         self.reach = ReachCheck(model, frame)
+        # the one call's buffers (e, v_sp, Γ_a, q̈_a, w, q̈_p, T_p: valid until the next
+        # compute) and scratch
+        na, n_passive = model.n_active, model.n_passive
+        self._one_call = tuple(np.zeros(n) for n in (6, 6, na, na, na, n_passive, n_passive))
+        self._f_star, self._null = np.zeros(len(self.rows)), np.zeros(model.nv)
+        self._active_dofs = np.array(model.active_dofs, dtype=np.int64)
+        self._passive_dofs = np.array(model.passive_dofs, dtype=np.int64)
 
     def check_reference(self, reference: TaskReference) -> None:
         """``ValueError`` for a goal position no configuration reaches (``ReachCheck``; the
@@ -168,6 +206,10 @@ class OperationalSpaceLaw(ControlLaw):
         self._last_t = t
         sp = self.follower.step(reference, dt, now=t)
         m, osp = self.model, self.osp
+        if self._in_one_call(q, v):
+            out = self._cycle_in_one_call(q, v, sp, with_jacobians)
+            if out is not None:
+                return out
         osp.set_configuration(q)  # transforms, (4.6), J, Λ⁻¹, Λ: one compiled call
         J = osp.J
         twist = J @ v
@@ -207,6 +249,51 @@ class OperationalSpaceLaw(ControlLaw):
                          task_inertia_inverse=osp.Lambda_inv_full, task_point=position,
                          intended_velocity=intended, qdd_active=qdd_active,
                          tau_passive=None if qdd_active is None else tau_p)
+
+    def _in_one_call(self, q: np.ndarray, v: np.ndarray) -> bool:
+        """Whether this cycle is one compiled call's: no force row, a posture on every DOF,
+        the URDF's passive forces, and a state the kernels take as it is."""
+        m = self.model
+        return (not self.force_select.any() and len(self._q_joints) == m.nv
+                and (m.n_passive == 0 or self.passive_forces.__class__ is PassiveForceModel)
+                and _kernel_vector(q) and q.shape[0] == m.nq
+                and _kernel_vector(v) and v.shape[0] == m.nv)
+
+    def _cycle_in_one_call(self, q: np.ndarray, v: np.ndarray, sp: TaskReference,
+                           with_jacobians: bool) -> LawOutput | None:
+        """``compute`` after the setpoint's step as one compiled call; None where the call
+        reports a problem (a singular task, a non-finite state), which the steps then name."""
+        m, osp, ws = self.model, self.osp, self.workspace
+        error, v_sp, tau, qdd, intended, qdd_p, tau_p = self._one_call
+        kp, kd = self.posture_gains
+        front = (*osp.dynamics.buffers, osp.buffer, osp.path, osp.body, osp.k,
+                 osp.singular_tolerance, *self.inertia.buffers, q, v, osp._zero_tau,
+                 self._zero, self._frame.rotation, float_array(sp.position),
+                 float_array(sp.rotation), float_array(sp.linear_velocity),
+                 float_array(sp.angular_velocity), float_array(sp.linear_acceleration),
+                 float_array(sp.angular_acceleration), self.rows, self._gains6, self._damping6,
+                 float_array(self.posture), self._q_joints, float(kp), float(kd),
+                 self._intent_motion, self._intent_gain, _INTENT_EPS, _INTENT_DAMPING,
+                 float(self._posture_ratio), self._posture_dofs, error, v_sp, self._f_star)
+        if m.n_passive == 0:
+            status = operational_space_cycle_kernel(*front, self._null, tau, intended, qdd)
+        else:
+            status = generalized_cycle_kernel(
+                *front, *ws.dynamics.buffers, *self.passive_forces.kernel_arguments,
+                self._passive_dofs, self._active_dofs, ws.E_world, ws.p_world,
+                self._frame.translation, ws.J_G, ws.J_D, ws._column, tau_p, tau, intended,
+                qdd, qdd_p)
+        if status != OK:
+            return None
+        osp._q[:] = q  # the operational space's state as set_configuration and bias leave it
+        osp._configured = osp._inverted = True
+        osp.singular = False
+        J_G = J_D = None
+        if with_jacobians:  # J_G = J without passive joints
+            J_G, J_D = ws.generalized(self.frame, q) if m.n_passive == 0 else (ws.J_G, ws.J_D)
+        return LawOutput(tau, qdd_p, J_G, J_D, task_inertia_inverse=osp.Lambda_inv_full,
+                         task_point=osp.point, intended_velocity=intended, qdd_active=qdd,
+                         tau_passive=tau_p)
 
     # -- pieces ---------------------------------------------------------------------------
     def _task_force(self, Lam, f_star, twist, mu, p) -> np.ndarray:
@@ -262,3 +349,242 @@ class OperationalSpaceLaw(ControlLaw):
             return None, np.zeros(m.n_passive)
         np.take(qdd, m.active_dofs, out=self._qdd_active)
         return self._qdd_active, qdd[m.passive_dofs]
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _setpoint_force(o, body, k, v, frame_rotation, sp_position, sp_rotation,
+                    sp_linear_velocity, sp_angular_velocity, sp_linear_acceleration,
+                    sp_angular_acceleration, rows, gains6, damping6, error, v_sp, f_star):
+    """e(sp) = [p_sp − p; Log(R_sp Rᵀ)], v_sp and F* = a_sp + kd (v_sp − J q̇) + kp e(sp) on
+    the task rows, from the operational space's frame point, J and placements."""
+    Eb = o.E_world[body]
+    R = np.empty((3, 3))
+    for i in range(3):  # the frame's axes in root axes: (E_f E_b)ᵀ
+        for j in range(3):
+            R[i, j] = frame_rotation[j, 0] * Eb[0, i] + frame_rotation[j, 1] * Eb[1, i] \
+                + frame_rotation[j, 2] * Eb[2, i]
+    e_rot = np.empty(3)
+    rotation_error_log(sp_rotation, R, e_rot)
+    f6 = np.empty(6)
+    for i in range(6):
+        twist = 0.0
+        for j in range(v.shape[0]):
+            twist += o.J[i, j] * v[j]
+        if i < 3:
+            error[i] = sp_position[i] - o.point[i]
+            v_sp[i], a_sp = sp_linear_velocity[i], sp_linear_acceleration[i]
+        else:
+            error[i] = e_rot[i - 3]
+            v_sp[i], a_sp = sp_angular_velocity[i - 3], sp_angular_acceleration[i - 3]
+        f6[i] = a_sp + damping6[i] * (v_sp[i] - twist) + gains6[i] * error[i]
+    for r in range(k):  # the task rows
+        f_star[r] = f6[rows[r]]
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _posture_torque(ints_id, consts_id, work_id, q, v, posture, q_joints, posture_kp,
+                    posture_kd, empty):
+    """(status, Γ₀): Γ₀ = A (kp₀ (q₀ − q) − kd₀ q̇) + b + g by the inverse dynamics (the
+    all-active workspace's τ, a view)."""
+    m, _ = int_views(ints_id)
+    qdd0 = np.empty(m.nv)
+    for i in range(m.nv):
+        qdd0[i] = posture_kp * (posture[i] - q[q_joints[i]]) - posture_kd * v[i]
+    status = run_steps(ints_id, consts_id, work_id, q, v, qdd0, empty, ALL_STEPS)
+    w, _, _ = work_views(work_id, m.nb, m.nq, m.nv, m.na, m.npas)
+    return status, w.tau
+
+
+@njit(cache=True, error_model="numpy")  # compiled on first use (C-contiguous arrays in)
+def operational_space_cycle_kernel(ints, consts, work, buf, path, body, k, rcond, ints_id,
+                                   consts_id, work_id, q, v, zero_tau, empty, frame_rotation,
+                                   sp_position, sp_rotation, sp_linear_velocity,
+                                   sp_angular_velocity, sp_linear_acceleration,
+                                   sp_angular_acceleration, rows, gains6, damping6, posture,
+                                   q_joints, posture_kp, posture_kd, intent_motion, intent_gain,
+                                   intent_eps, intent_damping, posture_ratio, posture_dofs,
+                                   error, v_sp, f_star, null, tau, intended, qdd):
+    """``OperationalSpaceLaw.compute`` after the setpoint's step, without passive joints or
+    force rows (module docstring), on the operational space's workspace (every joint free:
+    ``ints``, ``consts``, ``work``, ``buf``) and the inverse dynamics' (``*_id``): Λ⁻¹, Λ at
+    q; e, F* on the task rows; μ, p; Γ₀; F; Γ; the intent w; q̈ of Γ. ``error``, ``v_sp``,
+    ``f_star``, ``null`` (N Γ₀), ``tau`` (Γ), ``intended``, ``qdd`` written. Returns OK or
+    the first status of the kernels that is not."""
+    status = configure_task(ints, consts, work, buf, path, q, True, body, k, True, rcond)
+    if status != OK:  # transforms, (4.6), J, Λ⁻¹ = W Ω Wᵀ, Λ  (17), (33)
+        return status
+    m, _ = int_views(ints)
+    o, _ = os_views(buf, m.nb, m.nv)
+    _setpoint_force(o, body, k, v, frame_rotation, sp_position, sp_rotation,
+                    sp_linear_velocity, sp_angular_velocity, sp_linear_acceleration,
+                    sp_angular_acceleration, rows, gains6, damping6, error, v_sp, f_star)
+    status = task_bias_kernel(ints, consts, work, buf, v, zero_tau, body, k)
+    if status != OK:  # μ, p  (24), (25)
+        return status
+    status, tau0 = _posture_torque(ints_id, consts_id, work_id, q, v, posture, q_joints,
+                                   posture_kp, posture_kd, empty)
+    if status != OK:
+        return status
+    status = null_space_kernel(ints, consts, work, buf, tau0, null, body, k)
+    if status != OK:  # N Γ₀ = [I − J_Sᵀ J̄ᵀ] Γ₀  (27)
+        return status
+    F = np.empty(6)
+    for a in range(k):  # F = Λ F* + μ + p  (10)
+        acc = 0.0
+        for b in range(k):
+            acc += o.Lam[a, b] * f_star[b]
+        F[a] = acc + o.mu[a] + o.p[a]
+    for i in range(m.nv):  # Γ = J_Sᵀ F + N Γ₀  (19), (27)
+        acc = 0.0
+        for a in range(k):
+            row = 0.0
+            for b in range(6):
+                row += o.S[a, b] * o.J[b, i]
+            acc += row * F[a]
+        tau[i] = acc + null[i]
+    intent_kernel(o.J, rows, intent_motion, intent_gain, error, v_sp, intent_eps,
+                  intent_damping, posture_ratio, posture, q, q_joints, posture_dofs, intended)
+    status = run_steps(ints, consts, work, q, v, empty, tau, ALL_STEPS)
+    if status != OK:  # q̈ of Γ: the forward dynamics, (4.6) at q already
+        return status
+    w, _, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
+    for i in range(m.nv):
+        qdd[i] = w.qdd[i]
+    return OK
+
+
+@njit(cache=True, error_model="numpy")  # compiled on first use (C-contiguous arrays in)
+def generalized_cycle_kernel(ints, consts, work, buf, path, body, k, rcond, ints_id,
+                             consts_id, work_id, q, v, zero_tau, empty, frame_rotation,
+                             sp_position, sp_rotation, sp_linear_velocity, sp_angular_velocity,
+                             sp_linear_acceleration, sp_angular_acceleration, rows, gains6,
+                             damping6, posture, q_joints, posture_kp, posture_kd, intent_motion,
+                             intent_gain, intent_eps, intent_damping, posture_ratio,
+                             posture_dofs, error, v_sp, f_star, ints_m, consts_m, work_m,
+                             force_q_index, force_coefficients, passive_dofs, active_dofs,
+                             E_world, p_world, offset, J_G, J_D, column, tau_p, tau_active,
+                             intended, qdd_active, qdd_passive):
+    """``OperationalSpaceLaw.compute`` after the setpoint's step with passive joints and no
+    force row, through the active joints (module docstring; ``OperationalSpace.generalized``
+    and ``generalized_command``), on the operational space's workspace (every joint free),
+    the inverse dynamics' (``*_id``) and the model's passive set's (``*_m``, the Jacobian
+    workspace's): Λ⁻¹ at q; e, F*; T_p; Γ₀; Λ_G⁻¹ = Λ⁻¹ − J_p M_pp⁻¹ J_pᵀ, Λ_G; μ_G, p_G;
+    F; Γ_a = Γ_a0 + J_Gᵀ Sᵀ (F − Λ_G S a(Γ_a0)); J_G, J_D; the intent w; q̈ of Γ_a and T_p.
+    Returns OK, the first status of the kernels that is not, or SINGULAR_TASK where the
+    passive joints absorb a task direction (the steps then name it)."""
+    status = configure_task(ints, consts, work, buf, path, q, True, body, k, True, rcond)
+    if status != OK:  # transforms, (4.6), J, Λ⁻¹ = W Ω Wᵀ  (17), (33)
+        return status
+    m, _ = int_views(ints)
+    o, _ = os_views(buf, m.nb, m.nv)
+    nv, na, npas = m.nv, active_dofs.shape[0], passive_dofs.shape[0]
+    _setpoint_force(o, body, k, v, frame_rotation, sp_position, sp_rotation,
+                    sp_linear_velocity, sp_angular_velocity, sp_linear_acceleration,
+                    sp_angular_acceleration, rows, gains6, damping6, error, v_sp, f_star)
+    for j in range(npas):  # T_p (passive_forces.py), Coulomb sign of v
+        tau_p[j] = dof_force(q, v, v, force_q_index, force_coefficients, passive_dofs[j])
+    status, tau0 = _posture_torque(ints_id, consts_id, work_id, q, v, posture, q_joints,
+                                   posture_kp, posture_kd, empty)
+    if status != OK:
+        return status
+    absorbed = np.zeros((6, 6))  # J_p M_pp⁻¹ J_pᵀ on the task rows: the passive joints free
+    status = masked_inverse_inertia(ints_m, consts_m, work_m, buf, path, q, body, k, absorbed)
+    if status != OK:
+        return status
+    if k > na:  # Λ_G⁻¹ = J_G S_aa⁻¹ J_Gᵀ has rank <= n_a
+        return SINGULAR_TASK
+    inv = np.zeros((7, 6, 6))  # Λ_G⁻¹, Λ⁻¹ (the reference), Λ_G, scratch
+    for a in range(k):
+        for b in range(k):
+            inv[0, a, b] = 0.5 * ((o.Linv[a, b] - absorbed[a, b])
+                                  + (o.Linv[b, a] - absorbed[b, a]))
+            inv[1, a, b] = o.Linv[a, b]
+    if not scaled_spd_inverse(inv[0], k, rcond, inv[2], inv[3], inv[4], inv[5], inv[6, 0],
+                              inv[1]):
+        return SINGULAR_TASK
+    LG = inv[2]
+    tau = np.zeros(nv)  # the free accelerations with T_p: μ_G = −Λ_G S a_v, p_G = −Λ_G S a_g
+    for j in range(npas):
+        tau[passive_dofs[j]] = tau_p[j]
+    status = task_bias_kernel(ints, consts, work, buf, v, tau, body, 0)
+    if status != OK:
+        return status
+    sv, sg = np.zeros(6), np.zeros(6)
+    for a in range(k):
+        for b in range(6):
+            sv[a] += o.S[a, b] * o.a_vel[b]
+            sg[a] += o.S[a, b] * o.a_grav[b]
+    F = np.empty(6)
+    for a in range(k):  # F = Λ_G F* + μ_G + p_G  (10)
+        acc, mu, p = 0.0, 0.0, 0.0
+        for b in range(k):
+            acc += LG[a, b] * f_star[b]
+            mu -= LG[a, b] * sv[b]
+            p -= LG[a, b] * sg[b]
+        F[a] = acc + mu + p
+    tau[:] = 0.0  # Γ_a0's frame acceleration from rest: a(Γ_a0)
+    for a in range(na):
+        tau[active_dofs[a]] = tau0[active_dofs[a]]
+    status = task_bias_kernel(ints, consts, work, buf, zero_tau, tau, body, 0)
+    if status != OK:
+        return status
+    for a in range(k):
+        sv[a] = 0.0
+        for b in range(6):
+            sv[a] += o.S[a, b] * o.a_vel[b]
+    Sf = np.zeros(6)
+    for a in range(k):  # Sᵀ (F − Λ_G S a(Γ_a0))
+        acc = 0.0
+        for b in range(k):
+            acc += LG[a, b] * sv[b]
+        for b in range(6):
+            Sf[b] += o.S[a, b] * (F[a] - acc)
+    JtF = np.empty(nv)
+    for i in range(nv):
+        acc = 0.0
+        for b in range(6):
+            acc += o.J[b, i] * Sf[b]
+        JtF[i] = acc
+    JtF_p, no_acceleration = np.empty(npas), np.zeros(na)
+    for j in range(npas):
+        JtF_p[j] = JtF[passive_dofs[j]]
+    # J_Gᵀ Sᵀ F' = J_aᵀ Sᵀ F' − T_a of one hybrid pass (q̈_a = 0, T_p = J_pᵀ Sᵀ F', at rest,
+    # no gravity)
+    status = run_steps(ints_m, consts_m, work_m, q, empty, no_acceleration, JtF_p,
+                       CONFIGURATION | ZERO_VELOCITY | SOLVE)
+    if status != OK:
+        return status
+    mm, _ = int_views(ints_m)
+    cm, _ = const_views(consts_m, mm.nb)
+    wm, sm, _ = work_views(work_m, mm.nb, mm.nq, mm.nv, mm.na, mm.npas)
+    for a in range(na):
+        tau_active[a] = tau0[active_dofs[a]] + (JtF[active_dofs[a]] - wm.tau_active[a])
+    if npas < na:  # J_D by its rows, J_G = J_a + J_p J_D ((4.6) of the set at q already)
+        body_placements(mm.parent, wm.E_up, wm.r_up, E_world, p_world)
+        disturbance_rows(mm, cm, wm, sm, J_D)
+        for b in range(6):
+            for a in range(na):
+                acc = o.J[b, active_dofs[a]]
+                for j in range(npas):
+                    acc += o.J[b, passive_dofs[j]] * J_D[j, a]
+                J_G[b, a] = acc
+    else:  # by the columns (§6.1)
+        status = generalized_jacobian_sweeps(ints_m, consts_m, work_m, q, True, E_world,
+                                             p_world, body, offset, True, J_G, J_D, column)
+        if status != OK:
+            return status
+    intent_kernel(J_G, rows, intent_motion, intent_gain, error, v_sp, intent_eps,
+                  intent_damping, posture_ratio, posture, q, q_joints, posture_dofs, intended)
+    for a in range(na):  # q̈ of Γ_a with T_p: the forward dynamics, (4.6) at q already
+        tau[active_dofs[a]] = tau_active[a]
+    for j in range(npas):
+        tau[passive_dofs[j]] = tau_p[j]
+    status = run_steps(ints, consts, work, q, v, empty, tau, ALL_STEPS)
+    if status != OK:
+        return status
+    w, _, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
+    for a in range(na):
+        qdd_active[a] = w.qdd[active_dofs[a]]
+    for j in range(npas):
+        qdd_passive[j] = w.qdd[passive_dofs[j]]
+    return OK
