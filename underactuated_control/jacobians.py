@@ -138,6 +138,18 @@ def disturbance_rows(m, c, w, s, J_D):
             J_D[j, k] = -w.tau[m.active_dofs[k]]  # row j: −T_a
 
 
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def generalized_from_rows(J, active_dofs, passive_dofs, J_D, J_G):
+    """J_G = J_a + J_p J_D: the frame's a = J_a qdd_a + J_p qdd_p of (6.10) with
+    qdd_p = J_D qdd_a (6.12); J the frame's Jacobian (6, nv)."""
+    for a in range(6):
+        for k in range(active_dofs.shape[0]):
+            acc = J[a, active_dofs[k]]
+            for j in range(passive_dofs.shape[0]):
+                acc += J[a, passive_dofs[j]] * J_D[j, k]
+            J_G[a, k] = acc
+
+
 @njit(cache=True, error_model="numpy", fastmath=FAST)
 def frame_task_kernel(ints, consts, work, q, v, tau_passive, no_active, empty, E_world, p_world,
                       body, rotation, offset, J_G, J_D, column, position, R, J, drift_G, drift_D,
@@ -161,8 +173,9 @@ def frame_task_kernel(ints, consts, work, q, v, tau_passive, no_active, empty, E
         body_placements(m.parent, w.E_up, w.r_up, E_world, p_world)
         disturbance_rows(m, c, w, s, J_D)
     else:
-        status = generalized_jacobian_sweeps(ints, consts, work, q, True, E_world, p_world,
-                                             body, offset, True, J_G, J_D, column)
+        yes = body >= -1  # a typed bool: the version Python's calls compile
+        status = generalized_jacobian_sweeps(ints, consts, work, q, yes, E_world, p_world,
+                                             body, offset, yes, J_G, J_D, column)
         if status != OK:
             return status
     Eb = E_world[body]
@@ -173,13 +186,8 @@ def frame_task_kernel(ints, consts, work, q, v, tau_passive, no_active, empty, E
                 + Eb[2, i] * rotation[j, 2]
     frame_jacobian_kernel(m.parent, c.S, m.nv_joint, m.v_start, E_world, p_world, body,
                           position, J)
-    if by_rows:  # J_G = J_a + J_p J_D
-        for a in range(6):
-            for k in range(m.na):
-                acc = J[a, m.active_dofs[k]]
-                for j in range(m.npas):
-                    acc += J[a, m.passive_dofs[j]] * J_D[j, k]
-                J_G[a, k] = acc
+    if by_rows:
+        generalized_from_rows(J, m.active_dofs, m.passive_dofs, J_D, J_G)
     status = run_steps(ints, consts, work, empty, v, no_active, tau_passive,
                        VELOCITY | SOLVE | GRAVITY)
     if status != OK:

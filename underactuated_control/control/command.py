@@ -126,7 +126,10 @@ def own_command_kernel(tau_active, qdd_active, q, v, q_index, v_index, lower, up
                                 braked)
     if n != 0:
         return n, False
-    compensation_torques(q, v, intended_velocity, qdd, braked, True, True, True, active, v_s,
+    # typed bools, not literal True: the version the stage's Python call compiles (one
+    # version, whether or not this loads from the cache)
+    given = qdd.shape[0] >= 0
+    compensation_torques(q, v, intended_velocity, qdd, braked, given, given, given, active, v_s,
                          feedback_share, speed_limit, period, force_q_index, force_coefficients,
                          torque, tau_active, total)
     return n, past_limits(total, effort)

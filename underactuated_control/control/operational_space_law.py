@@ -50,7 +50,12 @@ from ..dynamics import (
     run_steps,
     work_views,
 )
-from ..jacobians import JacobianWorkspace, disturbance_rows, generalized_jacobian_sweeps
+from ..jacobians import (
+    JacobianWorkspace,
+    disturbance_rows,
+    generalized_from_rows,
+    generalized_jacobian_sweeps,
+)
 from ..kinematics import body_placements
 from ..model import RobotModel
 from ..operational_space import OperationalSpace, SingularTaskError
@@ -410,7 +415,8 @@ def operational_space_cycle_kernel(ints, consts, work, buf, path, body, k, rcond
     q; e, F* on the task rows; μ, p; Γ₀; F; Γ; the intent w; q̈ of Γ. ``error``, ``v_sp``,
     ``f_star``, ``null`` (N Γ₀), ``tau`` (Γ), ``intended``, ``qdd`` written. Returns OK or
     the first status of the kernels that is not."""
-    status = configure_task(ints, consts, work, buf, path, q, True, body, k, True, rcond)
+    yes = k >= 0  # a typed bool: the version Python's calls compile (no literal's own)
+    status = configure_task(ints, consts, work, buf, path, q, yes, body, k, yes, rcond)
     if status != OK:  # transforms, (4.6), J, Λ⁻¹ = W Ω Wᵀ, Λ  (17), (33)
         return status
     m, _ = int_views(ints)
@@ -472,7 +478,8 @@ def generalized_cycle_kernel(ints, consts, work, buf, path, body, k, rcond, ints
     F; Γ_a = Γ_a0 + J_Gᵀ Sᵀ (F − Λ_G S a(Γ_a0)); J_G, J_D; the intent w; q̈ of Γ_a and T_p.
     Returns OK, the first status of the kernels that is not, or SINGULAR_TASK where the
     passive joints absorb a task direction (the steps then name it)."""
-    status = configure_task(ints, consts, work, buf, path, q, True, body, k, True, rcond)
+    yes = k >= 0  # a typed bool: the version Python's calls compile (no literal's own)
+    status = configure_task(ints, consts, work, buf, path, q, yes, body, k, yes, rcond)
     if status != OK:  # transforms, (4.6), J, Λ⁻¹ = W Ω Wᵀ  (17), (33)
         return status
     m, _ = int_views(ints)
@@ -562,15 +569,10 @@ def generalized_cycle_kernel(ints, consts, work, buf, path, body, k, rcond, ints
     if npas < na:  # J_D by its rows, J_G = J_a + J_p J_D ((4.6) of the set at q already)
         body_placements(mm.parent, wm.E_up, wm.r_up, E_world, p_world)
         disturbance_rows(mm, cm, wm, sm, J_D)
-        for b in range(6):
-            for a in range(na):
-                acc = o.J[b, active_dofs[a]]
-                for j in range(npas):
-                    acc += o.J[b, passive_dofs[j]] * J_D[j, a]
-                J_G[b, a] = acc
+        generalized_from_rows(o.J, active_dofs, passive_dofs, J_D, J_G)
     else:  # by the columns (§6.1)
-        status = generalized_jacobian_sweeps(ints_m, consts_m, work_m, q, True, E_world,
-                                             p_world, body, offset, True, J_G, J_D, column)
+        status = generalized_jacobian_sweeps(ints_m, consts_m, work_m, q, yes, E_world,
+                                             p_world, body, offset, yes, J_G, J_D, column)
         if status != OK:
             return status
     intent_kernel(J_G, rows, intent_motion, intent_gain, error, v_sp, intent_eps,
