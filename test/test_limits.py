@@ -105,6 +105,34 @@ def test_unstamped_goals_and_a_law_without_a_clock_are_chased_as_before():
     for a, b in zip(unstamped, no_clock):
         np.testing.assert_array_equal(b[1], a[1])
 
+
+def test_a_setpoint_changed_from_outside_steps_on_from_its_new_values():
+    """The follower steps its setpoint in its own buffer; a law that puts other arrays on it
+    (the task law's leash: a list, an int array, a strided view) has them taken in at the
+    next step: that follower then steps as one reset at those values (the goal unstamped, so
+    no stream memory differs), bit for bit, and its fields are float64 C-contiguous again."""
+    goal = TaskReference(position=np.array([0.4, -0.2, 0.1]),
+                         rotation=exp(np.array([0.3, -0.5, 0.2])))
+    held = PoseSetpointFollower(0.5, 2.0, 1.5, 6.0)
+    held.reset(np.zeros(3), np.eye(3))
+    for _ in range(50):
+        sp = held.step(goal, 1e-3)
+    rotation = sp.rotation.copy()
+    sp.position = [0.01, 0, 0]  # held back, at rest in position; turning on
+    sp.linear_velocity = np.zeros(3, dtype=int)
+    sp.angular_velocity = np.array([[0.1, 9.0], [0.2, 9.0], [-0.1, 9.0]])[:, 0]
+    fresh = PoseSetpointFollower(0.5, 2.0, 1.5, 6.0)
+    fresh.reset(np.array([0.01, 0.0, 0.0]), rotation)
+    fresh.setpoint.angular_velocity = np.array([0.1, 0.2, -0.1])
+    for _ in range(30):
+        a, b = held.step(goal, 1e-3), fresh.step(goal, 1e-3)
+        for name in ("position", "rotation", "linear_velocity", "angular_velocity",
+                     "linear_acceleration", "angular_acceleration"):
+            x = getattr(a, name)
+            np.testing.assert_array_equal(x, getattr(b, name), err_msg=name)
+            assert x.dtype == np.float64 and x.flags.c_contiguous, name
+    assert np.linalg.norm(a.linear_velocity) > 0.0  # it moved on toward the goal
+
 def test_guard_stops_joints_before_their_limits():
     model = RobotModel.from_urdf(ARM7_PATH, passive_joints=["joint2"])
     guard = JointLimitGuard(model, braking=10.0)

@@ -42,7 +42,7 @@ import numpy as np
 from numba import njit, types
 
 # numpy_view: re-exported from its old home (it lives in buffers.py now)
-from .buffers import block_view, borrow, numpy_view, numpy_views, take  # noqa: F401
+from .buffers import _FLOAT64, block_view, borrow, numpy_view, numpy_views, take  # noqa: F401
 from .model import FLOATING, PRISMATIC, RobotModel
 from .spatial import (
     FAST,
@@ -503,8 +503,13 @@ def compile_run_steps() -> None:
 def _kernel_vector(x) -> bool:
     """``x`` is what ``run_steps``'s fixed signature takes as a vector: a writeable
     C-contiguous float64 ndarray of one dimension (else the call would raise, slowly)."""
-    return x.__class__ is np.ndarray and x.ndim == 1 and x.dtype == np.float64 \
-        and x.flags.c_contiguous and x.flags.writeable
+    if x.__class__ is not np.ndarray or x.ndim != 1:
+        return False
+    dtype = x.dtype
+    if dtype is not _FLOAT64 and dtype != _FLOAT64:  # ``is``: the common case, fast
+        return False
+    flags = x.flags  # one flags object (each access builds one)
+    return flags.c_contiguous and flags.writeable
 
 
 # ================================================================ workspace

@@ -90,8 +90,8 @@ class CommandShaper:
             safety.apply(q, v, out, reserve)
             self._compensate(q, v, out)
             return out
-        if safety.after_own_clamp(q, v, out, limited, partial(friction.compensation, q, v,
-                                                               intended)):
+        if safety.after_own_clamp(q, v, out, limited, partial(
+                friction.compensation, q, v, intended) if limited else None):
             self._compensate(q, v, out)  # on the layer's torques (stage 3 is for the law's)
             return out
         out.tau_active = friction._tau  # the law's torques plus stage 2's

@@ -35,7 +35,8 @@ __all__ = ["ControlLaw", "LawOutput"]
 @dataclass
 class LawOutput:
     """One cycle's result. Arrays may be the law's preallocated buffers (valid until the next
-    ``compute``)."""
+    ``compute``). The task and operational-space laws build it positionally every cycle: a
+    new field goes at the end."""
 
     tau_active: np.ndarray  # (n_active,) N·m or N, model active order
     qdd_passive: np.ndarray  # (n_passive,) rad/s² or m/s², model passive order

@@ -180,18 +180,28 @@ def _stream_target(goal_position, goal_rotation, goal_stamp, now, stream, limits
     # else a sample from the future (stamps on another clock than the law's): chased
 
 
+# the setpoint as follower_step takes it: position (3), rotation row by row (9), linear and
+# angular velocity (3 + 3), linear and angular acceleration (3 + 3)
+_P, _ROT, _V, _W, _A, _ALPHA = 0, 3, 12, 15, 18, 21
+SETPOINT_SIZE = 24
+
+
 # compiled on first use (a task-space mode's first cycle: the node's warm-up), C-contiguous
 # float64 arrays in
 @njit(cache=True, error_model="numpy")
-def follower_step(goal_position, goal_rotation, goal_stamp, now, stream, position, rotation,
-                  linear_velocity, angular_velocity, limits, dt, new_position, new_rotation,
-                  new_linear_velocity, new_angular_velocity, linear_acceleration,
-                  angular_acceleration):
-    """One step (dt > 0) of ``PoseSetpointFollower`` (the module docstring) from the setpoint
-    (position, rotation, velocities) at the law's time ``now`` − dt toward the goal;
+def follower_step(goal_position, goal_rotation, goal_stamp, now, stream, limits, dt, state):
+    """One step (dt > 0) of ``PoseSetpointFollower`` (the module docstring) of the setpoint
+    ``state`` (``SETPOINT_SIZE``: position, rotation, velocities at the law's time ``now`` −
+    dt; the new ones and this step's accelerations written in place) toward the goal;
     ``limits``: v_max, a_max, w_max, α_max (this step's), then the unscaled v_max, w_max (a
     stream no faster is followed); ``stream``: the stamped samples' memory
-    (``_stream_target``). The new setpoint and its accelerations written."""
+    (``_stream_target``)."""
+    position, linear_velocity = state[_P:_ROT], state[_V:_W]
+    angular_velocity = state[_W:_A]
+    linear_acceleration, angular_acceleration = state[_A:_ALPHA], state[_ALPHA:]
+    rotation = np.empty((3, 3))
+    for i in range(9):
+        rotation[i // 3, i % 3] = state[_ROT + i]
     target_position, target_rotation = np.empty(3), np.empty((3, 3))
     stream_velocity = np.empty(6)
     _stream_target(goal_position, goal_rotation, goal_stamp, now - dt, stream, limits,
@@ -204,16 +214,23 @@ def follower_step(goal_position, goal_rotation, goal_stamp, now, stream, positio
     rotation_error_log(target_rotation, rotation, error)
     _bounded_step(error, angular_velocity, stream_velocity[3:], limits[2], limits[3], dt,
                   angular_acceleration)
-    for i in range(3):
-        new_linear_velocity[i] = linear_velocity[i] + linear_acceleration[i] * dt
-        new_angular_velocity[i] = angular_velocity[i] + angular_acceleration[i] * dt
-        new_position[i] = position[i] + new_linear_velocity[i] * dt
-        error[i] = new_angular_velocity[i] * dt
-    _turned(error, rotation, new_rotation)  # Exp(ω dt) R
+    for i in range(3):  # v += a dt, then p += v dt with the new v
+        linear_velocity[i] += linear_acceleration[i] * dt
+        angular_velocity[i] += angular_acceleration[i] * dt
+        position[i] += linear_velocity[i] * dt
+        error[i] = angular_velocity[i] * dt
+    turned = np.empty((3, 3))
+    _turned(error, rotation, turned)  # Exp(ω dt) R
+    for i in range(9):
+        state[_ROT + i] = turned[i // 3, i % 3]
 
 
 class PoseSetpointFollower:
-    """A task setpoint chasing a goal pose within speed and acceleration limits."""
+    """A task setpoint chasing a goal pose within speed and acceleration limits. The
+    setpoint's arrays are the follower's own (one buffer the compiled step updates in place;
+    after ``reset`` and every ``step``, float64 C-contiguous views of it, as the kernels take
+    them): valid until the next ``step`` or ``reset``; copy what must outlive it. Arrays put
+    on the setpoint from outside (a law holding it back) are taken in at the next step."""
 
     def __init__(self, max_speed: float, max_acceleration: float, max_angular_speed: float,
                  max_angular_acceleration: float) -> None:
@@ -227,11 +244,20 @@ class PoseSetpointFollower:
         # a step's (speed-scaled) limits, then the unscaled speeds, for the kernel
         self._step_limits = np.array([*self.limits, max_speed, max_angular_speed])
         self._stream = np.zeros(STREAM_SIZE)  # the stamped samples seen (_stream_target)
+        # the setpoint (follower_step's layout) and its fields' views of it
+        state = self._state = np.zeros(SETPOINT_SIZE)
+        self._fields = (state[_P:_ROT], state[_ROT:_V].reshape(3, 3), state[_V:_W],
+                        state[_W:_A], state[_A:_ALPHA], state[_ALPHA:])
 
     def reset(self, position: np.ndarray, rotation: np.ndarray) -> None:
         """Start at rest at this pose (the stamped samples seen forgotten)."""
-        self.setpoint = TaskReference(position=np.array(position, float),
-                                      rotation=np.array(rotation, float))
+        position, rotation = np.array(position, float), np.array(rotation, float)
+        self._state[:] = 0.0
+        p, R, v, w, a, alpha = self._fields
+        p[:], R[:] = position, rotation
+        self.setpoint = TaskReference(position=p, rotation=R, linear_velocity=v,
+                                      angular_velocity=w, linear_acceleration=a,
+                                      angular_acceleration=alpha)
         self._stream[:] = 0.0
 
     def step(self, goal: TaskReference, dt: float,
@@ -245,26 +271,31 @@ class PoseSetpointFollower:
         sp = self.setpoint
         if sp is None:
             raise RuntimeError("reset() the follower before the first step")
-        v_max, a_max, w_max, al_max = self.limits
-        v_max, w_max = v_max * speed_scale[0], w_max * speed_scale[1]
+        p, R, v, w, a, alpha = self._fields
+        if not (sp.position is p and sp.rotation is R and sp.linear_velocity is v
+                and sp.angular_velocity is w and sp.linear_acceleration is a
+                and sp.angular_acceleration is alpha):
+            self._take_in(sp)
         if dt <= 0.0:
             return sp
         limits = self._step_limits
-        limits[0], limits[1], limits[2], limits[3] = v_max, a_max, w_max, al_max
-        position, rotation = np.empty(3), np.empty((3, 3))
-        linear_velocity, angular_velocity = np.empty(3), np.empty(3)
-        a, alpha = np.empty(3), np.empty(3)
+        v_max, a_max, w_max, al_max = self.limits
+        limits[0], limits[1] = v_max * speed_scale[0], a_max
+        limits[2], limits[3] = w_max * speed_scale[1], al_max
         stamp = float(goal.stamp) if now > 0.0 else 0.0
         follower_step(float_array(goal.position), float_array(goal.rotation), stamp,
-                      float(now), self._stream, float_array(sp.position), float_array(sp.rotation),
-                      float_array(sp.linear_velocity), float_array(sp.angular_velocity),
-                      self._step_limits, float(dt),
-                      position, rotation, linear_velocity, angular_velocity, a, alpha)
-        sp.linear_acceleration, sp.angular_acceleration = a, alpha
-        sp.linear_velocity, sp.angular_velocity = linear_velocity, angular_velocity
-        sp.position, sp.rotation = position, rotation
+                      float(now), self._stream, limits, float(dt), self._state)
         sp.pointing_direction = goal.pointing_direction
         return sp
+
+    def _take_in(self, sp: TaskReference) -> None:
+        """The setpoint's values into the buffer, its fields the buffer's views again."""
+        p, R, v, w, a, alpha = fields = self._fields
+        p[:], R[:] = sp.position, sp.rotation
+        v[:], w[:] = sp.linear_velocity, sp.angular_velocity
+        a[:], alpha[:] = sp.linear_acceleration, sp.angular_acceleration
+        (sp.position, sp.rotation, sp.linear_velocity, sp.angular_velocity,
+         sp.linear_acceleration, sp.angular_acceleration) = fields
 
 
 # One fixed signature, compiled at import (loaded from the cache): see dynamics.run_steps.

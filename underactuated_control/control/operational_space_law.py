@@ -181,6 +181,10 @@ class OperationalSpaceLaw(ControlLaw):
         self._f_star, self._null = np.zeros(len(self.rows)), np.zeros(model.nv)
         self._active_dofs = np.array(model.active_dofs, dtype=np.int64)
         self._passive_dofs = np.array(model.passive_dofs, dtype=np.int64)
+        # the kind of law the one call is (``_in_one_call``): no force row, a posture on
+        # every DOF (settings and model are fixed for a law's life)
+        self._one_call_kind = bool(not self.force_select.any()
+                                   and len(self._q_joints) == model.nv)
 
     def check_reference(self, reference: TaskReference) -> None:
         """``ValueError`` for a goal position no configuration reaches (``ReachCheck``; the
@@ -198,9 +202,9 @@ class OperationalSpaceLaw(ControlLaw):
         if self.posture_kind == "mid_range":
             lo, hi = m.position_lower, m.position_upper
             mid = np.where(np.isfinite(lo) & np.isfinite(hi), 0.5 * (lo + hi), 0.0)
-            self.posture = mid
+            self.posture = float_array(mid)
         else:
-            self.posture = q[self._q_joints].copy()
+            self.posture = np.array(q[self._q_joints], dtype=float)
         return TaskReference(position=position.copy(), rotation=rotation.copy())
 
     def compute(self, q: np.ndarray, v: np.ndarray, reference: TaskReference, t: float,
@@ -259,7 +263,7 @@ class OperationalSpaceLaw(ControlLaw):
         """Whether this cycle is one compiled call's: no force row, a posture on every DOF,
         the URDF's passive forces, and a state the kernels take as it is."""
         m = self.model
-        return (not self.force_select.any() and len(self._q_joints) == m.nv
+        return (self._one_call_kind
                 and (m.n_passive == 0 or self.passive_forces.__class__ is PassiveForceModel)
                 and _kernel_vector(q) and q.shape[0] == m.nq
                 and _kernel_vector(v) and v.shape[0] == m.nv)
@@ -267,17 +271,17 @@ class OperationalSpaceLaw(ControlLaw):
     def _cycle_in_one_call(self, q: np.ndarray, v: np.ndarray, sp: TaskReference,
                            with_jacobians: bool) -> LawOutput | None:
         """``compute`` after the setpoint's step as one compiled call; None where the call
-        reports a problem (a singular task, a non-finite state), which the steps then name."""
+        reports a problem (a singular task, a non-finite state), which the steps then name.
+        ``sp``: the follower's setpoint, its fields the kernels' arrays as they are."""
         m, osp, ws = self.model, self.osp, self.workspace
         error, v_sp, tau, qdd, intended, qdd_p, tau_p = self._one_call
         kp, kd = self.posture_gains
         front = (*osp.dynamics.buffers, osp.buffer, osp.path, osp.body, osp.k,
                  osp.singular_tolerance, *self.inertia.buffers, q, v, osp._zero_tau,
-                 self._zero, self._frame.rotation, float_array(sp.position),
-                 float_array(sp.rotation), float_array(sp.linear_velocity),
-                 float_array(sp.angular_velocity), float_array(sp.linear_acceleration),
-                 float_array(sp.angular_acceleration), self.rows, self._gains6, self._damping6,
-                 float_array(self.posture), self._q_joints, float(kp), float(kd),
+                 self._zero, self._frame.rotation, sp.position, sp.rotation,
+                 sp.linear_velocity, sp.angular_velocity, sp.linear_acceleration,
+                 sp.angular_acceleration, self.rows, self._gains6, self._damping6,
+                 self.posture, self._q_joints, float(kp), float(kd),
                  self._intent_motion, self._intent_gain, _INTENT_EPS, _INTENT_DAMPING,
                  float(self._posture_ratio), self._posture_dofs, error, v_sp, self._f_star)
         if m.n_passive == 0:
@@ -296,9 +300,11 @@ class OperationalSpaceLaw(ControlLaw):
         J_G = J_D = None
         if with_jacobians:  # J_G = J without passive joints
             J_G, J_D = ws.generalized(self.frame, q) if m.n_passive == 0 else (ws.J_G, ws.J_D)
-        return LawOutput(tau, qdd_p, J_G, J_D, task_inertia_inverse=osp.Lambda_inv_full,
-                         task_point=osp.point, intended_velocity=intended, qdd_active=qdd,
-                         tau_passive=tau_p)
+        # LawOutput's fields in their order (a third of what keywords cost, every cycle):
+        # status, Λ⁻¹, the point, the intent, not friction-compensated, q̈_a, T_p, no task rows
+        work = osp.work
+        return LawOutput(tau, qdd_p, J_G, J_D, "", work.Linv6, work.point, intended, False, qdd,
+                         tau_p, None)
 
     # -- pieces ---------------------------------------------------------------------------
     def _task_force(self, Lam, f_star, twist, mu, p) -> np.ndarray:

@@ -190,6 +190,22 @@ def simulate_offline(urdf: str, duration: float = 10.0, settings: dict | None = 
 
 
 # ====================================================================== the scenario over DDS
+def fill_missed_times(t: np.ndarray, step: float) -> np.ndarray:
+    """The times ``t`` [s] of recorded states (strictly increasing where known) with the
+    unknown ones (NaN: their clock was missed) filled: between two known states evenly (a
+    clock taken for the wrong state under load, one step late, would otherwise put a filled
+    state on its successor's time), before the first and after the last one ``step`` [s]
+    apart. Strictly increasing."""
+    index = np.arange(len(t))
+    known = np.isfinite(t)
+    k = index[known]
+    filled = np.interp(index, k, t[known])
+    first, last = index < k[0], index > k[-1]
+    filled[first] = t[k[0]] - step * (k[0] - index[first])
+    filled[last] = t[k[-1]] + step * (index[last] - k[-1])
+    return filled
+
+
 def run_swing_up(robot: str, out_dir: Path | str, duration: float = 10.0,
                  domain: int | None = None, urdf_path: Path | str | None = None,
                  config_path: Path | str | None = None, overrides: dict | None = None,
@@ -314,13 +330,7 @@ def run_swing_up(robot: str, out_dir: Path | str, duration: float = 10.0,
     sim = sim_times()[start:]
     known = np.isfinite(sim)
     if known.sum() >= 2 and np.all(np.diff(sim[known]) > 0):  # the simulated time, gaps kept
-        # a state whose clock was missed: one physics step after the one before it
-        index = np.arange(len(sim))
-        f = int(np.argmax(known))
-        sim[:f] = sim[f] - 0.002 * (f - index[:f])
-        known[:f] = True
-        last = np.maximum.accumulate(np.where(known, index, 0))
-        sim = np.where(known, sim, sim[last] + 0.002 * (index - last))
+        sim = fill_missed_times(sim, 0.002)
         sim = sim - sim[0]
         keep = int(np.searchsorted(sim, duration + 1e-6))
         time_source = "/clock"
