@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .buffers import numpy_views
-from .dynamics import NONFINITE_V, OK, Workspace, model_workspace
+from .dynamics import NONFINITE_V, OK, Workspace, _kernel_vector, model_workspace
 from .model import FLOATING, RobotModel
 from .operational_space_kernels import (
     SINGULAR_TASK,
@@ -116,8 +116,7 @@ def _selection(rows) -> np.ndarray:
 
 def _plain(x, n: int) -> bool:
     """x is what the compiled calls take as it is: a writeable C-contiguous float64 (n,)."""
-    return (x.__class__ is np.ndarray and x.dtype == np.float64 and x.shape == (n,)
-            and x.flags.c_contiguous and x.flags.writeable)
+    return _kernel_vector(x) and x.shape[0] == n
 
 
 def _unit(x, name: str) -> np.ndarray:
