@@ -3,6 +3,7 @@ dynamics: Pinocchio's forward dynamics (aba) of all joints, integrated with RK4 
 torques held over each step. The figures printed here are the ones reported."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -14,6 +15,7 @@ from oracle import EXAMPLE_URDFS, ROBOTS, PinRef
 
 from underactuated_control import RobotModel
 from underactuated_control.control import EndEffectorTracker, TaskReference
+from underactuated_control.control.limits import PoseSetpointFollower
 from underactuated_control.control.trajectories import CircleTrajectory
 from underactuated_control.jacobians import frame_placement
 from underactuated_control.passive_forces import PassiveForceModel
@@ -327,6 +329,41 @@ def test_the_errors_their_norms_and_the_intended_speed_ratio_pinocchio_oracle(ta
     bad = TaskReference(position=np.zeros(2))
     with pytest.raises(ValueError, match="reference's position must be a 3-vector"):
         tracker.step(Q_ARM, np.zeros(7), bad)
+    for name, shape, kind in (("rotation", (3,), "a 3x3 matrix"),
+                              ("linear_velocity", (2,), "a 3-vector"),
+                              ("angular_acceleration", (), "a 3-vector")):
+        bad = TaskReference(position=np.zeros(3), **{name: np.zeros(shape)})
+        with pytest.raises(ValueError, match=re.escape(
+                f"reference's {name} must be {kind}, got shape {shape}")):
+            tracker.step(Q_ARM, np.zeros(7), bad)
+
+
+@pytest.mark.parametrize("passive", [[], ["joint3"]])
+def test_a_reference_given_packed_is_the_same_reference(passive):
+    """A reference handed over packed (a setpoint follower's state, its fields views of it:
+    the task law's cycle) and the same reference packed by the tracker give the same cycle,
+    bit for bit, in one call and in the steps (a strided state)."""
+    model = RobotModel.from_urdf(ARM7, passive_joints=passive)
+    tracker = EndEffectorTracker(model, "tool", task="pose", posture_kp=4.0)
+    follower = PoseSetpointFollower(0.5, 2.0, 1.0, 4.0)
+    tracker.workspace.set_configuration(Q_ARM)
+    follower.reset(*tracker.workspace.frame_placement("tool"))
+    rng = np.random.default_rng(3)
+    goal = TaskReference(position=follower.setpoint.position + [0.05, -0.03, 0.02],
+                         rotation=follower.setpoint.rotation)
+    for k in range(20):
+        sp = follower.step(goal, 1e-3, now=1e-3 * (k + 1))
+        copy = TaskReference(**{f: np.array(getattr(sp, f)) for f in (
+            "position", "rotation", "linear_velocity", "angular_velocity",
+            "linear_acceleration", "angular_acceleration")})
+        q, v = Q_ARM + rng.uniform(-0.1, 0.1, 7), rng.uniform(-0.5, 0.5, 7)
+        for state in (q, np.stack([q, q], axis=1)[:, 0]):
+            packed = tracker.step(state, v, sp, follower.state)
+            packed = (packed.tau_active.copy(), packed.qdd.copy(), packed.position_error.copy())
+            plain = tracker.step(state, v, copy)
+            np.testing.assert_array_equal(packed[0], plain.tau_active)
+            np.testing.assert_array_equal(packed[1], plain.qdd)
+            np.testing.assert_array_equal(packed[2], plain.position_error)
 
 
 def test_a_passive_joint_that_does_not_move_the_frame_is_not_held():

@@ -464,6 +464,28 @@ def task_bias_kernel(ints, consts, work, buf, v, tau, body, k):
 
 
 @njit(cache=True, error_model="numpy", fastmath=FAST)
+def free_acceleration_kernel(ints, consts, work, buf, v, tau, body):
+    """The frame point's classical acceleration under velocities v, joint forces ``tau`` and
+    gravity at once, into ``a_vel`` of the buffer: a_v + a_g of ``task_bias_kernel`` in one
+    pass (the recursion is affine in the three; every joint free). Needs ``configure_task``
+    at the same q first. Returns OK or NONFINITE_V."""
+    m, _ = int_views(ints)
+    c, _ = const_views(consts, m.nb)
+    w, s, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
+    o, _ = os_views(buf, m.nb, m.nv)
+    v, tau = borrow(v), borrow(tau)
+    if v.shape[0] != m.nv or tau.shape[0] != m.nv or not (all_finite(v) and all_finite(tau)):
+        return NONFINITE_V
+    velocity_sweep(m, c, v, w, s)  # (3.1)
+    for i in range(m.nv):
+        w.tau[i] = tau[i]
+    for a in range(6):  # gravity as the base acceleration [0; -g], removed at the frame
+        w.alpha_base[a] = c.gravity_base[a]
+    free_frame_acceleration(m, c, w, s, o, body, o.a_vel)
+    return OK
+
+
+@njit(cache=True, error_model="numpy", fastmath=FAST)
 def wrench_response_kernel(ints, consts, work, buf, path, body, k, with_lambda):
     """Y = A⁻¹ J_Sᵀ (nv x k; A⁻¹ with the workspace's passive joints free, active locked) by
     k force passes at once: the unit task wrenches Wᵀ Sᵀ applied at the frame point, the

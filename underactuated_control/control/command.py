@@ -53,6 +53,7 @@ class CommandShaper:
                  workspace: JacobianWorkspace | None = None) -> None:
         self.safety = SafetyLayer(model, settings, workspace)
         self.friction = FrictionCompensation(model, settings)
+        self._kernel_fixed: tuple[tuple, tuple] | None = None  # (_fixed_arguments)
 
     def apply(self, q: np.ndarray, v: np.ndarray, out: LawOutput) -> LawOutput:
         """``out`` with its torques (and passive accelerations, status) shaped in place."""
@@ -75,16 +76,14 @@ class CommandShaper:
         """``apply`` for a law that gives its accelerations, T_p and intent, with the friction
         stage on: stages 1-3 in one compiled call where no bound bites (the common cycle);
         where one does, the layer's override and stage 2 after it, as ``apply``."""
-        safety, friction, guard = self.safety, self.friction, self.safety.guard
+        safety, friction = self.safety, self.friction
         safety.overrode = False
         safety.acceleration = None
         q, v, law_tau = float_array(q), float_array(v), float_array(out.tau_active)
         intended = float_array(out.intended_velocity)
-        limited, past = own_command_kernel(
-            law_tau, float_array(out.qdd_active), q, v, *guard.kernel_arguments, *guard.last_bounds,
-            safety._qdd_a, guard.active, safety.slowed_joints, intended, friction._active,
-            friction._v_s, friction.feedback_share, friction._speed, friction.period,
-            *friction._force_arguments, friction.torque, friction._tau, safety._effort)
+        before, after = self._kernel_fixed or self._fixed_arguments()
+        limited, past = own_command_kernel(law_tau, float_array(out.qdd_active), q, v, *before,
+                                           intended, *after)
         if limited < 0:  # a non-finite command: the stages as they refuse it
             reserve = partial(friction.compensation, q, v, intended)
             safety.apply(q, v, out, reserve)
@@ -99,6 +98,18 @@ class CommandShaper:
                 friction.compensation, q, v, intended)):
             self._compensate(q, v, out)
         return out
+
+    def _fixed_arguments(self) -> tuple[tuple, tuple]:
+        """``own_command_kernel``'s arguments before and after the intent that are the
+        stages' own arrays and settings (fixed for the shaper's life), gathered once."""
+        safety, friction, guard = self.safety, self.friction, self.safety.guard
+        self._kernel_fixed = (
+            (*guard.kernel_arguments, *guard.last_bounds, safety._qdd_a, guard.active,
+             safety.slowed_joints),
+            (friction._active, friction._v_s, friction.feedback_share, friction._speed,
+             friction.period, *friction._force_arguments, friction.torque, friction._tau,
+             safety._effort))
+        return self._kernel_fixed
 
     def _compensate(self, q: np.ndarray, v: np.ndarray, out: LawOutput) -> None:
         safety, friction = self.safety, self.friction

@@ -62,7 +62,18 @@ from ..parameters import ParameterSpec
 from ..passive_forces import PassiveForceModel
 from ..spatial import rotation_error_log, rotation_exp
 from .law import LawOutput
-from .task_space import TaskReference, _damped_solve
+from .task_space import (
+    _A,
+    _ALPHA,
+    _P,
+    _ROT,
+    _V,
+    _W,
+    SETPOINT_SIZE,
+    TaskReference,
+    _damped_solve,
+    packed_fields,
+)
 
 __all__ = ["PoseSetpointFollower", "JointLimitGuard", "ReachCheck", "SafetyLayer",
            "acceleration_bounds", "clamp_to_bounds", "follower_step", "keep_task_rows"]
@@ -180,12 +191,6 @@ def _stream_target(goal_position, goal_rotation, goal_stamp, now, stream, limits
     # else a sample from the future (stamps on another clock than the law's): chased
 
 
-# the setpoint as follower_step takes it: position (3), rotation row by row (9), linear and
-# angular velocity (3 + 3), linear and angular acceleration (3 + 3)
-_P, _ROT, _V, _W, _A, _ALPHA = 0, 3, 12, 15, 18, 21
-SETPOINT_SIZE = 24
-
-
 # compiled on first use (a task-space mode's first cycle: the node's warm-up), C-contiguous
 # float64 arrays in
 @njit(cache=True, error_model="numpy")
@@ -246,8 +251,13 @@ class PoseSetpointFollower:
         self._stream = np.zeros(STREAM_SIZE)  # the stamped samples seen (_stream_target)
         # the setpoint (follower_step's layout) and its fields' views of it
         state = self._state = np.zeros(SETPOINT_SIZE)
-        self._fields = (state[_P:_ROT], state[_ROT:_V].reshape(3, 3), state[_V:_W],
-                        state[_W:_A], state[_A:_ALPHA], state[_ALPHA:])
+        self._fields = packed_fields(state)
+
+    @property
+    def state(self) -> np.ndarray:
+        """The setpoint packed (``task_space.packed_fields``): after ``reset`` and every
+        ``step`` its fields are views of this buffer, as the compiled cycles take it."""
+        return self._state
 
     def reset(self, position: np.ndarray, rotation: np.ndarray) -> None:
         """Start at rest at this pose (the stamped samples seen forgotten)."""

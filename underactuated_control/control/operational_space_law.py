@@ -62,6 +62,7 @@ from ..operational_space import OperationalSpace, SingularTaskError
 from ..operational_space_kernels import (
     SINGULAR_TASK,
     configure_task,
+    free_acceleration_kernel,
     masked_inverse_inertia,
     null_space_kernel,
     os_views,
@@ -75,7 +76,7 @@ from ..spatial import rotation_error_log
 from .law import ControlLaw, LawOutput
 from .limits import PoseSetpointFollower, ReachCheck
 from .task_law import TaskLaw
-from .task_space import TaskReference, _ratio, intent_kernel
+from .task_space import _A, _ALPHA, _P, _ROT, _V, _W, TaskReference, _ratio, intent_kernel
 
 __all__ = ["OperationalSpaceLaw"]
 
@@ -272,16 +273,15 @@ class OperationalSpaceLaw(ControlLaw):
                            with_jacobians: bool) -> LawOutput | None:
         """``compute`` after the setpoint's step as one compiled call; None where the call
         reports a problem (a singular task, a non-finite state), which the steps then name.
-        ``sp``: the follower's setpoint, its fields the kernels' arrays as they are."""
+        ``sp``: the follower's setpoint, its fields views of the follower's ``state`` (the
+        kernels take that)."""
         m, osp, ws = self.model, self.osp, self.workspace
         error, v_sp, tau, qdd, intended, qdd_p, tau_p = self._one_call
         kp, kd = self.posture_gains
         front = (*osp.dynamics.buffers, osp.buffer, osp.path, osp.body, osp.k,
                  osp.singular_tolerance, *self.inertia.buffers, q, v, osp._zero_tau,
-                 self._zero, self._frame.rotation, sp.position, sp.rotation,
-                 sp.linear_velocity, sp.angular_velocity, sp.linear_acceleration,
-                 sp.angular_acceleration, self.rows, self._gains6, self._damping6,
-                 self.posture, self._q_joints, float(kp), float(kd),
+                 self._zero, self._frame.rotation, self.follower.state, self.rows,
+                 self._gains6, self._damping6, self.posture, self._q_joints, float(kp), float(kd),
                  self._intent_motion, self._intent_gain, _INTENT_EPS, _INTENT_DAMPING,
                  float(self._posture_ratio), self._posture_dofs, error, v_sp, self._f_star)
         if m.n_passive == 0:
@@ -363,18 +363,20 @@ class OperationalSpaceLaw(ControlLaw):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _setpoint_force(o, body, k, v, frame_rotation, sp_position, sp_rotation,
-                    sp_linear_velocity, sp_angular_velocity, sp_linear_acceleration,
-                    sp_angular_acceleration, rows, gains6, damping6, error, v_sp, f_star):
+def _setpoint_force(o, body, k, v, frame_rotation, setpoint, rows, gains6, damping6, error,
+                    v_sp, f_star):
     """e(sp) = [p_sp − p; Log(R_sp Rᵀ)], v_sp and F* = a_sp + kd (v_sp − J q̇) + kp e(sp) on
-    the task rows, from the operational space's frame point, J and placements."""
+    the task rows, from the operational space's frame point, J and placements; ``setpoint``
+    packed (``task_space.packed_fields``)."""
     Eb = o.E_world[body]
     R = np.empty((3, 3))
     for i in range(3):  # the frame's axes in root axes: (E_f E_b)ᵀ
         for j in range(3):
             R[i, j] = frame_rotation[j, 0] * Eb[0, i] + frame_rotation[j, 1] * Eb[1, i] \
                 + frame_rotation[j, 2] * Eb[2, i]
-    e_rot = np.empty(3)
+    sp_rotation, e_rot = np.empty((3, 3)), np.empty(3)
+    for i in range(9):
+        sp_rotation[i // 3, i % 3] = setpoint[_ROT + i]
     rotation_error_log(sp_rotation, R, e_rot)
     f6 = np.empty(6)
     for i in range(6):
@@ -382,11 +384,11 @@ def _setpoint_force(o, body, k, v, frame_rotation, sp_position, sp_rotation,
         for j in range(v.shape[0]):
             twist += o.J[i, j] * v[j]
         if i < 3:
-            error[i] = sp_position[i] - o.point[i]
-            v_sp[i], a_sp = sp_linear_velocity[i], sp_linear_acceleration[i]
+            error[i] = setpoint[_P + i] - o.point[i]
+            v_sp[i], a_sp = setpoint[_V + i], setpoint[_A + i]
         else:
             error[i] = e_rot[i - 3]
-            v_sp[i], a_sp = sp_angular_velocity[i - 3], sp_angular_acceleration[i - 3]
+            v_sp[i], a_sp = setpoint[_W + i - 3], setpoint[_ALPHA + i - 3]
         f6[i] = a_sp + damping6[i] * (v_sp[i] - twist) + gains6[i] * error[i]
     for r in range(k):  # the task rows
         f_star[r] = f6[rows[r]]
@@ -409,10 +411,8 @@ def _posture_torque(ints_id, consts_id, work_id, q, v, posture, q_joints, postur
 @njit(cache=True, error_model="numpy")  # compiled on first use (C-contiguous arrays in)
 def operational_space_cycle_kernel(ints, consts, work, buf, path, body, k, rcond, ints_id,
                                    consts_id, work_id, q, v, zero_tau, empty, frame_rotation,
-                                   sp_position, sp_rotation, sp_linear_velocity,
-                                   sp_angular_velocity, sp_linear_acceleration,
-                                   sp_angular_acceleration, rows, gains6, damping6, posture,
-                                   q_joints, posture_kp, posture_kd, intent_motion, intent_gain,
+                                   setpoint, rows, gains6, damping6, posture, q_joints,
+                                   posture_kp, posture_kd, intent_motion, intent_gain,
                                    intent_eps, intent_damping, posture_ratio, posture_dofs,
                                    error, v_sp, f_star, null, tau, intended, qdd):
     """``OperationalSpaceLaw.compute`` after the setpoint's step, without passive joints or
@@ -427,9 +427,8 @@ def operational_space_cycle_kernel(ints, consts, work, buf, path, body, k, rcond
         return status
     m, _ = int_views(ints)
     o, _ = os_views(buf, m.nb, m.nv)
-    _setpoint_force(o, body, k, v, frame_rotation, sp_position, sp_rotation,
-                    sp_linear_velocity, sp_angular_velocity, sp_linear_acceleration,
-                    sp_angular_acceleration, rows, gains6, damping6, error, v_sp, f_star)
+    _setpoint_force(o, body, k, v, frame_rotation, setpoint, rows, gains6, damping6, error,
+                    v_sp, f_star)
     status = task_bias_kernel(ints, consts, work, buf, v, zero_tau, body, k)
     if status != OK:  # μ, p  (24), (25)
         return status
@@ -468,20 +467,20 @@ def operational_space_cycle_kernel(ints, consts, work, buf, path, body, k, rcond
 @njit(cache=True, error_model="numpy")  # compiled on first use (C-contiguous arrays in)
 def generalized_cycle_kernel(ints, consts, work, buf, path, body, k, rcond, ints_id,
                              consts_id, work_id, q, v, zero_tau, empty, frame_rotation,
-                             sp_position, sp_rotation, sp_linear_velocity, sp_angular_velocity,
-                             sp_linear_acceleration, sp_angular_acceleration, rows, gains6,
-                             damping6, posture, q_joints, posture_kp, posture_kd, intent_motion,
-                             intent_gain, intent_eps, intent_damping, posture_ratio,
-                             posture_dofs, error, v_sp, f_star, ints_m, consts_m, work_m,
-                             force_q_index, force_coefficients, passive_dofs, active_dofs,
-                             E_world, p_world, offset, J_G, J_D, column, tau_p, tau_active,
-                             intended, qdd_active, qdd_passive):
+                             setpoint, rows, gains6, damping6, posture, q_joints, posture_kp,
+                             posture_kd, intent_motion, intent_gain, intent_eps, intent_damping,
+                             posture_ratio, posture_dofs, error, v_sp, f_star, ints_m,
+                             consts_m, work_m, force_q_index, force_coefficients, passive_dofs,
+                             active_dofs, E_world, p_world, offset, J_G, J_D, column, tau_p,
+                             tau_active, intended, qdd_active, qdd_passive):
     """``OperationalSpaceLaw.compute`` after the setpoint's step with passive joints and no
     force row, through the active joints (module docstring; ``OperationalSpace.generalized``
     and ``generalized_command``), on the operational space's workspace (every joint free),
     the inverse dynamics' (``*_id``) and the model's passive set's (``*_m``, the Jacobian
-    workspace's): Λ⁻¹ at q; e, F*; T_p; Γ₀; Λ_G⁻¹ = Λ⁻¹ − J_p M_pp⁻¹ J_pᵀ, Λ_G; μ_G, p_G;
-    F; Γ_a = Γ_a0 + J_Gᵀ Sᵀ (F − Λ_G S a(Γ_a0)); J_G, J_D; the intent w; q̈ of Γ_a and T_p.
+    workspace's): Λ⁻¹ at q; e, F*; T_p; Γ₀; Λ_G⁻¹ = Λ⁻¹ − J_p M_pp⁻¹ J_pᵀ, Λ_G; the frame's
+    free acceleration a with v, gravity, T_p and Γ_a0 (one pass); Γ_a = Γ_a0 + J_Gᵀ Sᵀ F' with
+    F' = F − Λ_G S a(Γ_a0) = Λ_G (F* − S a) (F = Λ_G F* + μ_G + p_G); J_G, J_D; the intent w;
+    q̈ of Γ_a and T_p.
     Returns OK, the first status of the kernels that is not, or SINGULAR_TASK where the
     passive joints absorb a task direction (the steps then name it)."""
     yes = k >= 0  # a typed bool: the version Python's calls compile (no literal's own)
@@ -491,9 +490,8 @@ def generalized_cycle_kernel(ints, consts, work, buf, path, body, k, rcond, ints
     m, _ = int_views(ints)
     o, _ = os_views(buf, m.nb, m.nv)
     nv, na, npas = m.nv, active_dofs.shape[0], passive_dofs.shape[0]
-    _setpoint_force(o, body, k, v, frame_rotation, sp_position, sp_rotation,
-                    sp_linear_velocity, sp_angular_velocity, sp_linear_acceleration,
-                    sp_angular_acceleration, rows, gains6, damping6, error, v_sp, f_star)
+    _setpoint_force(o, body, k, v, frame_rotation, setpoint, rows, gains6, damping6, error,
+                    v_sp, f_star)
     for j in range(npas):  # T_p (passive_forces.py), Coulomb sign of v
         tau_p[j] = dof_force(q, v, v, force_q_index, force_coefficients, passive_dofs[j])
     status, tau0 = _posture_torque(ints_id, consts_id, work_id, q, v, posture, q_joints,
@@ -516,42 +514,30 @@ def generalized_cycle_kernel(ints, consts, work, buf, path, body, k, rcond, ints
                               inv[1]):
         return SINGULAR_TASK
     LG = inv[2]
-    tau = np.zeros(nv)  # the free accelerations with T_p: μ_G = −Λ_G S a_v, p_G = −Λ_G S a_g
-    for j in range(npas):
-        tau[passive_dofs[j]] = tau_p[j]
-    status = task_bias_kernel(ints, consts, work, buf, v, tau, body, 0)
-    if status != OK:
-        return status
-    sv, sg = np.zeros(6), np.zeros(6)
-    for a in range(k):
-        for b in range(6):
-            sv[a] += o.S[a, b] * o.a_vel[b]
-            sg[a] += o.S[a, b] * o.a_grav[b]
-    F = np.empty(6)
-    for a in range(k):  # F = Λ_G F* + μ_G + p_G  (10)
-        acc, mu, p = 0.0, 0.0, 0.0
-        for b in range(k):
-            acc += LG[a, b] * f_star[b]
-            mu -= LG[a, b] * sv[b]
-            p -= LG[a, b] * sg[b]
-        F[a] = acc + mu + p
-    tau[:] = 0.0  # Γ_a0's frame acceleration from rest: a(Γ_a0)
+    tau = np.zeros(nv)  # Γ_a0 on the active joints, T_p on the passive ones
     for a in range(na):
         tau[active_dofs[a]] = tau0[active_dofs[a]]
-    status = task_bias_kernel(ints, consts, work, buf, zero_tau, tau, body, 0)
+    for j in range(npas):
+        tau[passive_dofs[j]] = tau_p[j]
+    # the frame's free acceleration a = a_v + a_g + a(Γ_a0) with v, gravity and these forces
+    # in one pass: F − Λ_G S a(Γ_a0) with F = Λ_G F* + μ_G + p_G (10), μ_G = −Λ_G S a_v,
+    # p_G = −Λ_G S a_g is Λ_G (F* − S a)
+    status = free_acceleration_kernel(ints, consts, work, buf, v, tau, body)
     if status != OK:
         return status
-    for a in range(k):
-        sv[a] = 0.0
+    residual = np.empty(6)
+    for a in range(k):  # F* − S a
+        acc = 0.0
         for b in range(6):
-            sv[a] += o.S[a, b] * o.a_vel[b]
+            acc += o.S[a, b] * o.a_vel[b]
+        residual[a] = f_star[a] - acc
     Sf = np.zeros(6)
-    for a in range(k):  # Sᵀ (F − Λ_G S a(Γ_a0))
+    for a in range(k):  # Sᵀ Λ_G (F* − S a)
         acc = 0.0
         for b in range(k):
-            acc += LG[a, b] * sv[b]
+            acc += LG[a, b] * residual[b]
         for b in range(6):
-            Sf[b] += o.S[a, b] * (F[a] - acc)
+            Sf[b] += o.S[a, b] * acc
     JtF = np.empty(nv)
     for i in range(nv):
         acc = 0.0

@@ -252,7 +252,8 @@ class TaskLaw(ControlLaw):
         dt = 0.0 if self._last_t is None else min(max(t - self._last_t, 0.0), _MAX_STEP)
         self._last_t = t
         setpoint = self.follower.step(reference, dt, (self.speed_scale, self.speed_scale), t)
-        res = self.tracker.step(q, v, setpoint)  # J_G, J_D of this cycle's (4.6)
+        # J_G, J_D of this cycle's (4.6); the setpoint's fields are views of the follower's state
+        res = self.tracker.step(q, v, setpoint, self.follower.state)
         self._leash(setpoint, res)
         ws = self.workspace
         status = "singular" if res.singular else ""

@@ -84,6 +84,32 @@ class TaskReference:
     stamp: float = 0.0
 
 
+# a TaskReference's motion packed in one buffer, as the compiled cycles take it (the setpoint
+# follower's own, limits.py): position (3), rotation row by row (9), linear and angular
+# velocity (3 + 3), linear and angular acceleration (3 + 3)
+_P, _ROT, _V, _W, _A, _ALPHA = 0, 3, 12, 15, 18, 21
+SETPOINT_SIZE = 24
+_FIELDS = ("position", "rotation", "linear_velocity", "angular_velocity",
+           "linear_acceleration", "angular_acceleration")
+
+
+def packed_fields(state: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The views of a packed reference ``state`` (``SETPOINT_SIZE``) in ``_FIELDS``' order."""
+    return (state[_P:_ROT], state[_ROT:_V].reshape(3, 3), state[_V:_W], state[_W:_A],
+            state[_A:_ALPHA], state[_ALPHA:])
+
+
+def pack_reference(ref: TaskReference, fields: tuple[np.ndarray, ...]) -> None:
+    """``ref``'s motion into the views ``packed_fields`` gave; a field of another shape is
+    named (ValueError)."""
+    for name, view in zip(_FIELDS, fields):
+        value = float_array(getattr(ref, name))
+        if value.shape != view.shape:
+            kind = "a 3-vector" if view.ndim == 1 else "a 3x3 matrix"
+            raise ValueError(f"the reference's {name} must be {kind}, got shape {value.shape}")
+        view[:] = value
+
+
 @dataclass
 class TrackingResult:
     qdd_active: np.ndarray
@@ -186,6 +212,8 @@ class EndEffectorTracker:
         self._no_posture = np.zeros(len(q_index))  # the kernel's posture argument when unset
         self._speed_limits = model.speed_limit[model.active_dofs]
         self._gains = np.empty(4)  # kp, kd of position, then orientation (each cycle's)
+        self._reference = np.empty(SETPOINT_SIZE)  # a reference packed (pack_reference)
+        self._reference_fields = packed_fields(self._reference)
         self._N_task = np.empty((model.n_active, model.n_active))
         self._sizes = (model.n_active, model.n_passive)  # (the model's properties cost)
         self._cycle_key: tuple | None = None  # task_cycle_kernel's fixed arguments, by
@@ -266,13 +294,20 @@ class EndEffectorTracker:
         rows[0, 3:], rows[1, 3:] = e1, e2
         return rows
 
-    def step(self, q: np.ndarray, v: np.ndarray, ref: TaskReference) -> TrackingResult:
-        """One control cycle: qdd_a, T_a and qdd_p for the state (q, v) and a reference."""
+    def step(self, q: np.ndarray, v: np.ndarray, ref: TaskReference,
+             packed: np.ndarray | None = None) -> TrackingResult:
+        """One control cycle: qdd_a, T_a and qdd_p for the state (q, v) and a reference.
+        ``packed``: ``ref``'s motion packed (``SETPOINT_SIZE``, C-contiguous float64: a
+        ``PoseSetpointFollower``'s ``state`` after its step), taken as it is; else packed
+        here (a field of another shape named)."""
         m, ws = self.model, self.workspace
         q = np.asarray(q, dtype=float)
         v = np.asarray(v, dtype=float)
+        if packed is None:
+            pack_reference(ref, self._reference_fields)
+            packed = self._reference
         if self._in_one_call(q, v):
-            res = self._step_in_one_call(q, v, ref)
+            res = self._step_in_one_call(q, v, packed)
             if res is not None:
                 return res
         tau_p = self.passive_forces(q, v)
@@ -305,17 +340,11 @@ class EndEffectorTracker:
         # the joint velocity that gives it (the joint law's v_ref + kp e / kd,
         # control/friction.py), through the same SVD of S J_G; the self-motion's term: one
         # compiled call
-        p_ref, R_ref = float_array(ref.position), float_array(ref.rotation)
-        if p_ref.shape != (3,) or R_ref.shape != (3, 3):
-            raise ValueError(f"the reference's position must be a 3-vector and its rotation a "
-                             f"3x3 matrix, got shapes {p_ref.shape} and {R_ref.shape}")
         e_pos, a_des, qdd_a = np.empty(3), np.empty(6), np.empty(m.n_active)
         X, N_task = np.empty((m.n_active, 2)), self._N_task
         task_sigma_min, lam, e_pos_norm, e_rot_norm, speed_ratio = task_solve_kernel(
             S, float_array(J), float_array(v), float_array(J_G), float_array(drift_G), p, R,
-            p_ref, R_ref, self.task == "pointing",
-            float_array(ref.linear_velocity), float_array(ref.linear_acceleration),
-            float_array(ref.angular_velocity), float_array(ref.angular_acceleration), gains,
+            packed, self.task == "pointing", gains,
             float(eps), float(self.max_damping), m.active_dofs, bool(null_space and not held),
             float(self.null_space_damping), float(self.posture_kp), self._posture_cols,
             float_array(posture), self._posture_q, float_array(q), self._speed_limits, e_pos,
@@ -409,7 +438,7 @@ class EndEffectorTracker:
                              *ws.frame_task_arguments(self.frame))
         return self._cycle_fixed
 
-    def _step_in_one_call(self, q: np.ndarray, v: np.ndarray, ref: TaskReference
+    def _step_in_one_call(self, q: np.ndarray, v: np.ndarray, packed: np.ndarray
                           ) -> TrackingResult | None:
         """``step`` as one compiled call (``task_cycle_kernel``); None where it does not
         apply (a frame on the fixed root) or the call reports a problem, which the steps of
@@ -418,18 +447,14 @@ class EndEffectorTracker:
         if fixed is None:
             return None
         m, ws = self.model, self.workspace
-        p_ref, R_ref = float_array(ref.position), float_array(ref.rotation)
-        if p_ref.shape != (3,) or R_ref.shape != (3, 3):
-            return None
         S = _FIXED_ROWS[self.task]
         posture, gains = self._posture_and_gains(q)
         na, n_passive = self._sizes
         tau_p, e_pos, e_rot = np.empty(n_passive), np.empty(3), np.empty(3)
         a_des, qdd_a, X = np.empty(6), np.empty(na), np.empty((na, 2))
         status, sigma_min, lam, e_pos_norm, e_rot_norm, speed_ratio = task_cycle_kernel(
-            *ws.dynamics.buffers, q, v, *fixed[:2], fixed[2], tau_p, *fixed[3:], S, p_ref,
-            R_ref, float_array(ref.linear_velocity), float_array(ref.linear_acceleration),
-            float_array(ref.angular_velocity), float_array(ref.angular_acceleration), gains,
+            *ws.dynamics.buffers, q, v, *fixed[:2], fixed[2], tau_p, *fixed[3:], S, packed,
+            gains,
             float(self.singular_threshold), float(self.max_damping), m.active_dofs,
             self.null_space_damping > 0.0 or self.posture_kp > 0.0,
             float(self.null_space_damping), float(self.posture_kp), self._posture_cols,
@@ -636,25 +661,28 @@ def self_motion_kernel(N, v, active_dofs, null_damping, posture_kp, posture_cols
 
 
 @njit(cache=True, error_model="numpy")
-def task_solve_kernel(S, J, v, J_G, drift_G, position, rotation, reference_position,
-                      reference_rotation, rotation_given, linear_velocity, linear_acceleration,
-                      angular_velocity, angular_acceleration, gains, eps, max_damping,
-                      active_dofs, null_space, null_damping, posture_kp, posture_cols, posture,
-                      posture_q, q, speed_limits, e_pos, e_rot, a_des, X, N, qdd_a):
-    """Steps 2-3 of the module docstring for the task rows S (k × 6) in one call:
-    the errors e_pos = p_ref − p and (unless ``rotation_given``: e_rot as the caller wrote it)
-    e_rot = Log(R_ref Rᵀ); the frame's twist J v; a_des = a_ref + kd (v_ref − twist) + kp e
-    ([linear; angular], ``gains`` kp, kd of position then orientation); the damped solve
-    (``_damped_solve``) of S J_G x = [S (a_des − drift_G), S v_des] (6.10) with
-    v_des = v_ref + (kp/kd) e (the intended velocity's target): X[:, 0] = the task's qdd_a,
-    X[:, 1] = the intended joint velocity, N its null-space projector; ``qdd_a`` = X[:, 0],
-    plus, with ``null_space``, the self-motion's term N (−d₀ v_a + k₀ (q_a,0 − q_a)) (k₀ on
-    the posture's columns). e_pos, e_rot, a_des, X, N, qdd_a written; returns (σ_min, λ,
-    |e_pos|, |e_rot|, the largest |intended_a| / ``speed_limits``_a)."""
+def task_solve_kernel(S, J, v, J_G, drift_G, position, rotation, reference, rotation_given,
+                      gains, eps, max_damping, active_dofs, null_space, null_damping,
+                      posture_kp, posture_cols, posture, posture_q, q, speed_limits, e_pos,
+                      e_rot, a_des, X, N, qdd_a):
+    """Steps 2-3 of the module docstring for the task rows S (k × 6) and the packed
+    ``reference`` (``packed_fields``) in one call: the errors e_pos = p_ref − p and (unless
+    ``rotation_given``: e_rot as the caller wrote it) e_rot = Log(R_ref Rᵀ); the frame's
+    twist J v; a_des = a_ref + kd (v_ref − twist) + kp e ([linear; angular], ``gains`` kp, kd
+    of position then orientation); the damped solve (``_damped_solve``) of
+    S J_G x = [S (a_des − drift_G), S v_des] (6.10) with v_des = v_ref + (kp/kd) e (the
+    intended velocity's target): X[:, 0] = the task's qdd_a, X[:, 1] = the intended joint
+    velocity, N its null-space projector; ``qdd_a`` = X[:, 0], plus, with ``null_space``, the
+    self-motion's term N (−d₀ v_a + k₀ (q_a,0 − q_a)) (k₀ on the posture's columns). e_pos,
+    e_rot, a_des, X, N, qdd_a written; returns (σ_min, λ, |e_pos|, |e_rot|, the largest
+    |intended_a| / ``speed_limits``_a)."""
     k, na = S.shape[0], J_G.shape[1]
     for i in range(3):
-        e_pos[i] = reference_position[i] - position[i]
+        e_pos[i] = reference[_P + i] - position[i]
     if not rotation_given:
+        reference_rotation = np.empty((3, 3))
+        for i in range(9):
+            reference_rotation[i // 3, i % 3] = reference[_ROT + i]
         rotation_error_log(reference_rotation, rotation, e_rot)
     kp_p, kd_p, kp_o, kd_o = gains[0], gains[1], gains[2], gains[3]
     ratio_p = kp_p / kd_p if kd_p > 0.0 else 0.0
@@ -665,13 +693,13 @@ def task_solve_kernel(S, J, v, J_G, drift_G, position, rotation, reference_posit
         for j in range(v.shape[0]):
             twist += J[i, j] * v[j]
         if i < 3:
-            a_des[i] = linear_acceleration[i] + kd_p * (linear_velocity[i] - twist) + \
+            a_des[i] = reference[_A + i] + kd_p * (reference[_V + i] - twist) + \
                 kp_p * e_pos[i]
-            v_des[i] = linear_velocity[i] + ratio_p * e_pos[i]
-        else:
-            a_des[i] = angular_acceleration[i - 3] + kd_o * (angular_velocity[i - 3] - twist) \
+            v_des[i] = reference[_V + i] + ratio_p * e_pos[i]
+        else:  # _W, _ALPHA: the angular velocity and acceleration
+            a_des[i] = reference[_ALPHA + i - 3] + kd_o * (reference[_W + i - 3] - twist) \
                 + kp_o * e_rot[i - 3]
-            v_des[i] = angular_velocity[i - 3] + ratio_o * e_rot[i - 3]
+            v_des[i] = reference[_W + i - 3] + ratio_o * e_rot[i - 3]
     A = np.zeros((k, na))
     B = np.zeros((k, 2))
     for r in range(k):
@@ -699,11 +727,9 @@ def task_solve_kernel(S, J, v, J_G, drift_G, position, rotation, reference_posit
 def task_cycle_kernel(ints, consts, work, q, v, force_q_index, force_coefficients,
                       passive_dofs, tau_p, no_active, empty, E_world, p_world, body,
                       frame_rotation, offset, J_G, J_D, column, position, R, J, drift_G,
-                      drift_D, alpha, S, reference_position, reference_rotation,
-                      linear_velocity, linear_acceleration, angular_velocity,
-                      angular_acceleration, gains, eps, max_damping, active_dofs, null_space,
-                      null_damping, posture_kp, posture_cols, posture, posture_q, speed_limits,
-                      e_pos, e_rot, a_des, X, N, qdd_a):
+                      drift_D, alpha, S, reference, gains, eps, max_damping, active_dofs,
+                      null_space, null_damping, posture_kp, posture_cols, posture, posture_q,
+                      speed_limits, e_pos, e_rot, a_des, X, N, qdd_a):
     """``EndEffectorTracker.step``'s cycle in one call where it solves the task alone (steps
     1-4 of the module docstring without passive rows): the passive forces T_p (the URDF's
     model, ``dof_force``) into ``tau_p``, ``frame_task_kernel`` (J_G, J_D, the frame, the
@@ -721,10 +747,8 @@ def task_cycle_kernel(ints, consts, work, q, v, force_q_index, force_coefficient
     # the step's Python call compiles (one version, whether or not this loads from the cache)
     rotation_given = e_rot.shape[0] < 0
     sigma_min, lam, position_norm, rotation_norm, speed_ratio = task_solve_kernel(
-        S, J, v, J_G, drift_G, position, R, reference_position, reference_rotation,
-        rotation_given,
-        linear_velocity, linear_acceleration, angular_velocity, angular_acceleration, gains,
-        eps, max_damping, active_dofs, null_space, null_damping, posture_kp, posture_cols,
-        posture, posture_q, q, speed_limits, e_pos, e_rot, a_des, X, N, qdd_a)
+        S, J, v, J_G, drift_G, position, R, reference, rotation_given, gains, eps, max_damping,
+        active_dofs, null_space, null_damping, posture_kp, posture_cols, posture, posture_q, q,
+        speed_limits, e_pos, e_rot, a_des, X, N, qdd_a)
     status = run_steps(ints, consts, work, empty, empty, qdd_a, tau_p, SOLVE | GRAVITY)
     return status, sigma_min, lam, position_norm, rotation_norm, speed_ratio
