@@ -412,15 +412,27 @@ def free_frame_acceleration(m, c, w, s, o, body, out):
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
-def task_free_motion(m, c, w, s, o, v, tau, body, k):
-    """The body of ``task_bias_kernel``."""
+def moving_frame_acceleration(m, c, w, s, o, v, tau, body, with_gravity, out):
+    """The frame point's classical acceleration under velocities v, joint forces ``tau``
+    and, ``with_gravity``, gravity (every joint free) into ``out``. Returns OK or
+    NONFINITE_V."""
     if v.shape[0] != m.nv or tau.shape[0] != m.nv or not (all_finite(v) and all_finite(tau)):
         return NONFINITE_V
     velocity_sweep(m, c, v, w, s)  # (3.1)
     for i in range(m.nv):
         w.tau[i] = tau[i]
-    w.alpha_base[:] = 0.0
-    free_frame_acceleration(m, c, w, s, o, body, o.a_vel)
+    for a in range(6):  # gravity as the base acceleration [0; -g], removed at the frame
+        w.alpha_base[a] = c.gravity_base[a] if with_gravity else 0.0
+    free_frame_acceleration(m, c, w, s, o, body, out)
+    return OK
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def task_free_motion(m, c, w, s, o, v, tau, body, k):
+    """The body of ``task_bias_kernel``."""
+    status = moving_frame_acceleration(m, c, w, s, o, v, tau, body, False, o.a_vel)
+    if status != OK:  # a_v: velocities and tau, no gravity
+        return status
     w.vel[:] = 0.0  # at rest, gravity as the base acceleration [0; -g]
     w.coriolis[:] = 0.0
     w.gyro[:] = 0.0
@@ -473,16 +485,8 @@ def free_acceleration_kernel(ints, consts, work, buf, v, tau, body):
     c, _ = const_views(consts, m.nb)
     w, s, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
     o, _ = os_views(buf, m.nb, m.nv)
-    v, tau = borrow(v), borrow(tau)
-    if v.shape[0] != m.nv or tau.shape[0] != m.nv or not (all_finite(v) and all_finite(tau)):
-        return NONFINITE_V
-    velocity_sweep(m, c, v, w, s)  # (3.1)
-    for i in range(m.nv):
-        w.tau[i] = tau[i]
-    for a in range(6):  # gravity as the base acceleration [0; -g], removed at the frame
-        w.alpha_base[a] = c.gravity_base[a]
-    free_frame_acceleration(m, c, w, s, o, body, o.a_vel)
-    return OK
+    return moving_frame_acceleration(m, c, w, s, o, borrow(v), borrow(tau), body, True,
+                                     o.a_vel)
 
 
 @njit(cache=True, error_model="numpy", fastmath=FAST)

@@ -73,6 +73,7 @@ from .task_space import (
     TaskReference,
     _damped_solve,
     packed_fields,
+    packed_rotation,
 )
 
 __all__ = ["PoseSetpointFollower", "JointLimitGuard", "ReachCheck", "SafetyLayer",
@@ -205,8 +206,7 @@ def follower_step(goal_position, goal_rotation, goal_stamp, now, stream, limits,
     angular_velocity = state[_W:_A]
     linear_acceleration, angular_acceleration = state[_A:_ALPHA], state[_ALPHA:]
     rotation = np.empty((3, 3))
-    for i in range(9):
-        rotation[i // 3, i % 3] = state[_ROT + i]
+    packed_rotation(state, rotation)
     target_position, target_rotation = np.empty(3), np.empty((3, 3))
     stream_velocity = np.empty(6)
     _stream_target(goal_position, goal_rotation, goal_stamp, now - dt, stream, limits,

@@ -76,7 +76,17 @@ from ..spatial import rotation_error_log
 from .law import ControlLaw, LawOutput
 from .limits import PoseSetpointFollower, ReachCheck
 from .task_law import TaskLaw
-from .task_space import _A, _ALPHA, _P, _ROT, _V, _W, TaskReference, _ratio, intent_kernel
+from .task_space import (
+    _A,
+    _ALPHA,
+    _P,
+    _V,
+    _W,
+    TaskReference,
+    _ratio,
+    intent_kernel,
+    packed_rotation,
+)
 
 __all__ = ["OperationalSpaceLaw"]
 
@@ -375,8 +385,7 @@ def _setpoint_force(o, body, k, v, frame_rotation, setpoint, rows, gains6, dampi
             R[i, j] = frame_rotation[j, 0] * Eb[0, i] + frame_rotation[j, 1] * Eb[1, i] \
                 + frame_rotation[j, 2] * Eb[2, i]
     sp_rotation, e_rot = np.empty((3, 3)), np.empty(3)
-    for i in range(9):
-        sp_rotation[i // 3, i % 3] = setpoint[_ROT + i]
+    packed_rotation(setpoint, sp_rotation)
     rotation_error_log(sp_rotation, R, e_rot)
     f6 = np.empty(6)
     for i in range(6):
@@ -482,7 +491,8 @@ def generalized_cycle_kernel(ints, consts, work, buf, path, body, k, rcond, ints
     F' = F − Λ_G S a(Γ_a0) = Λ_G (F* − S a) (F = Λ_G F* + μ_G + p_G); J_G, J_D; the intent w;
     q̈ of Γ_a and T_p.
     Returns OK, the first status of the kernels that is not, or SINGULAR_TASK where the
-    passive joints absorb a task direction (the steps then name it)."""
+    passive joints absorb a task direction (the steps then name it). ``zero_tau`` is unused
+    here: the arguments up to ``f_star`` are those ``operational_space_cycle_kernel`` takes."""
     yes = k >= 0  # a typed bool: the version Python's calls compile (no literal's own)
     status = configure_task(ints, consts, work, buf, path, q, yes, body, k, yes, rcond)
     if status != OK:  # transforms, (4.6), J, Λ⁻¹ = W Ω Wᵀ  (17), (33)

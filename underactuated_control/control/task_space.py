@@ -99,6 +99,14 @@ def packed_fields(state: np.ndarray) -> tuple[np.ndarray, ...]:
             state[_A:_ALPHA], state[_ALPHA:])
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def packed_rotation(state, rotation):
+    """A packed reference's rotation (``packed_fields``) into the 3x3 ``rotation``, in
+    compiled code."""
+    for i in range(9):
+        rotation[i // 3, i % 3] = state[_ROT + i]
+
+
 def pack_reference(ref: TaskReference, fields: tuple[np.ndarray, ...]) -> None:
     """``ref``'s motion into the views ``packed_fields`` gave; a field of another shape is
     named (ValueError)."""
@@ -681,8 +689,7 @@ def task_solve_kernel(S, J, v, J_G, drift_G, position, rotation, reference, rota
         e_pos[i] = reference[_P + i] - position[i]
     if not rotation_given:
         reference_rotation = np.empty((3, 3))
-        for i in range(9):
-            reference_rotation[i // 3, i % 3] = reference[_ROT + i]
+        packed_rotation(reference, reference_rotation)
         rotation_error_log(reference_rotation, rotation, e_rot)
     kp_p, kd_p, kp_o, kd_o = gains[0], gains[1], gains[2], gains[3]
     ratio_p = kp_p / kd_p if kd_p > 0.0 else 0.0
