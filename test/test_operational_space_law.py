@@ -13,6 +13,7 @@ from underactuated_control import RobotModel
 from underactuated_control.control.operational_space_law import OperationalSpaceLaw
 from underactuated_control.control.registry import law_parameters
 from underactuated_control.parameters import coerce
+from underactuated_control.passive_forces import JointForceParameters, PassiveForceModel
 
 ARM7 = ARM7_PATH.read_text()
 Q = np.array([0.1, -0.4, 0.2, -2.0, 0.1, 1.8, 0.5])
@@ -173,7 +174,8 @@ def test_the_cycle_in_one_call_is_the_steps_and_its_accelerations_are_pinocchios
     torques, accelerations, T_p, intent and Jacobians are the separate steps' (a strided state
     takes those) to 1e-12; its q̈ is Pinocchio's ABA of its torques with the passive joints'
     URDF forces (the active joints' friction is the friction stage's, not the law's), its
-    J_G, J_D Pinocchio's."""
+    J_G, J_D Pinocchio's. Half-way the laws get another passive-force model (pure damping
+    0.7 N·m·s/rad): the one call takes its arrays, not the first model's it gathered."""
     model = RobotModel.from_urdf(ARM7, passive_joints=passive)
     ref = PinRef(model, ARM7)
     a, p = model.active_dofs, model.passive_dofs
@@ -183,7 +185,13 @@ def test_the_cycle_in_one_call_is_the_steps_and_its_accelerations_are_pinocchios
     steps.hold_reference(Q)
     reference.position = reference.position + [0.03, -0.02, 0.01]
     rng = np.random.default_rng(12)
+    passive_torque = urdf_passive_torque
     for k in range(40):
+        if k == 20:  # another force model on the passive joints
+            damped = {name: JointForceParameters(damping=0.7) for name in model.joint_names}
+            for law in (one, steps):
+                law.passive_forces = PassiveForceModel(model, damped)
+            passive_torque = lambda velocity: -0.7 * velocity  # noqa: E731
         q, v = Q + rng.uniform(-0.2, 0.2, 7), rng.uniform(-0.8, 0.8, 7)
         strided = np.stack([q, q], axis=1)[:, 0]
         assert one._in_one_call(q, v) and not steps._in_one_call(strided, v)
@@ -194,7 +202,8 @@ def test_the_cycle_in_one_call_is_the_steps_and_its_accelerations_are_pinocchios
                      "intended_velocity", "task_point", "task_inertia_inverse"):
             assert_close(getattr(out, name), getattr(expected, name), 1e-12, rtol=0.0)
         tau = np.zeros(7)
-        tau[a], tau[p] = out.tau_active, urdf_passive_torque(v[p])
+        tau[a], tau[p] = out.tau_active, passive_torque(v[p])
+        assert_close(out.tau_passive, tau[p], 1e-12)
         qdd = ref.aba(q, v, tau)
         assert_close(out.qdd_active, qdd[a], 1e-9)
         assert_close(out.qdd_passive, qdd[p], 1e-9)

@@ -16,7 +16,8 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
 
-__all__ = ["block_view", "borrow", "take", "numpy_view", "numpy_views", "float_array"]
+__all__ = ["block_view", "borrow", "take", "numpy_view", "numpy_views", "split_views",
+           "float_array"]
 
 
 def _is_shape(shape) -> bool:
@@ -128,6 +129,15 @@ def numpy_views(blocks: tuple, buffer: np.ndarray) -> tuple:
     (fields that are not arrays, e.g. sizes, are kept as they are)."""
     return type(blocks)(*(numpy_view(b, buffer) if isinstance(b, np.ndarray) else b
                           for b in blocks))
+
+
+def split_views(blocks: tuple, ints: np.ndarray, floats: np.ndarray, n_ints: int) -> tuple:
+    """``numpy_views`` of a layout that cuts two buffers: its first ``n_ints`` blocks of
+    ``ints``, the others of ``floats``."""
+    fields = type(blocks)._fields
+    int_part = numpy_views(blocks._replace(**dict.fromkeys(fields[n_ints:])), ints)
+    float_part = numpy_views(blocks._replace(**dict.fromkeys(fields[:n_ints])), floats)
+    return type(blocks)(*int_part[:n_ints], *float_part[n_ints:])
 
 
 _FLOAT64 = np.dtype(np.float64)  # NumPy's one native float64 dtype (``is``: 40 ns less than ==)

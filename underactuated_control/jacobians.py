@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
-from .buffers import block_view, borrow
+from .buffers import block_view, borrow, numpy_views, take
 from .dynamics import (
     GRAVITY,
     OK,
@@ -75,6 +76,52 @@ __all__ = [
     "projection_operators",
     "spatial_momentum",
 ]
+
+
+class FrameBlocks(NamedTuple):
+    """A ``JacobianWorkspace``'s arrays, blocks of its one flat ``buffer`` (``frame_views``):
+    the compiled cycles take the buffer, one argument instead of a dozen."""
+
+    E_world: np.ndarray  # (nb, 3, 3) body axes' rotations, root to body
+    p_world: np.ndarray  # (nb, 3) body origins in root axes
+    J: np.ndarray  # (6, nv) the frame's Jacobian
+    J_G: np.ndarray  # (6, na)
+    J_D: np.ndarray  # (npas, na)
+    drift_G: np.ndarray  # noqa: N815  (6,)
+    drift_D: np.ndarray  # noqa: N815  (npas,)
+    no_active: np.ndarray  # (na,) zeros: qdd_a = 0 of the drifts
+    alpha: np.ndarray  # (6,) scratch: a body's acceleration
+    column: np.ndarray  # (6,) scratch: a column of J_G
+    position: np.ndarray  # (3,) the frame's origin in root axes
+    rotation: np.ndarray  # (3, 3) the frame's axes in root axes
+    empty: np.ndarray  # (0,) an absent argument
+
+
+@njit(cache=True, inline="always")
+def frame_views(frames, nb, nv, na, npas):
+    """(FrameBlocks, end) of a ``JacobianWorkspace``'s buffer."""
+    E_world, o = take(frames, 0, (nb, 3, 3))
+    p_world, o = take(frames, o, (nb, 3))
+    J, o = take(frames, o, (6, nv))
+    J_G, o = take(frames, o, (6, na))
+    J_D, o = take(frames, o, (npas, na))
+    drift_G, o = take(frames, o, (6,))
+    drift_D, o = take(frames, o, (npas,))
+    no_active, o = take(frames, o, (na,))
+    alpha, o = take(frames, o, (6,))
+    column, o = take(frames, o, (6,))
+    position, o = take(frames, o, (3,))
+    rotation, o = take(frames, o, (3, 3))
+    empty, o = take(frames, o, (0,))
+    return FrameBlocks(E_world=E_world, p_world=p_world, J=J, J_G=J_G, J_D=J_D,
+                       drift_G=drift_G, drift_D=drift_D, no_active=no_active, alpha=alpha,
+                       column=column, position=position, rotation=rotation, empty=empty), o
+
+
+@njit(cache=True)
+def frame_buffer_size(nb, nv, na, npas):
+    """The length of a ``JacobianWorkspace``'s buffer: where ``frame_views`` ends."""
+    return frame_views(np.empty(0), nb, nv, na, npas)[1]
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
@@ -151,19 +198,21 @@ def generalized_from_rows(J, active_dofs, passive_dofs, J_D, J_G):
 
 
 @njit(cache=True, error_model="numpy", fastmath=FAST)
-def frame_task_kernel(ints, consts, work, q, v, tau_passive, no_active, empty, E_world, p_world,
-                      body, rotation, offset, J_G, J_D, column, position, R, J, drift_G, drift_D,
-                      alpha):
+def frame_task_kernel(ints, consts, work, frames, q, v, tau_passive, body, rotation, offset):
     """A task's quantities at (q, v) in one compiled call: §6.1 (J_G, J_D with transforms,
-    (4.6) and placements), the frame's placement (``position``, ``R``: frame axes in root
-    axes) and Jacobian J, then the drifts of (6.10), (6.12): the recursion with qdd_a = 0, the
-    true velocities, gravity and T_p. With fewer passive DOF than active ones J_D comes by
-    its rows (``disturbance_rows``: one pass per passive DOF instead of one per active DOF)
-    and J_G = J_a + J_p J_D, the frame's acceleration a = J_a qdd_a + J_p qdd_p of (6.10) with
-    qdd_p = J_D qdd_a (6.12) (without passive joints J_G = J_a). Returns a status code as
-    ``run_steps``."""
+    (4.6) and placements), the frame's placement (``position``, ``rotation``: frame axes in
+    root axes) and Jacobian J, then the drifts of (6.10), (6.12): the recursion with qdd_a = 0,
+    the true velocities, gravity and T_p; all into the blocks of ``frames`` (a
+    ``JacobianWorkspace``'s buffer, ``frame_views``). With fewer passive DOF than active ones
+    J_D comes by its rows (``disturbance_rows``: one pass per passive DOF instead of one per
+    active DOF) and J_G = J_a + J_p J_D, the frame's acceleration a = J_a qdd_a + J_p qdd_p
+    of (6.10) with qdd_p = J_D qdd_a (6.12) (without passive joints J_G = J_a). ``body``,
+    ``rotation``, ``offset``: the frame's (``frame_task_arguments``). Returns a status code
+    as ``run_steps``."""
     m, _ = int_views(ints)
     c, _ = const_views(consts, m.nb)
+    f, _ = frame_views(frames, m.nb, m.nv, m.na, m.npas)
+    E_world, p_world, J_G, J_D, R = f.E_world, f.p_world, f.J_G, f.J_D, f.rotation
     by_rows = m.npas < m.na
     if by_rows:
         w, s, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
@@ -175,28 +224,28 @@ def frame_task_kernel(ints, consts, work, q, v, tau_passive, no_active, empty, E
     else:
         yes = body >= -1  # a typed bool: the version Python's calls compile
         status = generalized_jacobian_sweeps(ints, consts, work, q, yes, E_world, p_world,
-                                             body, offset, yes, J_G, J_D, column)
+                                             body, offset, yes, J_G, J_D, f.column)
         if status != OK:
             return status
     Eb = E_world[body]
-    frame_point(Eb, p_world[body], offset, position)
+    frame_point(Eb, p_world[body], offset, f.position)
     for i in range(3):  # R = (E_f E_b)ᵀ
         for j in range(3):
             R[i, j] = Eb[0, i] * rotation[j, 0] + Eb[1, i] * rotation[j, 1] \
                 + Eb[2, i] * rotation[j, 2]
     frame_jacobian_kernel(m.parent, c.S, m.nv_joint, m.v_start, E_world, p_world, body,
-                          position, J)
+                          f.position, f.J)
     if by_rows:
-        generalized_from_rows(J, m.active_dofs, m.passive_dofs, J_D, J_G)
-    status = run_steps(ints, consts, work, empty, v, no_active, tau_passive,
+        generalized_from_rows(f.J, m.active_dofs, m.passive_dofs, J_D, J_G)
+    status = run_steps(ints, consts, work, f.empty, v, f.no_active, tau_passive,
                        VELOCITY | SOLVE | GRAVITY)
     if status != OK:
         return status
     w, _, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
     for k in range(m.npas):
-        drift_D[k] = w.qdd_passive[k]  # (6.12) with qdd_a = 0
-    acceleration_without_gravity(Eb, w.alpha[body], w.alpha_base, alpha)
-    classical_acceleration(Eb, alpha, w.vel[body], offset, drift_G)  # (6.10) with qdd_a = 0
+        f.drift_D[k] = w.qdd_passive[k]  # (6.12) with qdd_a = 0
+    acceleration_without_gravity(Eb, w.alpha[body], w.alpha_base, f.alpha)
+    classical_acceleration(Eb, f.alpha, w.vel[body], offset, f.drift_G)  # (6.10), qdd_a = 0
     return OK
 
 
@@ -256,6 +305,8 @@ class JacobianWorkspace:
     ``shared``: the model's ``dynamics.Workspace`` to build on (default: a new one), whose
     ``HybridDynamics`` of the model's passive set becomes ``dynamics``; whatever else is built
     on ``self.shared`` (an ``OperationalSpace``, the inverse dynamics of a law) reuses it.
+    ``E_world``, ``p_world``, J, J_G, J_D and the drifts are blocks of one flat ``buffer``
+    (``FrameBlocks``): the compiled cycles take ``kernel_buffers``, four arguments.
     """
 
     def __init__(self, model: RobotModel, shared: Workspace | None = None) -> None:
@@ -264,17 +315,17 @@ class JacobianWorkspace:
         self.dynamics = self.shared.hybrid("model")
         nb, nv = model.nb, model.nv
         na, npas = model.n_active, model.n_passive
-        self.E_world = np.zeros((nb, 3, 3))
-        self.p_world = np.zeros((nb, 3))
-        self.J = np.zeros((6, nv))
-        self.J_G = np.zeros((6, na))
-        self.J_D = np.zeros((npas, na))
-        self.drift_G = np.zeros(6)
-        self.drift_D = np.zeros(npas)
-        self._no_active = np.zeros(na)  # qdd_a = 0 of the drifts
+        # E_world, p_world, J, J_G, J_D, the drifts and the task cycle's scratch: blocks of one
+        # buffer (``FrameBlocks``), which the compiled cycles take as one argument
+        self.buffer = np.zeros(frame_buffer_size(nb, nv, na, npas))
+        blocks = numpy_views(frame_views(self.buffer, nb, nv, na, npas)[0], self.buffer)
+        self.E_world, self.p_world, self.J = blocks.E_world, blocks.p_world, blocks.J
+        self.J_G, self.J_D = blocks.J_G, blocks.J_D
+        self.drift_G, self.drift_D = blocks.drift_G, blocks.drift_D
+        self._no_active = blocks.no_active  # qdd_a = 0 of the drifts
         self._zero_tau_p = np.zeros(npas)
         self._zero_vel = np.zeros(6)
-        self._alpha = np.zeros(6)
+        self._alpha = blocks.alpha
         self._point = np.zeros(3)
         self._W = np.zeros((6, 6))
         self._z_bar = np.zeros((nb, 6))
@@ -283,10 +334,10 @@ class JacobianWorkspace:
         self._nu_bar = np.zeros(nv)
         self._tmp6a = np.zeros(6)
         self._tmp6b = np.zeros(6)
-        self._column = np.zeros(6)
-        self._position = np.zeros(3)
-        self._rotation = np.zeros((3, 3))
-        self._empty = np.zeros(0)
+        self._column, self._empty = blocks.column, blocks.empty
+        self._position, self._rotation = blocks.position, blocks.rotation
+        # what the compiled task cycles take first: the hybrid workspace's buffers and this one
+        self.kernel_buffers = (*self.dynamics.buffers, self.buffer)
 
     # -------------------------------------------------------------- configuration
     def set_configuration(self, q: np.ndarray) -> None:
@@ -380,7 +431,7 @@ class JacobianWorkspace:
         q = dyn.as_vector(q, m.nq, "q")
         v = dyn.as_vector(v, m.nv, "v")
         tau_passive = dyn.as_vector(tau_passive, m.n_passive, "tau_passive")
-        status = frame_task_kernel(*dyn.buffers, q, v, tau_passive,
+        status = frame_task_kernel(*self.kernel_buffers, q, v, tau_passive,
                                    *self.frame_task_arguments(frame))
         if status != OK:
             dyn.raise_for_status(status, q=q, v=v, tp=tau_passive)
@@ -388,13 +439,12 @@ class JacobianWorkspace:
                 self.drift_D)
 
     def frame_task_arguments(self, frame: str) -> tuple:
-        """What ``frame_task_kernel`` takes after (ints, consts, work, q, v, tau_passive) for
-        ``frame`` (on a body: ``model.frame(frame).body`` ≥ 0), its outputs the arrays
-        ``task_quantities`` returns: for a caller that runs the kernel inside its own."""
+        """What ``frame_task_kernel`` takes after (``kernel_buffers``, q, v, tau_passive) for
+        ``frame`` (on a body: ``model.frame(frame).body`` ≥ 0): its body, rotation and offset;
+        its outputs are the arrays ``task_quantities`` returns (blocks of ``buffer``), for a
+        caller that runs the kernel inside its own."""
         f = self.model.frame(frame)
-        return (self._no_active, self._empty, self.E_world, self.p_world, f.body, f.rotation,
-                f.translation, self.J_G, self.J_D, self._column, self._position,
-                self._rotation, self.J, self.drift_G, self.drift_D, self._alpha)
+        return f.body, f.rotation, f.translation
 
     def generalized_by_rows(self, frame: str, q: np.ndarray | None = None) -> np.ndarray:
         """J_G alone in O(6 N) by the adjoint sweeps (cheaper than columns when n_a > 6)."""

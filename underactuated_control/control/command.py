@@ -25,12 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
 
-from ..buffers import float_array
+from ..buffers import float_array, split_views, take
 from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
 from ..parameters import ParameterSpec
@@ -53,7 +53,7 @@ class CommandShaper:
                  workspace: JacobianWorkspace | None = None) -> None:
         self.safety = SafetyLayer(model, settings, workspace)
         self.friction = FrictionCompensation(model, settings)
-        self._kernel_fixed: tuple[tuple, tuple] | None = None  # (_fixed_arguments)
+        self._kernel_fixed: tuple | None = None  # (_fixed_arguments)
 
     def apply(self, q: np.ndarray, v: np.ndarray, out: LawOutput) -> LawOutput:
         """``out`` with its torques (and passive accelerations, status) shaped in place."""
@@ -81,9 +81,8 @@ class CommandShaper:
         safety.acceleration = None
         q, v, law_tau = float_array(q), float_array(v), float_array(out.tau_active)
         intended = float_array(out.intended_velocity)
-        before, after = self._kernel_fixed or self._fixed_arguments()
-        limited, past = own_command_kernel(law_tau, float_array(out.qdd_active), q, v, *before,
-                                           intended, *after)
+        limited, past = own_command_kernel(law_tau, float_array(out.qdd_active), q, v, intended,
+                                           *(self._kernel_fixed or self._fixed_arguments()))
         if limited < 0:  # a non-finite command: the stages as they refuse it
             reserve = partial(friction.compensation, q, v, intended)
             safety.apply(q, v, out, reserve)
@@ -99,16 +98,27 @@ class CommandShaper:
             self._compensate(q, v, out)
         return out
 
-    def _fixed_arguments(self) -> tuple[tuple, tuple]:
-        """``own_command_kernel``'s arguments before and after the intent that are the
-        stages' own arrays and settings (fixed for the shaper's life), gathered once."""
+    def _fixed_arguments(self) -> tuple:
+        """``own_command_kernel``'s arguments after the intent: the stages' settings and fixed
+        arrays copied into two flat buffers (``stage_inputs``; fixed for the shaper's life, as
+        its settings), then the stages' own output arrays, gathered once."""
         safety, friction, guard = self.safety, self.friction, self.safety.guard
-        self._kernel_fixed = (
-            (*guard.kernel_arguments, *guard.last_bounds, safety._qdd_a, guard.active,
-             safety.slowed_joints),
-            (friction._active, friction._v_s, friction.feedback_share, friction._speed,
-             friction.period, *friction._force_arguments, friction.torque, friction._tau,
-             safety._effort))
+        force_q_index, coefficients = friction._force_arguments
+        na, nv = len(guard.lower), self.safety.model.nv
+        sizes = np.array([na, nv, coefficients.shape[0]], np.int64)  # the ints' header
+        _, n_ints, n_floats = stage_inputs(np.empty(0), sizes)  # where the layout ends
+        ints, floats = np.zeros(n_ints, np.int64), np.zeros(n_floats)
+        ints[:3] = sizes
+        inputs = split_views(stage_inputs(floats, ints)[0], ints, floats, 4)
+        inputs.q_index[:], inputs.v_index[:] = guard.kernel_arguments[:2]
+        inputs.active[:], inputs.force_q_index[:] = friction._active, force_q_index
+        inputs.lower[:], inputs.upper[:], inputs.speed[:] = guard.kernel_arguments[2:5]
+        inputs.effort[:] = safety._effort
+        inputs.feedback_share[:], inputs.speed_limit[:] = friction.feedback_share, friction._speed
+        inputs.coefficients[:] = coefficients
+        inputs.settings[:] = (*guard.kernel_arguments[5:], friction._v_s, friction.period)
+        self._kernel_fixed = (floats, ints, *guard.last_bounds, safety._qdd_a, guard.active,
+                              safety.slowed_joints, friction.torque, friction._tau)
         return self._kernel_fixed
 
     def _compensate(self, q: np.ndarray, v: np.ndarray, out: LawOutput) -> None:
@@ -120,27 +130,70 @@ class CommandShaper:
             friction.apply(q, v, out, safety.acceleration, safety.slowed_joints)
 
 
+class StageInputs(NamedTuple):
+    """The stages' fixed arrays and settings, blocks of two flat buffers (``stage_inputs``):
+    ``own_command_kernel`` takes two arguments for the sixteen they are."""
+
+    q_index: np.ndarray  # ints: the guard's configuration index per active joint
+    v_index: np.ndarray  # ints: its DOF index
+    active: np.ndarray  # ints: the friction stage's active DOF
+    force_q_index: np.ndarray  # ints: its force model's configuration index per DOF
+    lower: np.ndarray  # floats: the guard's position bounds [rad or m]
+    upper: np.ndarray
+    speed: np.ndarray  # its speed bounds [rad/s or m/s]
+    effort: np.ndarray  # the motors' effort limits [N·m or N]
+    feedback_share: np.ndarray  # β per DOF (friction.py)
+    speed_limit: np.ndarray  # the URDF velocity limits per DOF
+    coefficients: np.ndarray  # the friction stage's force model's table
+    settings: np.ndarray  # braking, gain, velocity_gain, v_s, period
+
+
+@njit(cache=True, inline="always")
+def stage_inputs(floats, ints):
+    """(StageInputs, end of ``ints``, end of ``floats``); ``ints`` starts with the sizes
+    (n_a, nv, the coefficient table's rows)."""
+    na, nv, rows = ints[0], ints[1], ints[2]
+    q_index, o = take(ints, 3, (na,))
+    v_index, o = take(ints, o, (na,))
+    active, o = take(ints, o, (na,))
+    force_q_index, o = take(ints, o, (nv,))
+    lower, p = take(floats, 0, (na,))
+    upper, p = take(floats, p, (na,))
+    speed, p = take(floats, p, (na,))
+    effort, p = take(floats, p, (na,))
+    feedback_share, p = take(floats, p, (nv,))
+    speed_limit, p = take(floats, p, (nv,))
+    coefficients, p = take(floats, p, (rows, nv))
+    settings, p = take(floats, p, (5,))
+    return StageInputs(q_index=q_index, v_index=v_index, active=active,
+                       force_q_index=force_q_index, lower=lower, upper=upper, speed=speed,
+                       effort=effort, feedback_share=feedback_share, speed_limit=speed_limit,
+                       coefficients=coefficients, settings=settings), o, p
+
+
 @njit(cache=True, error_model="numpy")  # compiled on first use (C-contiguous arrays in)
-def own_command_kernel(tau_active, qdd_active, q, v, q_index, v_index, lower, upper, speed,
-                       braking, gain, velocity_gain, lo, hi, qdd, limited, braked,
-                       intended_velocity, active, v_s, feedback_share, speed_limit, period,
-                       force_q_index, force_coefficients, torque, total, effort):
+def own_command_kernel(tau_active, qdd_active, q, v, intended_velocity, floats, ints, lo, hi,
+                       qdd, limited, braked, torque, total):
     """Stages 1-3 of the module docstring in one call, for a law that gives its own
-    ``qdd_active`` and intent: stage 1's clip (``bound_own_accelerations``: −1 where
+    ``qdd_active`` and intent, the stages' settings and fixed arrays in ``floats`` and
+    ``ints`` (``stage_inputs``): stage 1's clip (``bound_own_accelerations``: −1 where
     ``tau_active`` is not finite, else how many joints a bound clipped, ``qdd``, ``lo``,
     ``hi``, ``limited``, ``braked`` written); where none was, stage 2 (``compensation_torques``
     with the intent, those accelerations and braked joints: ``torque``, and ``total`` =
-    ``tau_active`` + it) and stage 3's check (``past_limits`` of ``total`` against ``effort``).
-    Returns (the clip's count, whether the total passes the effort limits)."""
-    n = bound_own_accelerations(tau_active, qdd_active, q, v, q_index, v_index, lower, upper,
-                                speed, braking, gain, velocity_gain, lo, hi, qdd, limited,
-                                braked)
+    ``tau_active`` + it) and stage 3's check (``past_limits`` of ``total`` against the
+    effort limits). Returns (the clip's count, whether the total passes the effort limits)."""
+    s, _, _ = stage_inputs(floats, ints)
+    braking, gain, velocity_gain, v_s, period = (s.settings[0], s.settings[1], s.settings[2],
+                                                 s.settings[3], s.settings[4])
+    n = bound_own_accelerations(tau_active, qdd_active, q, v, s.q_index, s.v_index, s.lower,
+                                s.upper, s.speed, braking, gain, velocity_gain, lo, hi, qdd,
+                                limited, braked)
     if n != 0:
         return n, False
     # typed bools, not literal True: the version the stage's Python call compiles (one
     # version, whether or not this loads from the cache)
     given = qdd.shape[0] >= 0
-    compensation_torques(q, v, intended_velocity, qdd, braked, given, given, given, active, v_s,
-                         feedback_share, speed_limit, period, force_q_index, force_coefficients,
-                         torque, tau_active, total)
-    return n, past_limits(total, effort)
+    compensation_torques(q, v, intended_velocity, qdd, braked, given, given, given, s.active,
+                         v_s, s.feedback_share, s.speed_limit, period, s.force_q_index,
+                         s.coefficients, torque, tau_active, total)
+    return n, past_limits(total, s.effort)

@@ -129,7 +129,7 @@ class FrictionCompensation:
             raise ValueError(f"damping_feedback_root must be within [0, 1], got {rho}")
         self._share_inputs = (s_d * model.damping, h, rho)
         self._feedback_share: np.ndarray | None = None  # on first use (feedback_share)
-        self._speed = model.speed_limit
+        self._speed = np.array(model.speed_limit, dtype=float)  # writable, as the one call's
         # nothing to add where the URDF gives no <dynamics> on an active joint
         self.enabled &= bool(np.any(model.damping[self._active] * s_d > 0.0)
                              or np.any(model.friction[self._active] * s_f > 0.0))

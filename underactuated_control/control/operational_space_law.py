@@ -32,12 +32,12 @@ takes the steps one by one.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
 
-from ..buffers import float_array
+from ..buffers import float_array, split_views, take
 from ..dynamics import (
     ALL_STEPS,
     CONFIGURATION,
@@ -53,6 +53,7 @@ from ..dynamics import (
 from ..jacobians import (
     JacobianWorkspace,
     disturbance_rows,
+    frame_views,
     generalized_from_rows,
     generalized_jacobian_sweeps,
 )
@@ -185,17 +186,36 @@ class OperationalSpaceLaw(ControlLaw):
         self._zero = np.zeros(0)
         self._tau_all, self._qdd_active = np.zeros(model.nv), np.zeros(model.n_active)
         self.reach = ReachCheck(model, frame)
-        # the one call's buffers (e, v_sp, Γ_a, q̈_a, w, q̈_p, T_p: valid until the next
-        # compute) and scratch
-        na, n_passive = model.n_active, model.n_passive
-        self._one_call = tuple(np.zeros(n) for n in (6, 6, na, na, na, n_passive, n_passive))
-        self._f_star, self._null = np.zeros(len(self.rows)), np.zeros(model.nv)
-        self._active_dofs = np.array(model.active_dofs, dtype=np.int64)
-        self._passive_dofs = np.array(model.passive_dofs, dtype=np.int64)
+        # the one call's arrays, blocks of two flat buffers (``law_views``): the settings' and
+        # the outputs' (e, v_sp, F*, N Γ₀, Γ_a, q̈_a, w, q̈_p, T_p: valid until the next compute)
+        sizes = np.array([len(self.rows), len(self._q_joints), len(self._posture_dofs),
+                          model.nv, model.n_active, model.n_passive], np.int64)
+        _, n_ints, n_floats = law_views(np.empty(0), sizes)  # where the layout ends
+        self._law_ints, self._law_floats = np.zeros(n_ints, np.int64), np.zeros(n_floats)
+        self._law_ints[:6] = sizes
+        blocks = split_views(law_views(self._law_floats, self._law_ints)[0], self._law_ints,
+                             self._law_floats, 3)
+        blocks.rows[:], blocks.q_joints[:] = self.rows, self._q_joints
+        blocks.posture_dofs[:], blocks.gains6[:] = self._posture_dofs, self._gains6
+        blocks.damping6[:], blocks.intent_motion[:] = self._damping6, self._intent_motion
+        blocks.intent_gain[:] = self._intent_gain
+        settings = blocks.settings
+        settings[_POSTURE_KP], settings[_POSTURE_KD] = self.posture_gains
+        settings[_INTENT_EPS_AT], settings[_INTENT_DAMPING_AT] = _INTENT_EPS, _INTENT_DAMPING
+        settings[_POSTURE_RATIO] = self._posture_ratio
+        self.rows, self._q_joints, self._posture_dofs = (blocks.rows, blocks.q_joints,
+                                                         blocks.posture_dofs)
+        self._gains6, self._damping6 = blocks.gains6, blocks.damping6
+        self._intent_motion, self._intent_gain = blocks.intent_motion, blocks.intent_gain
+        self._one_call = (blocks.error, blocks.v_sp, blocks.tau, blocks.qdd, blocks.intended,
+                          blocks.qdd_passive, blocks.tau_passive)
+        self._f_star, self._null = blocks.f_star, blocks.null
         # the kind of law the one call is (``_in_one_call``): no force row, a posture on
         # every DOF (settings and model are fixed for a law's life)
         self._one_call_kind = bool(not self.force_select.any()
                                    and len(self._q_joints) == model.nv)
+        self._fixed: tuple = ()  # the one call's fixed arguments (``_fixed_arguments``)
+        self._fixed_forces: PassiveForceModel | None = None  # the force model they hold
 
     def check_reference(self, reference: TaskReference) -> None:
         """``ValueError`` for a goal position no configuration reaches (``ReachCheck``; the
@@ -286,22 +306,13 @@ class OperationalSpaceLaw(ControlLaw):
         ``sp``: the follower's setpoint, its fields views of the follower's ``state`` (the
         kernels take that)."""
         m, osp, ws = self.model, self.osp, self.workspace
-        error, v_sp, tau, qdd, intended, qdd_p, tau_p = self._one_call
-        kp, kd = self.posture_gains
-        front = (*osp.dynamics.buffers, osp.buffer, osp.path, osp.body, osp.k,
-                 osp.singular_tolerance, *self.inertia.buffers, q, v, osp._zero_tau,
-                 self._zero, self._frame.rotation, self.follower.state, self.rows,
-                 self._gains6, self._damping6, self.posture, self._q_joints, float(kp), float(kd),
-                 self._intent_motion, self._intent_gain, _INTENT_EPS, _INTENT_DAMPING,
-                 float(self._posture_ratio), self._posture_dofs, error, v_sp, self._f_star)
+        tau, qdd, intended, qdd_p, tau_p = self._one_call[2:]
+        fixed = self._fixed if self._fixed_forces is self.passive_forces \
+            else self._fixed_arguments()
         if m.n_passive == 0:
-            status = operational_space_cycle_kernel(*front, self._null, tau, intended, qdd)
+            status = operational_space_cycle_kernel(q, v, self.posture, *fixed)
         else:
-            status = generalized_cycle_kernel(
-                *front, *ws.dynamics.buffers, *self.passive_forces.kernel_arguments,
-                self._passive_dofs, self._active_dofs, ws.E_world, ws.p_world,
-                self._frame.translation, ws.J_G, ws.J_D, ws._column, tau_p, tau, intended,
-                qdd, qdd_p)
+            status = generalized_cycle_kernel(q, v, self.posture, *fixed)
         if status != OK:
             return None
         osp._q[:] = q  # the operational space's state as set_configuration and bias leave it
@@ -315,6 +326,21 @@ class OperationalSpaceLaw(ControlLaw):
         work = osp.work
         return LawOutput(tau, qdd_p, J_G, J_D, "", work.Linv6, work.point, intended, False, qdd,
                          tau_p, None)
+
+    def _fixed_arguments(self) -> tuple:
+        """The one call's arguments after (q, v, posture): the workspaces' buffers, the task's,
+        the law's (``law_views``: settings and outputs), fixed for the law's life (its settings
+        are; the passive force model's arrays while it is the same), gathered once."""
+        m, osp, ws = self.model, self.osp, self.workspace
+        self._fixed = (*osp.dynamics.buffers, osp.buffer, osp.path, osp.body, osp.k,
+                       osp.singular_tolerance, *self.inertia.buffers, osp._zero_tau, self._zero,
+                       self._frame.rotation, self.follower.state, self._law_floats,
+                       self._law_ints)
+        if m.n_passive:
+            self._fixed += (*ws.kernel_buffers, *self.passive_forces.kernel_arguments,
+                            self._frame.translation)
+        self._fixed_forces = self.passive_forces
+        return self._fixed
 
     # -- pieces ---------------------------------------------------------------------------
     def _task_force(self, Lam, f_star, twist, mu, p) -> np.ndarray:
@@ -372,12 +398,69 @@ class OperationalSpaceLaw(ControlLaw):
         return self._qdd_active, qdd[m.passive_dofs]
 
 
+_POSTURE_KP, _POSTURE_KD, _INTENT_EPS_AT, _INTENT_DAMPING_AT, _POSTURE_RATIO = range(5)
+
+
+class LawBlocks(NamedTuple):
+    """The law's arrays and settings its one call takes, blocks of two flat buffers
+    (``law_views``): two arguments, not one per array and setting (23 with passive joints).
+    The outputs are valid until the next compute."""
+
+    rows: np.ndarray  # ints (k,): the task's rows of [linear; angular]
+    q_joints: np.ndarray  # ints: each joint's configuration index (the posture's)
+    posture_dofs: np.ndarray  # ints: the posture intent's DOF
+    gains6: np.ndarray  # (6,) kp on the task's rows, 0 off them
+    damping6: np.ndarray  # (6,) kd
+    intent_motion: np.ndarray  # (k,) 1 − Ω̄
+    intent_gain: np.ndarray  # (k,) (1 − Ω̄) kp/kd
+    settings: np.ndarray  # (5,) at _POSTURE_KP, _POSTURE_KD, _INTENT_EPS_AT, _INTENT_DAMPING_AT,
+    # _POSTURE_RATIO: the posture's kp, kd, the intent's ε and λ_max, the posture's kp/kd
+    error: np.ndarray  # (6,) e, the setpoint's pose error
+    v_sp: np.ndarray  # (6,) the setpoint's twist
+    f_star: np.ndarray  # (k,) F*
+    null: np.ndarray  # (nv,) N Γ₀
+    tau: np.ndarray  # (na,) Γ (Γ_a with passive joints)
+    qdd: np.ndarray  # (na,) q̈_a
+    intended: np.ndarray  # (na,) the intent w
+    qdd_passive: np.ndarray  # (npas,)
+    tau_passive: np.ndarray  # (npas,) T_p
+
+
+@njit(cache=True, inline="always")
+def law_views(floats, ints):
+    """(LawBlocks, end of ``ints``, end of ``floats``); ``ints`` starts with the sizes
+    (k, the joints, the posture intent's DOF, nv, n_a, n_p)."""
+    k, joints, n_posture, nv, na, npas = ints[0], ints[1], ints[2], ints[3], ints[4], ints[5]
+    rows, o = take(ints, 6, (k,))
+    q_joints, o = take(ints, o, (joints,))
+    posture_dofs, o = take(ints, o, (n_posture,))
+    gains6, p = take(floats, 0, (6,))
+    damping6, p = take(floats, p, (6,))
+    intent_motion, p = take(floats, p, (k,))
+    intent_gain, p = take(floats, p, (k,))
+    settings, p = take(floats, p, (5,))
+    error, p = take(floats, p, (6,))
+    v_sp, p = take(floats, p, (6,))
+    f_star, p = take(floats, p, (k,))
+    null, p = take(floats, p, (nv,))
+    tau, p = take(floats, p, (na,))
+    qdd, p = take(floats, p, (na,))
+    intended, p = take(floats, p, (na,))
+    qdd_passive, p = take(floats, p, (npas,))
+    tau_passive, p = take(floats, p, (npas,))
+    return LawBlocks(rows=rows, q_joints=q_joints, posture_dofs=posture_dofs, gains6=gains6,
+                     damping6=damping6, intent_motion=intent_motion, intent_gain=intent_gain,
+                     settings=settings, error=error, v_sp=v_sp, f_star=f_star, null=null,
+                     tau=tau, qdd=qdd, intended=intended, qdd_passive=qdd_passive,
+                     tau_passive=tau_passive), o, p
+
+
 @njit(cache=True, inline="always", error_model="numpy")
-def _setpoint_force(o, body, k, v, frame_rotation, setpoint, rows, gains6, damping6, error,
-                    v_sp, f_star):
+def _setpoint_force(o, body, k, v, frame_rotation, setpoint, L):
     """e(sp) = [p_sp − p; Log(R_sp Rᵀ)], v_sp and F* = a_sp + kd (v_sp − J q̇) + kp e(sp) on
-    the task rows, from the operational space's frame point, J and placements; ``setpoint``
-    packed (``task_space.packed_fields``)."""
+    the task rows, from the operational space's frame point, J and placements, into the
+    law's blocks ``L`` (``law_views``); ``setpoint`` packed (``task_space.packed_fields``)."""
+    error, v_sp = L.error, L.v_sp
     Eb = o.E_world[body]
     R = np.empty((3, 3))
     for i in range(3):  # the frame's axes in root axes: (E_f E_b)ᵀ
@@ -398,51 +481,60 @@ def _setpoint_force(o, body, k, v, frame_rotation, setpoint, rows, gains6, dampi
         else:
             error[i] = e_rot[i - 3]
             v_sp[i], a_sp = setpoint[_W + i - 3], setpoint[_ALPHA + i - 3]
-        f6[i] = a_sp + damping6[i] * (v_sp[i] - twist) + gains6[i] * error[i]
+        f6[i] = a_sp + L.damping6[i] * (v_sp[i] - twist) + L.gains6[i] * error[i]
     for r in range(k):  # the task rows
-        f_star[r] = f6[rows[r]]
+        L.f_star[r] = f6[L.rows[r]]
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _posture_torque(ints_id, consts_id, work_id, q, v, posture, q_joints, posture_kp,
-                    posture_kd, empty):
+def _posture_torque(ints_id, consts_id, work_id, q, v, posture, L, empty):
     """(status, Γ₀): Γ₀ = A (kp₀ (q₀ − q) − kd₀ q̇) + b + g by the inverse dynamics (the
-    all-active workspace's τ, a view)."""
+    all-active workspace's τ, a view); kp₀, kd₀ and the joints' q entries the law's blocks'."""
     m, _ = int_views(ints_id)
+    kp, kd, q_joints = L.settings[_POSTURE_KP], L.settings[_POSTURE_KD], L.q_joints
     qdd0 = np.empty(m.nv)
     for i in range(m.nv):
-        qdd0[i] = posture_kp * (posture[i] - q[q_joints[i]]) - posture_kd * v[i]
+        qdd0[i] = kp * (posture[i] - q[q_joints[i]]) - kd * v[i]
     status = run_steps(ints_id, consts_id, work_id, q, v, qdd0, empty, ALL_STEPS)
     w, _, _ = work_views(work_id, m.nb, m.nq, m.nv, m.na, m.npas)
     return status, w.tau
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def _law_intent(J_a, L, posture, q):
+    """The intent w into ``L.intended``: ``intent_kernel`` with the law's blocks (J_a the
+    frame's map from the active joints)."""
+    settings = L.settings
+    intent_kernel(J_a, L.rows, L.intent_motion, L.intent_gain, L.error, L.v_sp,
+                  settings[_INTENT_EPS_AT], settings[_INTENT_DAMPING_AT],
+                  settings[_POSTURE_RATIO], posture, q, L.q_joints, L.posture_dofs, L.intended)
+
+
 @njit(cache=True, error_model="numpy")  # compiled on first use (C-contiguous arrays in)
-def operational_space_cycle_kernel(ints, consts, work, buf, path, body, k, rcond, ints_id,
-                                   consts_id, work_id, q, v, zero_tau, empty, frame_rotation,
-                                   setpoint, rows, gains6, damping6, posture, q_joints,
-                                   posture_kp, posture_kd, intent_motion, intent_gain,
-                                   intent_eps, intent_damping, posture_ratio, posture_dofs,
-                                   error, v_sp, f_star, null, tau, intended, qdd):
+def operational_space_cycle_kernel(q, v, posture, ints, consts, work, buf, path, body, k,
+                                   rcond, ints_id, consts_id, work_id, zero_tau, empty,
+                                   frame_rotation, setpoint, law_floats, law_ints):
     """``OperationalSpaceLaw.compute`` after the setpoint's step, without passive joints or
     force rows (module docstring), on the operational space's workspace (every joint free:
     ``ints``, ``consts``, ``work``, ``buf``) and the inverse dynamics' (``*_id``): Λ⁻¹, Λ at
-    q; e, F* on the task rows; μ, p; Γ₀; F; Γ; the intent w; q̈ of Γ. ``error``, ``v_sp``,
-    ``f_star``, ``null`` (N Γ₀), ``tau`` (Γ), ``intended``, ``qdd`` written. Returns OK or
-    the first status of the kernels that is not."""
+    q; e, F* on the task rows; μ, p; Γ₀; F; Γ; the intent w; q̈ of Γ. The law's arrays in
+    ``law_floats``, ``law_ints`` (``law_views``: ``error``, ``v_sp``, ``f_star``, ``null``
+    (N Γ₀), ``tau`` (Γ), ``intended``, ``qdd`` written); the arguments after (q, v, posture)
+    are fixed for the law's life (``OperationalSpaceLaw._fixed``).
+    Returns OK or the first status of the kernels that is not."""
+    L, _, _ = law_views(law_floats, law_ints)
+    f_star, null, tau, qdd = L.f_star, L.null, L.tau, L.qdd
     yes = k >= 0  # a typed bool: the version Python's calls compile (no literal's own)
     status = configure_task(ints, consts, work, buf, path, q, yes, body, k, yes, rcond)
     if status != OK:  # transforms, (4.6), J, Λ⁻¹ = W Ω Wᵀ, Λ  (17), (33)
         return status
     m, _ = int_views(ints)
     o, _ = os_views(buf, m.nb, m.nv)
-    _setpoint_force(o, body, k, v, frame_rotation, setpoint, rows, gains6, damping6, error,
-                    v_sp, f_star)
+    _setpoint_force(o, body, k, v, frame_rotation, setpoint, L)
     status = task_bias_kernel(ints, consts, work, buf, v, zero_tau, body, k)
     if status != OK:  # μ, p  (24), (25)
         return status
-    status, tau0 = _posture_torque(ints_id, consts_id, work_id, q, v, posture, q_joints,
-                                   posture_kp, posture_kd, empty)
+    status, tau0 = _posture_torque(ints_id, consts_id, work_id, q, v, posture, L, empty)
     if status != OK:
         return status
     status = null_space_kernel(ints, consts, work, buf, tau0, null, body, k)
@@ -462,8 +554,7 @@ def operational_space_cycle_kernel(ints, consts, work, buf, path, body, k, rcond
                 row += o.S[a, b] * o.J[b, i]
             acc += row * F[a]
         tau[i] = acc + null[i]
-    intent_kernel(o.J, rows, intent_motion, intent_gain, error, v_sp, intent_eps,
-                  intent_damping, posture_ratio, posture, q, q_joints, posture_dofs, intended)
+    _law_intent(o.J, L, posture, q)
     status = run_steps(ints, consts, work, q, v, empty, tau, ALL_STEPS)
     if status != OK:  # q̈ of Γ: the forward dynamics, (4.6) at q already
         return status
@@ -474,38 +565,39 @@ def operational_space_cycle_kernel(ints, consts, work, buf, path, body, k, rcond
 
 
 @njit(cache=True, error_model="numpy")  # compiled on first use (C-contiguous arrays in)
-def generalized_cycle_kernel(ints, consts, work, buf, path, body, k, rcond, ints_id,
-                             consts_id, work_id, q, v, zero_tau, empty, frame_rotation,
-                             setpoint, rows, gains6, damping6, posture, q_joints, posture_kp,
-                             posture_kd, intent_motion, intent_gain, intent_eps, intent_damping,
-                             posture_ratio, posture_dofs, error, v_sp, f_star, ints_m,
-                             consts_m, work_m, force_q_index, force_coefficients, passive_dofs,
-                             active_dofs, E_world, p_world, offset, J_G, J_D, column, tau_p,
-                             tau_active, intended, qdd_active, qdd_passive):
+def generalized_cycle_kernel(q, v, posture, ints, consts, work, buf, path, body, k, rcond,
+                             ints_id, consts_id, work_id, zero_tau, empty, frame_rotation,
+                             setpoint, law_floats, law_ints, ints_m, consts_m, work_m, frames,
+                             force_q_index, force_coefficients, offset):
     """``OperationalSpaceLaw.compute`` after the setpoint's step with passive joints and no
     force row, through the active joints (module docstring; ``OperationalSpace.generalized``
     and ``generalized_command``), on the operational space's workspace (every joint free),
-    the inverse dynamics' (``*_id``) and the model's passive set's (``*_m``, the Jacobian
-    workspace's): Λ⁻¹ at q; e, F*; T_p; Γ₀; Λ_G⁻¹ = Λ⁻¹ − J_p M_pp⁻¹ J_pᵀ, Λ_G; the frame's
+    the inverse dynamics' (``*_id``) and the model's passive set's (``*_m`` and ``frames``:
+    the Jacobian workspace's ``kernel_buffers``, J_G and J_D into its blocks): Λ⁻¹ at q;
+    e, F*; T_p; Γ₀; Λ_G⁻¹ = Λ⁻¹ − J_p M_pp⁻¹ J_pᵀ, Λ_G; the frame's
     free acceleration a with v, gravity, T_p and Γ_a0 (one pass); Γ_a = Γ_a0 + J_Gᵀ Sᵀ F' with
     F' = F − Λ_G S a(Γ_a0) = Λ_G (F* − S a) (F = Λ_G F* + μ_G + p_G); J_G, J_D; the intent w;
     q̈ of Γ_a and T_p.
     Returns OK, the first status of the kernels that is not, or SINGULAR_TASK where the
     passive joints absorb a task direction (the steps then name it). ``zero_tau`` is unused
-    here: the arguments up to ``f_star`` are those ``operational_space_cycle_kernel`` takes."""
+    here: the arguments up to ``law_ints`` are those ``operational_space_cycle_kernel`` takes
+    (``tau`` is Γ_a, ``qdd`` q̈_a here); those after (q, v, posture) are fixed for the law's
+    life (``OperationalSpaceLaw._fixed``)."""
+    L, _, _ = law_views(law_floats, law_ints)
+    tau_active, qdd_active, qdd_passive, tau_p = L.tau, L.qdd, L.qdd_passive, L.tau_passive
     yes = k >= 0  # a typed bool: the version Python's calls compile (no literal's own)
     status = configure_task(ints, consts, work, buf, path, q, yes, body, k, yes, rcond)
     if status != OK:  # transforms, (4.6), J, Λ⁻¹ = W Ω Wᵀ  (17), (33)
         return status
     m, _ = int_views(ints)
     o, _ = os_views(buf, m.nb, m.nv)
-    nv, na, npas = m.nv, active_dofs.shape[0], passive_dofs.shape[0]
-    _setpoint_force(o, body, k, v, frame_rotation, setpoint, rows, gains6, damping6, error,
-                    v_sp, f_star)
+    mm, _ = int_views(ints_m)  # the model's passive set
+    active_dofs, passive_dofs = mm.active_dofs, mm.passive_dofs
+    nv, na, npas = m.nv, mm.na, mm.npas
+    _setpoint_force(o, body, k, v, frame_rotation, setpoint, L)
     for j in range(npas):  # T_p (passive_forces.py), Coulomb sign of v
         tau_p[j] = dof_force(q, v, v, force_q_index, force_coefficients, passive_dofs[j])
-    status, tau0 = _posture_torque(ints_id, consts_id, work_id, q, v, posture, q_joints,
-                                   posture_kp, posture_kd, empty)
+    status, tau0 = _posture_torque(ints_id, consts_id, work_id, q, v, posture, L, empty)
     if status != OK:
         return status
     absorbed = np.zeros((6, 6))  # J_p M_pp⁻¹ J_pᵀ on the task rows: the passive joints free
@@ -540,7 +632,7 @@ def generalized_cycle_kernel(ints, consts, work, buf, path, body, k, rcond, ints
         acc = 0.0
         for b in range(6):
             acc += o.S[a, b] * o.a_vel[b]
-        residual[a] = f_star[a] - acc
+        residual[a] = L.f_star[a] - acc
     Sf = np.zeros(6)
     for a in range(k):  # Sᵀ Λ_G (F* − S a)
         acc = 0.0
@@ -563,22 +655,22 @@ def generalized_cycle_kernel(ints, consts, work, buf, path, body, k, rcond, ints
                        CONFIGURATION | ZERO_VELOCITY | SOLVE)
     if status != OK:
         return status
-    mm, _ = int_views(ints_m)
     cm, _ = const_views(consts_m, mm.nb)
     wm, sm, _ = work_views(work_m, mm.nb, mm.nq, mm.nv, mm.na, mm.npas)
+    f, _ = frame_views(frames, mm.nb, mm.nv, mm.na, mm.npas)
     for a in range(na):
         tau_active[a] = tau0[active_dofs[a]] + (JtF[active_dofs[a]] - wm.tau_active[a])
     if npas < na:  # J_D by its rows, J_G = J_a + J_p J_D ((4.6) of the set at q already)
-        body_placements(mm.parent, wm.E_up, wm.r_up, E_world, p_world)
-        disturbance_rows(mm, cm, wm, sm, J_D)
-        generalized_from_rows(o.J, active_dofs, passive_dofs, J_D, J_G)
+        body_placements(mm.parent, wm.E_up, wm.r_up, f.E_world, f.p_world)
+        disturbance_rows(mm, cm, wm, sm, f.J_D)
+        generalized_from_rows(o.J, active_dofs, passive_dofs, f.J_D, f.J_G)
     else:  # by the columns (§6.1)
-        status = generalized_jacobian_sweeps(ints_m, consts_m, work_m, q, yes, E_world,
-                                             p_world, body, offset, yes, J_G, J_D, column)
+        status = generalized_jacobian_sweeps(ints_m, consts_m, work_m, q, yes, f.E_world,
+                                             f.p_world, body, offset, yes, f.J_G, f.J_D,
+                                             f.column)
         if status != OK:
             return status
-    intent_kernel(J_G, rows, intent_motion, intent_gain, error, v_sp, intent_eps,
-                  intent_damping, posture_ratio, posture, q, q_joints, posture_dofs, intended)
+    _law_intent(f.J_G, L, posture, q)
     for a in range(na):  # q̈ of Γ_a with T_p: the forward dynamics, (4.6) at q already
         tau[active_dofs[a]] = tau_active[a]
     for j in range(npas):

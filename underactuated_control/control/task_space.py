@@ -41,8 +41,8 @@ import numpy as np
 from numba import njit
 
 from ..buffers import float_array
-from ..dynamics import GRAVITY, OK, SOLVE, _kernel_vector, run_steps
-from ..jacobians import JacobianWorkspace, frame_task_kernel
+from ..dynamics import GRAVITY, OK, SOLVE, _kernel_vector, int_views, run_steps
+from ..jacobians import JacobianWorkspace, frame_task_kernel, frame_views
 from ..model import FLOATING, RobotModel
 from ..passive_forces import PassiveForceModel, dof_force
 from ..so3 import (
@@ -219,6 +219,8 @@ class EndEffectorTracker:
         self._posture_q = np.array(q_index, dtype=np.int64)
         self._no_posture = np.zeros(len(q_index))  # the kernel's posture argument when unset
         self._speed_limits = model.speed_limit[model.active_dofs]
+        # writable, as the compiled cycle's (its topology's): one compiled version of the solve
+        self._active_dofs = np.array(model.active_dofs, dtype=np.int64)
         self._gains = np.empty(4)  # kp, kd of position, then orientation (each cycle's)
         self._reference = np.empty(SETPOINT_SIZE)  # a reference packed (pack_reference)
         self._reference_fields = packed_fields(self._reference)
@@ -353,7 +355,8 @@ class EndEffectorTracker:
         task_sigma_min, lam, e_pos_norm, e_rot_norm, speed_ratio = task_solve_kernel(
             S, float_array(J), float_array(v), float_array(J_G), float_array(drift_G), p, R,
             packed, self.task == "pointing", gains,
-            float(eps), float(self.max_damping), m.active_dofs, bool(null_space and not held),
+            float(eps), float(self.max_damping), self._active_dofs,
+            bool(null_space and not held),
             float(self.null_space_damping), float(self.posture_kp), self._posture_cols,
             float_array(posture), self._posture_q, float_array(q), self._speed_limits, e_pos,
             e_rot, a_des, X, N_task, qdd_a)
@@ -388,7 +391,7 @@ class EndEffectorTracker:
                 N = N_task @ N2
             if null_space:  # the self-motion's term through the rows' projector
                 qdd_a = np.array(qdd_a, dtype=float)
-                self_motion_kernel(float_array(N), float_array(v), m.active_dofs,
+                self_motion_kernel(float_array(N), float_array(v), self._active_dofs,
                                    float(self.null_space_damping), float(self.posture_kp),
                                    self._posture_cols, float_array(posture), self._posture_q,
                                    float_array(q), qdd_a)
@@ -429,21 +432,22 @@ class EndEffectorTracker:
                 and _kernel_vector(v) and v.shape[0] == m.nv)
 
     def _cycle_arguments(self) -> tuple | None:
-        """``task_cycle_kernel``'s fixed arguments before the reference (the workspace's
-        and the force model's arrays; kept while frame, workspace and force model are)."""
+        """``task_cycle_kernel``'s fixed arguments, those before q (the workspaces' buffers,
+        the force model's and the frame's arrays, the posture's columns, the speed limits;
+        kept while frame, workspace and force model are)."""
         key = self._cycle_key
         if key is not None and key[0] is self.frame and key[1] is self.workspace \
                 and key[2] is self.passive_forces:
             return self._cycle_fixed
         key = (self.frame, self.workspace, self.passive_forces)
-        ws, m = self.workspace, self.model
+        ws = self.workspace
         if ws.model.frame(self.frame).body < 0:  # a frame on the fixed root: no kernel path
             self._cycle_key, self._cycle_fixed = key, None
             return None
         self._cycle_key = key
-        self._cycle_fixed = (*self.passive_forces.kernel_arguments,
-                             np.array(m.passive_dofs, dtype=np.int64),
-                             *ws.frame_task_arguments(self.frame))
+        self._cycle_fixed = (*ws.kernel_buffers, *self.passive_forces.kernel_arguments,
+                             *ws.frame_task_arguments(self.frame), self._posture_cols,
+                             self._posture_q, self._speed_limits)
         return self._cycle_fixed
 
     def _step_in_one_call(self, q: np.ndarray, v: np.ndarray, packed: np.ndarray
@@ -454,20 +458,17 @@ class EndEffectorTracker:
         fixed = self._cycle_arguments()
         if fixed is None:
             return None
-        m, ws = self.model, self.workspace
+        ws = self.workspace
         S = _FIXED_ROWS[self.task]
         posture, gains = self._posture_and_gains(q)
         na, n_passive = self._sizes
         tau_p, e_pos, e_rot = np.empty(n_passive), np.empty(3), np.empty(3)
         a_des, qdd_a, X = np.empty(6), np.empty(na), np.empty((na, 2))
         status, sigma_min, lam, e_pos_norm, e_rot_norm, speed_ratio = task_cycle_kernel(
-            *ws.dynamics.buffers, q, v, *fixed[:2], fixed[2], tau_p, *fixed[3:], S, packed,
-            gains,
-            float(self.singular_threshold), float(self.max_damping), m.active_dofs,
-            self.null_space_damping > 0.0 or self.posture_kp > 0.0,
-            float(self.null_space_damping), float(self.posture_kp), self._posture_cols,
-            float_array(posture), self._posture_q, self._speed_limits, e_pos, e_rot, a_des, X,
-            self._N_task, qdd_a)
+            *fixed, q, v, tau_p, S, packed, gains, float(self.singular_threshold),
+            float(self.max_damping), self.null_space_damping > 0.0 or self.posture_kp > 0.0,
+            float(self.null_space_damping), float(self.posture_kp), float_array(posture),
+            e_pos, e_rot, a_des, X, self._N_task, qdd_a)
         if status != OK:
             return None
         if S.shape[0] > na:  # more task rows than actuators: the rank falls short
@@ -731,31 +732,33 @@ def task_solve_kernel(S, J, v, J_G, drift_G, position, rotation, reference, rota
 
 
 @njit(cache=True, error_model="numpy")
-def task_cycle_kernel(ints, consts, work, q, v, force_q_index, force_coefficients,
-                      passive_dofs, tau_p, no_active, empty, E_world, p_world, body,
-                      frame_rotation, offset, J_G, J_D, column, position, R, J, drift_G,
-                      drift_D, alpha, S, reference, gains, eps, max_damping, active_dofs,
-                      null_space, null_damping, posture_kp, posture_cols, posture, posture_q,
-                      speed_limits, e_pos, e_rot, a_des, X, N, qdd_a):
+def task_cycle_kernel(ints, consts, work, frames, force_q_index, force_coefficients, body,
+                      frame_rotation, offset, posture_cols, posture_q, speed_limits, q, v, tau_p,
+                      S, reference, gains, eps, max_damping, null_space, null_damping,
+                      posture_kp, posture, e_pos, e_rot, a_des, X, N, qdd_a):
     """``EndEffectorTracker.step``'s cycle in one call where it solves the task alone (steps
     1-4 of the module docstring without passive rows): the passive forces T_p (the URDF's
     model, ``dof_force``) into ``tau_p``, ``frame_task_kernel`` (J_G, J_D, the frame, the
-    drifts), ``task_solve_kernel`` (the errors, the damped solve of (6.10), the self-motion's
-    term) and (5.4a), (5.4b) with that qdd_a (T_a, qdd_p in the workspace's result). Returns
-    (status as ``run_steps``, then ``task_solve_kernel``'s five numbers)."""
-    for k in range(passive_dofs.shape[0]):  # T_p (passive_forces.py), Coulomb sign of v
-        tau_p[k] = dof_force(q, v, v, force_q_index, force_coefficients, passive_dofs[k])
-    status = frame_task_kernel(ints, consts, work, q, v, tau_p, no_active, empty, E_world,
-                               p_world, body, frame_rotation, offset, J_G, J_D, column,
-                               position, R, J, drift_G, drift_D, alpha)
+    drifts, into the blocks of the Jacobian workspace's ``frames``), ``task_solve_kernel``
+    (the errors, the damped solve of (6.10), the self-motion's term) and (5.4a), (5.4b) with
+    that qdd_a (T_a, qdd_p in the workspace's result). The
+    arguments before q are fixed for a tracker's frame, workspace and force model
+    (``EndEffectorTracker._cycle_arguments``). Returns (status as ``run_steps``, then
+    ``task_solve_kernel``'s five numbers)."""
+    m, _ = int_views(ints)
+    for k in range(m.npas):  # T_p (passive_forces.py), Coulomb sign of v
+        tau_p[k] = dof_force(q, v, v, force_q_index, force_coefficients, m.passive_dofs[k])
+    status = frame_task_kernel(ints, consts, work, frames, q, v, tau_p, body, frame_rotation,
+                               offset)
     if status != OK:
         return status, 0.0, 0.0, 0.0, 0.0, 0.0
+    f, _ = frame_views(frames, m.nb, m.nv, m.na, m.npas)
     # the rotation error is the kernel's own; typed bool, not a literal False: the version
     # the step's Python call compiles (one version, whether or not this loads from the cache)
     rotation_given = e_rot.shape[0] < 0
     sigma_min, lam, position_norm, rotation_norm, speed_ratio = task_solve_kernel(
-        S, J, v, J_G, drift_G, position, R, reference, rotation_given, gains, eps, max_damping,
-        active_dofs, null_space, null_damping, posture_kp, posture_cols, posture, posture_q, q,
-        speed_limits, e_pos, e_rot, a_des, X, N, qdd_a)
-    status = run_steps(ints, consts, work, empty, empty, qdd_a, tau_p, SOLVE | GRAVITY)
+        S, f.J, v, f.J_G, f.drift_G, f.position, f.rotation, reference, rotation_given, gains,
+        eps, max_damping, m.active_dofs, null_space, null_damping, posture_kp, posture_cols,
+        posture, posture_q, q, speed_limits, e_pos, e_rot, a_des, X, N, qdd_a)
+    status = run_steps(ints, consts, work, f.empty, f.empty, qdd_a, tau_p, SOLVE | GRAVITY)
     return status, sigma_min, lam, position_norm, rotation_norm, speed_ratio
