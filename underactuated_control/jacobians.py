@@ -118,12 +118,6 @@ def frame_views(frames, nb, nv, na, npas):
                        column=column, position=position, rotation=rotation, empty=empty), o
 
 
-@njit(cache=True)
-def frame_buffer_size(nb, nv, na, npas):
-    """The length of a ``JacobianWorkspace``'s buffer: where ``frame_views`` ends."""
-    return frame_views(np.empty(0), nb, nv, na, npas)[1]
-
-
 @njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
 def at_rest_without_gravity(m, w):
     """The workspace's state for the unit passes of §6.1: V = a = b = 0, no gravity,
@@ -317,7 +311,7 @@ class JacobianWorkspace:
         na, npas = model.n_active, model.n_passive
         # E_world, p_world, J, J_G, J_D, the drifts and the task cycle's scratch: blocks of one
         # buffer (``FrameBlocks``), which the compiled cycles take as one argument
-        self.buffer = np.zeros(frame_buffer_size(nb, nv, na, npas))
+        self.buffer = np.zeros(frame_views(np.empty(0), nb, nv, na, npas)[1])  # the layout's end
         blocks = numpy_views(frame_views(self.buffer, nb, nv, na, npas)[0], self.buffer)
         self.E_world, self.p_world, self.J = blocks.E_world, blocks.p_world, blocks.J
         self.J_G, self.J_D = blocks.J_G, blocks.J_D

@@ -187,7 +187,8 @@ class OperationalSpaceLaw(ControlLaw):
         self._tau_all, self._qdd_active = np.zeros(model.nv), np.zeros(model.n_active)
         self.reach = ReachCheck(model, frame)
         # the one call's arrays, blocks of two flat buffers (``law_views``): the settings' and
-        # the outputs' (e, v_sp, F*, N Γ₀, Γ_a, q̈_a, w, q̈_p, T_p: valid until the next compute)
+        # the outputs' (e, v_sp, F*, N Γ₀; Γ_a, q̈_a, w, q̈_p, T_p, which the law's output
+        # holds: valid until the next compute)
         sizes = np.array([len(self.rows), len(self._q_joints), len(self._posture_dofs),
                           model.nv, model.n_active, model.n_passive], np.int64)
         _, n_ints, n_floats = law_views(np.empty(0), sizes)  # where the layout ends
@@ -207,8 +208,8 @@ class OperationalSpaceLaw(ControlLaw):
                                                          blocks.posture_dofs)
         self._gains6, self._damping6 = blocks.gains6, blocks.damping6
         self._intent_motion, self._intent_gain = blocks.intent_motion, blocks.intent_gain
-        self._one_call = (blocks.error, blocks.v_sp, blocks.tau, blocks.qdd, blocks.intended,
-                          blocks.qdd_passive, blocks.tau_passive)
+        self._one_call = (blocks.tau, blocks.qdd, blocks.intended, blocks.qdd_passive,
+                          blocks.tau_passive)
         self._f_star, self._null = blocks.f_star, blocks.null
         # the kind of law the one call is (``_in_one_call``): no force row, a posture on
         # every DOF (settings and model are fixed for a law's life)
@@ -306,7 +307,7 @@ class OperationalSpaceLaw(ControlLaw):
         ``sp``: the follower's setpoint, its fields views of the follower's ``state`` (the
         kernels take that)."""
         m, osp, ws = self.model, self.osp, self.workspace
-        tau, qdd, intended, qdd_p, tau_p = self._one_call[2:]
+        tau, qdd, intended, qdd_p, tau_p = self._one_call
         fixed = self._fixed if self._fixed_forces is self.passive_forces \
             else self._fixed_arguments()
         if m.n_passive == 0:
@@ -574,10 +575,9 @@ def generalized_cycle_kernel(q, v, posture, ints, consts, work, buf, path, body,
     and ``generalized_command``), on the operational space's workspace (every joint free),
     the inverse dynamics' (``*_id``) and the model's passive set's (``*_m`` and ``frames``:
     the Jacobian workspace's ``kernel_buffers``, J_G and J_D into its blocks): Λ⁻¹ at q;
-    e, F*; T_p; Γ₀; Λ_G⁻¹ = Λ⁻¹ − J_p M_pp⁻¹ J_pᵀ, Λ_G; the frame's
-    free acceleration a with v, gravity, T_p and Γ_a0 (one pass); Γ_a = Γ_a0 + J_Gᵀ Sᵀ F' with
-    F' = F − Λ_G S a(Γ_a0) = Λ_G (F* − S a) (F = Λ_G F* + μ_G + p_G); J_G, J_D; the intent w;
-    q̈ of Γ_a and T_p.
+    e, F*; T_p; Γ₀; Λ_G⁻¹ = Λ⁻¹ − J_p M_pp⁻¹ J_pᵀ, Λ_G; the frame's free acceleration a with
+    v, gravity, T_p and Γ_a0 (one pass); Γ_a = Γ_a0 + J_Gᵀ Sᵀ F' with F' = F − Λ_G S a(Γ_a0)
+    = Λ_G (F* − S a) (F = Λ_G F* + μ_G + p_G); J_G, J_D; the intent w; q̈ of Γ_a and T_p.
     Returns OK, the first status of the kernels that is not, or SINGULAR_TASK where the
     passive joints absorb a task direction (the steps then name it). ``zero_tau`` is unused
     here: the arguments up to ``law_ints`` are those ``operational_space_cycle_kernel`` takes

@@ -741,9 +741,9 @@ def task_cycle_kernel(ints, consts, work, frames, force_q_index, force_coefficie
     model, ``dof_force``) into ``tau_p``, ``frame_task_kernel`` (J_G, J_D, the frame, the
     drifts, into the blocks of the Jacobian workspace's ``frames``), ``task_solve_kernel``
     (the errors, the damped solve of (6.10), the self-motion's term) and (5.4a), (5.4b) with
-    that qdd_a (T_a, qdd_p in the workspace's result). The
-    arguments before q are fixed for a tracker's frame, workspace and force model
-    (``EndEffectorTracker._cycle_arguments``). Returns (status as ``run_steps``, then
+    that qdd_a (T_a, qdd_p in the workspace's result). The arguments before q are fixed for a
+    tracker's frame, workspace and force model (``EndEffectorTracker._cycle_arguments``).
+    Returns (status as ``run_steps``, then
     ``task_solve_kernel``'s five numbers)."""
     m, _ = int_views(ints)
     for k in range(m.npas):  # T_p (passive_forces.py), Coulomb sign of v
