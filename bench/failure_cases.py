@@ -574,19 +574,23 @@ def locked(path: str):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def warm_arrest_planner(urdf: str, q0: np.ndarray) -> None:
-    """One arrest plan of this arm, untimed, before the rows: the hold reaction's planner
-    (box DDP through the derivatives) has a wall-time budget, and after any edit of the
-    package numba compiles its kernels for a minute or two on the first plan (the set-up's
-    ``underactuated-control warm-up`` compiles them), which would judge the first falling
-    row by a plan stopped at its budget."""
+def warm_arrest_planner(urdf: str, q0: np.ndarray, frame: str) -> None:
+    """One arrest plan and one swing plan of this arm, untimed, before the rows: the
+    reaction's planners (box DDP through the derivatives) have a wall-time budget, and after
+    any edit of the package numba compiles their kernels for a minute or two on the first
+    plan (the set-up's ``underactuated-control warm-up`` compiles them), which would judge
+    the first falling or swinging row by a plan stopped at its budget."""
     model = RobotModel.from_urdf(urdf)
     failed = model.with_passive([model.joint_names[1]])
     v = np.zeros(model.nv)
     v[1] = 1.0
     t0 = time.perf_counter()
     failure_reaction.arrest_plan(failed, q0, v, budget=600.0)
-    print(f"(the arrest planner's kernels compiled or loaded: {time.perf_counter() - t0:.1f} s)",
+    swing = failure_reaction.PlannedSwing(failed, frame, budget=600.0)  # its path cost too
+    ws = JacobianWorkspace(failed)
+    ws.set_configuration(q0)
+    swing.plan(q0, np.zeros(model.nv), ws.frame_placement(frame)[0], np.zeros(3))
+    print(f"(the failure planners' kernels compiled or loaded: {time.perf_counter() - t0:.1f} s)",
           flush=True)
 
 
@@ -641,7 +645,7 @@ def main() -> None:
         extra[name] = value.lower() in ("1", "true") if kind is bool else kind(value)
     rows = []
     if any(SETUPS[s][0] for s in args.setups):
-        warm_arrest_planner(urdf, q0)
+        warm_arrest_planner(urdf, q0, frame)
     print(f"{args.arm} (example-robot-data), <dynamics damping={args.damping} "
           f"friction={args.friction}>, {extra or 'friction compensation on'}, "
           f"5 cm circle in {args.period:g} s, failure at half-way, RK4 1 kHz", flush=True)

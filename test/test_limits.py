@@ -351,6 +351,31 @@ def test_a_command_the_motors_cut_is_kept_within_the_bounds_pinocchio_oracle(own
     assert left >= 3 and scaled >= 3, (left, scaled)
 
 
+def test_a_planned_command_passes_the_friction_stage_only():
+    """A law output marked ``planned`` (the failure reaction's planned swing: the plan keeps
+    the speed and position limits itself) is not bounded by the safety layer: torques the
+    layer overrides when unplanned reach the motors with only the friction stage's
+    compensation for that state and intent (arm7's URDF damping and friction)."""
+    from underactuated_control.control.command import CommandShaper
+    from underactuated_control.jacobians import JacobianWorkspace
+
+    model, _, _, LawOutput = _layer_case(["joint2"])
+    shaper = CommandShaper(model, {}, JacobianWorkspace(model))
+    q = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])
+    v = np.full(7, 0.3)
+    wild = np.full(model.n_active, 50.0)  # far past the acceleration bounds
+    intent = np.full(model.n_active, 0.3)
+    unplanned = shaper.apply(q, v, LawOutput(wild.copy(), np.zeros(1),
+                                             intended_velocity=intent))
+    assert shaper.safety.overrode and not np.allclose(unplanned.tau_active, wild)
+    planned = shaper.apply(q, v, LawOutput(wild.copy(), np.zeros(1), intended_velocity=intent,
+                                           planned=True))
+    assert not shaper.safety.overrode
+    stage = shaper.friction.compensation(q, v, intent)
+    assert np.all(np.abs(stage) > 0.0)
+    np.testing.assert_allclose(planned.tau_active, wild + stage, atol=1e-12)
+
+
 def test_the_shaper_in_one_call_is_its_stages_one_by_one():
     """``CommandShaper.apply`` for a law that gives its accelerations, T_p and intent (one
     compiled call where no bound bites) gives what its stages give called one by one — the

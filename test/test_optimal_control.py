@@ -23,6 +23,7 @@ from underactuated_control.optimal_control import (
     Cost,
     CostSum,
     FrameCost,
+    FramePathCost,
     HybridStep,
     StateCost,
     solve_box_ddp,
@@ -185,6 +186,86 @@ def test_frame_cost_gradient_matches_finite_differences():
         e[i] = 1e-6
         fd[i] = (cost.value(x + e, None) - cost.value(x - e, None)) / 2e-6
     np.testing.assert_allclose(d.lx[:model.nq], fd, atol=1e-6)
+
+
+def test_frame_path_cost_is_pinocchios_path_error_and_its_derivatives_finite_differences():
+    """Σ_k ½ w |p(q_k) − p*_k|² over a path of knots: each knot's position is Pinocchio's (the
+    tool frame, an offset from its link), the gradient central differences of the total, the
+    Hessian w J_pᵀ J_p with J_p Pinocchio's position rows; a knot's own value is refused."""
+    import pinocchio as pin
+    from oracle import PinRef
+
+    from underactuated_control.optimal_control.costs import Derivatives
+
+    text = (ROOT / "urdf" / "arm7.urdf").read_text()
+    model = RobotModel.from_urdf(text)
+    ref = PinRef(model, text)
+    fid = ref.pm.getFrameId("tool")
+    rng = np.random.default_rng(11)
+    N, n, w = 6, model.nv, 3.0
+    xs = np.concatenate([rng.uniform(-1.5, 1.5, (N, n)), rng.normal(size=(N, n))], axis=1)
+    targets = rng.uniform(-0.5, 0.5, (N, 3))
+    cost = FramePathCost(model, "tool", targets, weight=w)
+    d = Derivatives(np.zeros((N, 2 * n)), np.zeros((N, 7)), np.zeros((N, 2 * n, 2 * n)),
+                    np.zeros((N, 7, 7)), np.zeros((N, 7, 2 * n)))
+    cost.add_all_derivatives(xs, None, d)
+    expected = 0.0
+    for k in range(N):
+        q = ref.q(xs[k, :n])
+        pin.framesForwardKinematics(ref.pm, ref.pd, q)
+        e = ref.pd.oMf[fid].translation - targets[k]
+        expected += 0.5 * w * float(e @ e)
+        J = pin.computeFrameJacobian(ref.pm, ref.pd, q, fid, pin.LOCAL_WORLD_ALIGNED)[:3]
+        J = J[:, ref.v_perm]
+        np.testing.assert_allclose(d.lxx[k, :n, :n], w * J.T @ J, atol=1e-10)
+        np.testing.assert_allclose(d.lx[k, :n], w * J.T @ e, atol=1e-10)
+        fd = np.zeros(n)
+        for i in range(n):
+            step = np.zeros_like(xs)
+            step[k, i] = 1e-6
+            fd[i] = (cost.total(xs + step, None) - cost.total(xs - step, None)) / 2e-6
+        np.testing.assert_allclose(d.lx[k, :n], fd, atol=1e-6)
+    assert not np.any(d.lx[:, n:]) and not np.any(d.lu)  # positions only
+    assert cost.total(xs, None) == pytest.approx(expected, rel=1e-12)
+    with pytest.raises(TypeError, match="running cost"):
+        cost.value(xs[0], None)
+    with pytest.raises(ValueError, match="6 targets for 5 knots"):
+        cost.total(xs[:5], None)
+    with pytest.raises(ValueError, match=r"\(N, 3\)"):
+        cost.targets = np.zeros((4, 2))
+
+
+def test_a_path_cost_gives_the_adjoint_gradient_every_knot():
+    """cost_gradient with a running cost that exists only over the whole horizon (a path):
+    equal to central differences of the total cost in every control."""
+    from underactuated_control.optimal_control.problems import swing_problem
+
+    model = RobotModel.from_urdf((ROOT / "urdf" / "arm7.urdf").read_text()).with_passive(
+        ["joint4"])
+    q = np.array([0.0, 0.5, 0.0, -1.0, 0.0, 0.8, 0.0])
+    targets = np.linspace([0.3, 0.0, 0.6], [0.3, 0.05, 0.62], 6)
+    p = swing_problem(model, q, np.zeros(7), "tool", targets, dt=0.01)
+    us = p.us_init + np.random.default_rng(2).normal(scale=0.5, size=p.us_init.shape)
+    xs = np.zeros((len(us) + 1, 14))
+    p.step.rollout(p.x0, us, xs, np.zeros((len(us), 6, 14)), np.zeros_like(us), 0.0,
+                   p.step.lower, p.step.upper, xs, us.copy())
+
+    def total(u):
+        x = np.zeros_like(xs)
+        p.step.rollout(p.x0, u, x, np.zeros((len(u), 6, 14)), np.zeros_like(u), 0.0,
+                       p.step.lower, p.step.upper, x, u.copy())
+        return p.running.total(x[:-1], u) + p.terminal.value(x[-1], None)
+
+    grad = cost_gradient(p.step, xs, us, p.running, p.terminal)
+    fd = np.zeros_like(us)
+    for k in range(len(us)):
+        for i in range(us.shape[1]):
+            e = np.zeros_like(us)
+            e[k, i] = 1e-6
+            fd[k, i] = (total(us + e) - total(us - e)) / 2e-6
+    np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-6 * np.abs(fd).max())
+    with pytest.raises(ValueError, match="N \\+ 1 >= 2 positions"):
+        swing_problem(model, q, np.zeros(7), "tool", np.zeros((1, 3)))
 
 
 def test_bad_problems_name_the_fault():

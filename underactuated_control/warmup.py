@@ -198,6 +198,21 @@ def _steps(worker: KernelWorker | None = None, report: Callable[[str], None] | N
                                                        "swing_up_strategy": "planned"},
                      robot.body_names[-1])
 
+    def path_cost() -> None:
+        # the failure reaction's planned swing: its frame-path cost (the DDP's kernels are
+        # the planned swing-up's)
+        from .optimal_control import FramePathCost
+        from .optimal_control.costs import Derivatives
+
+        nx = 2 * failed.nv
+        cost = FramePathCost(failed, "tool", np.zeros((2, 3)))
+        xs = np.zeros((2, nx))
+        cost.total(xs, None)
+        cost.add_all_derivatives(xs, None, Derivatives(
+            np.zeros((2, nx)), np.zeros((2, failed.n_active)), np.zeros((2, nx, nx)),
+            np.zeros((2, failed.n_active, failed.n_active)),
+            np.zeros((2, failed.n_active, nx))))
+
     def observer() -> None:
         from .observers import MomentumObserver
 
@@ -242,6 +257,7 @@ def _steps(worker: KernelWorker | None = None, report: Callable[[str], None] | N
                           law(mode, passive_weight=1.0)))
     steps.append(("planned swing-up: DDP kernels, the bundled acrobot's and pendubot's plans",
                   planned_swing_up))
+    steps.append(("failure reaction's planned swing: frame-path cost", path_cost))
     steps.append(("momentum observer", observer))
     steps.append(("elbow resolver's configuration-control step", resolver))
     return steps

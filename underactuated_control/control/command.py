@@ -58,6 +58,13 @@ class CommandShaper:
     def apply(self, q: np.ndarray, v: np.ndarray, out: LawOutput) -> LawOutput:
         """``out`` with its torques (and passive accelerations, status) shaped in place."""
         safety, friction = self.safety, self.friction
+        if out.planned:  # a plan within the limits: the layer's bounds would fight its
+            # torques (Talos' failed wrist under gravity: left to the plan, the hand 1.8 mm
+            # RMS and 1.04 of a speed limit; bounded by the layer, 236 mm); stage 2 only
+            safety.overrode, safety.acceleration = False, None
+            if friction.enabled and not out.friction_compensated:
+                self._compensate(q, v, out)
+            return out
         if (safety.enabled and friction.enabled and out.qdd_active is not None
                 and out.tau_passive is not None and out.intended_velocity is not None
                 and not out.friction_compensated):

@@ -44,7 +44,7 @@ from ..dynamics import inverse_dynamics
 from ..jacobians import JacobianWorkspace
 from ..model import FLOATING, RobotModel
 from ..optimal_control import HybridStep, Solution, solve_box_ddp
-from ..optimal_control.problems import arrest_problem
+from ..optimal_control.problems import arrest_problem, swing_problem
 from ..passive_forces import PassiveForceModel
 from ..so3 import rotation_error
 from .task_space import TaskReference
@@ -52,7 +52,7 @@ from .task_space import TaskReference
 __all__ = ["REACTIONS", "CAUTION", "Decision", "decide", "escalate", "at_least", "newly_passive",
            "least_gravity_moment", "release_passive", "stabilise_passive", "SafePosture",
            "closed_loop_growth", "settle_failed", "swing_peak",
-           "ArrestPlan", "arrest_plan", "trajectory_excess"]
+           "ArrestPlan", "arrest_plan", "trajectory_excess", "PlannedSwing"]
 
 REACTIONS = ("auto", "keep_task", "position", "hold")
 CAUTION = {"keep_task": 0, "position": 1, "hold": 2}  # a later failure never goes back down
@@ -76,6 +76,15 @@ PLAN_BUDGET = 5.0  # s: wall time the arrest plan may take by default (failure_p
 # the longest measured: 3.1 s, the UR5's shoulder over both horizons)
 PLAN_SPEED = 1.0  # of each joint's speed limit: a plan faster anywhere is not used
 PLAN_REST = 0.25  # of each joint's speed limit: a plan must end slower than this
+SWING_TIME = 1.0  # s: a loaded failed joint's swing followed by plan before the task resumes
+SWING_DT = 0.0025  # s between the swing plan's knots: the semi-implicit step must resolve the
+# light damped joints (Talos' wrist, followed on MuJoCo: 1.27 of a speed limit at 0.01 where
+# the plan said 0.90; at 0.005 some plans part from MuJoCo's motion within 50 ms)
+SWING_REPLAN = 0.1  # s between its solves, each from the measured state (a receding horizon)
+SWING_LEAD = 0.3  # s: the setpoint's velocity carried this far ahead as the hand's path
+SWING_ITERATIONS, SWING_REPLAN_ITERATIONS = 150, 30  # box DDP: the first solve, the others
+SWING_HAND = 0.025  # m: a first plan leaving the hand further from its path is not used (the
+# re-plans then follow the setpoint as it moves: Talos' wrist, 16 mm planned, 1.1 mm RMS)
 GROWTH_LIMIT = 1.0  # 1/s: a task loop (linearised at rest) growing faster trusts failed joints less
 TRUST_LEVELS = (0.5, 0.0)  # the failed joints' passive_trust tried when it does
 GROWTH_STEP = 1e-6  # rad, rad/s: the linearisation's central differences
@@ -662,3 +671,123 @@ class SafePosture:
         qdd = step.acceleration(q, v, u)  # T_a = u: the hybrid recursion at these qdd_a
         return self.workspace.dynamics.compute(q, v, qdd[self.model.active_dofs],
                                                self.passive_forces(q, v))
+
+
+class PlannedSwing:
+    """The predictive layer of a reaction that lets a loaded failed joint swing to where it
+    hangs with the hand kept (``position``, ``decision.swing_dofs``): the swing, planned so that
+    every joint stays within its speed and position limits while the hand follows its
+    setpoint and the swing comes to rest, is followed for ``SWING_TIME`` [s]; then the task
+    resumes. A receding horizon: every ``SWING_REPLAN`` s a box DDP
+    (``optimal_control.problems.swing_problem``, ``SWING_TIME`` ahead, knots ``SWING_DT``
+    apart) is solved again from the measured state, warm-started by the last solution followed
+    with its Riccati gains; the hand's path is the setpoint carried ahead at its velocity for
+    ``SWING_LEAD`` s. Between solves the command is u = ū(t) + K_k (x − x̄(t)) (ū, x̄
+    interpolated between the knots), within the effort limits (doc/failure_analysis.md, "The
+    predictive layer keeps the hand")."""
+
+    def __init__(self, model: RobotModel, frame: str, budget: float = PLAN_BUDGET) -> None:
+        self.model, self.frame, self.budget = model, frame, float(budget)
+        self.n_knots = round(SWING_TIME / SWING_DT)
+        self.problem = None
+        self.solution: Solution | None = None
+        self._start: float | None = None  # the law's time of the first command
+        self._solved_at = 0.0  # the law's time (since the start) of the solution followed
+        self.seconds = 0.0  # wall time of the solves so far
+        self.solves = 0
+        self.peak_speed = np.inf
+
+    def _targets(self, position: np.ndarray, velocity: np.ndarray) -> np.ndarray:
+        lead = np.minimum(np.arange(self.n_knots + 1) * SWING_DT, SWING_LEAD)[:, None]
+        return np.asarray(position, float) + lead * np.asarray(velocity, float)
+
+    def plan(self, q: np.ndarray, v: np.ndarray, position: np.ndarray, velocity: np.ndarray
+             ) -> tuple[bool, str]:
+        """The first solve, from the state at the failure; (used, a note for the status): used
+        when the plan keeps every joint within ``PLAN_SPEED`` of its speed limit (the solves
+        aim at 0.9) and inside its position limits, and the hand within ``SWING_HAND`` of its
+        path."""
+        start = time.perf_counter()
+        try:
+            self.problem = p = swing_problem(self.model, q, v, self.frame,
+                                             self._targets(position, velocity), SWING_DT)
+            sol = solve_box_ddp(p.step, p.x0, p.us_init, p.running, p.terminal,
+                                max_iterations=SWING_ITERATIONS,
+                                deadline=start + self.budget)
+        except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
+            return False, f"no swing plan ({exc})"
+        self.seconds, self.solves = time.perf_counter() - start, 1
+        self.peak_speed, over, _ = trajectory_excess(self.model, sol.xs)
+        hand = self._hand_error(sol.xs, p.running.terms[0].targets)
+        if not (self.peak_speed <= PLAN_SPEED and over <= LIMIT_TOLERANCE
+                and hand <= SWING_HAND):
+            return False, (f"no swing plan within the limits (peak {self.peak_speed:.2f} of "
+                           f"the speed limits, the hand up to {1e3 * hand:.0f} mm off its "
+                           f"path; {self.seconds:.1f} s)")
+        self.solution = sol
+        return True, (f"the swing planned with the hand kept ({SWING_TIME:g} s, peak "
+                      f"{self.peak_speed:.2f} of the speed limits, the hand within "
+                      f"{1e3 * hand:.1f} mm of its path, box DDP {sol.iterations} iterations, "
+                      f"{self.seconds:.1f} s; re-planned every {SWING_REPLAN:g} s)")
+
+    def _hand_error(self, xs: np.ndarray, targets: np.ndarray) -> float:
+        ws = self.problem.running.terms[0].workspace
+        worst = 0.0
+        for x, target in zip(xs, targets):
+            ws.set_configuration(x[:self.model.nq])
+            worst = max(worst, float(np.linalg.norm(ws.frame_placement(self.frame)[0] - target)))
+        return worst
+
+    def _replan(self, q: np.ndarray, v: np.ndarray, elapsed: float, position: np.ndarray,
+                velocity: np.ndarray) -> None:
+        """Solve again from (q, v): the last solution from now on (its last knot repeated
+        to the horizon), rolled out from the measured state with its gains, is the first
+        guess."""
+        p, sol = self.problem, self.solution
+        shift = int(round((elapsed - self._solved_at) / SWING_DT))
+        index = np.minimum(np.arange(self.n_knots) + shift, len(sol.us) - 1)
+        xs, us = np.empty_like(sol.xs), np.empty_like(sol.us)
+        x0 = np.concatenate([q, v])
+        start = time.perf_counter()
+        if not p.step.rollout(x0, sol.us[index], sol.xs[np.append(index, len(sol.us))],
+                              sol.K[index], np.zeros_like(us), 0.0, p.step.lower,
+                              p.step.upper, xs, us):
+            return  # the warm start diverges: the last solution goes on
+        targets = self._targets(position, velocity)
+        p.running.terms[0].targets = targets[:-1]
+        p.terminal.terms[0].position = targets[-1]
+        try:
+            new = solve_box_ddp(p.step, x0, us, p.running, p.terminal,
+                                max_iterations=SWING_REPLAN_ITERATIONS,
+                                deadline=start + self.budget)
+        except (ValueError, RuntimeError, np.linalg.LinAlgError):
+            return
+        self.seconds += time.perf_counter() - start
+        self.solves += 1
+        self.solution, self._solved_at = new, elapsed
+
+    def command(self, q: np.ndarray, v: np.ndarray, t: float, position: np.ndarray,
+                velocity: np.ndarray) -> np.ndarray | None:
+        """The active joints' torques at the law's time ``t`` for the measured state and the
+        hand's setpoint (``position``, ``velocity``); None once the swing's time is over."""
+        if self._start is None:
+            self._start = t
+        elapsed = t - self._start
+        if self.solution is None or not 0.0 <= elapsed < SWING_TIME:
+            return None
+        if elapsed - self._solved_at >= SWING_REPLAN - 1e-9:
+            self._replan(q, v, elapsed, position, velocity)
+        sol, step = self.solution, self.problem.step
+        r = (elapsed - self._solved_at) / SWING_DT
+        k = min(int(r), len(sol.us) - 1)
+        a = min(r - k, 1.0)
+        x_ref = (1.0 - a) * sol.xs[k] + a * sol.xs[k + 1]
+        u = sol.us[k] + sol.K[k] @ (np.concatenate([q, v]) - x_ref)
+        return np.clip(u, step.lower, step.upper)
+
+    def intended_velocity(self, t: float) -> np.ndarray:
+        """The active joints' planned velocity now (the friction stage's intent)."""
+        sol = self.solution
+        start = t if self._start is None else self._start
+        k = min(max(int((t - start - self._solved_at) / SWING_DT), 0), len(sol.xs) - 1)
+        return sol.xs[k][self.model.nq + self.model.active_dofs]

@@ -63,6 +63,9 @@ class LawOutput:
     # layer bounds some joints, the others keep these rows (``limits.keep_task_rows``); None:
     # the bounded joints are only clipped
     task_rows: tuple[np.ndarray, np.ndarray] | None = None
+    # the torques follow a plan that keeps the speed and position limits itself (a failure
+    # reaction's planned swing): the safety layer's instantaneous bounds leave them
+    planned: bool = False
 
 
 class ControlLaw(ABC):

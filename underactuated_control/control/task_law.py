@@ -25,7 +25,9 @@ from .failure_reaction import (
     ESCALATE_ERROR,
     PLAN_BUDGET,
     REACTIONS,
+    RUNAWAY_SPEED,
     Decision,
+    PlannedSwing,
     SafePosture,
     arrest_plan,
     at_least,
@@ -148,7 +150,9 @@ class TaskLaw(ControlLaw):
                       "and the state: keep_task with the failed joints let move, out of the "
                       "passive_weight hold unless named in hold_passive_dofs; position, the "
                       "orientation given up, the failed joints let move (a loaded one swings "
-                      "to where it hangs) or held through J_D toward a balance, whichever "
+                      "to where it hangs, along a swing planned within the speed and position "
+                      "limits with the hand kept, re-planned every 0.1 s, where such a plan "
+                      "exists) or held through J_D toward a balance, whichever "
                       "the loop linearised at the failure says is stable; or "
                       "hold, which first plans the arrest of the arm's fall or motion "
                       "within the speed and position limits when braking alone would not keep "
@@ -157,11 +161,13 @@ class TaskLaw(ControlLaw):
                       "orientation given up), hold (brake the active joints, let the failed "
                       "ones settle; never plans)", choices=REACTIONS),
         ParameterSpec("failure_plan_budget", PLAN_BUDGET, "wall time the auto reaction's "
-                      "arrest plan (box DDP through the hybrid derivatives) may take in the "
-                      "cycle that decides it: that cycle waits for it (a lock-stepped simulator "
+                      "plans (the arrest of a fall, the swing of a loaded failed joint with the "
+                      "hand kept: box DDP through the hybrid derivatives) may take in the "
+                      "cycle that solves one: that cycle waits for it (a lock-stepped simulator "
                       "waits too; on hardware the effort controllers hold the last command "
                       "meanwhile); a solve stopped by it is judged as it stands; 0: brake at "
-                      "once, never plan", unit="s", low=0.0, high=60.0),
+                      "once and let a loaded joint swing, never plan", unit="s", low=0.0,
+                      high=60.0),
     )
 
     def __init__(self, model: RobotModel, settings: Mapping[str, Any], frame: str,
@@ -192,6 +198,7 @@ class TaskLaw(ControlLaw):
         self._failed: list[str] = []
         self._floor: Decision | None = None  # the reaction in force when more joints failed
         self._posture: SafePosture | None = None
+        self._swing: PlannedSwing | None = None  # a loaded failed joint's swing, planned
 
     def check_reference(self, reference: TaskReference) -> None:
         """``ValueError`` for a goal no configuration can reach (``ReachCheck``)."""
@@ -252,6 +259,10 @@ class TaskLaw(ControlLaw):
         dt = 0.0 if self._last_t is None else min(max(t - self._last_t, 0.0), _MAX_STEP)
         self._last_t = t
         setpoint = self.follower.step(reference, dt, (self.speed_scale, self.speed_scale), t)
+        if self._swing is not None:  # a loaded failed joint's swing, followed by plan
+            out = self._follow_swing(q, v, setpoint, t)
+            if out is not None:
+                return out
         # J_G, J_D of this cycle's (4.6); the setpoint's fields are views of the follower's state
         res = self.tracker.step(q, v, setpoint, self.follower.state)
         self._leash(setpoint, res)
@@ -276,6 +287,44 @@ class TaskLaw(ControlLaw):
         return LawOutput(res.tau_active, res.qdd_passive, ws.J_G, ws.J_D, status, None, None,
                          res.intended_velocity, False, res.qdd_active, res.tau_passive,
                          res.task_rows if self.reaction is None else None)
+
+    def _plan_swing(self, d: Decision, q: np.ndarray, v: np.ndarray) -> Decision:
+        """The predictive layer of a loaded failed joint let swing with the hand kept
+        (``PlannedSwing``): the swing planned within the limits from (q, v), the hand on its
+        setpoint; where no such plan is found (or ``failure_plan_budget`` is 0) the task lets
+        it swing as it is. The decision, its reason noting which."""
+        self._swing = None
+        if self.plan_budget <= 0.0:
+            return d
+        swing = PlannedSwing(self.model, self.frame, self.plan_budget)
+        sp = self.follower.setpoint
+        used, note = swing.plan(q, v, sp.position, sp.linear_velocity)
+        if used:
+            self._swing = swing
+        return replace(d, reason=f"{d.reason}; {note}")
+
+    def _follow_swing(self, q: np.ndarray, v: np.ndarray, setpoint: TaskReference, t: float
+                      ) -> LawOutput | None:
+        """The planned swing's command this cycle (T_a = u, qdd_p from the hybrid
+        recursion); None, and the plan dropped, once its time is over or a joint passes
+        ``RUNAWAY_SPEED`` of its speed limit (the task and its run-time check then act)."""
+        swing, m = self._swing, self.model
+        vmax = np.asarray(m.velocity_limit, float)
+        fast = bool(np.any(np.abs(v) > RUNAWAY_SPEED * np.where(vmax > 0, vmax, np.inf)))
+        u = None if fast else swing.command(q, v, t, setpoint.position,
+                                            setpoint.linear_velocity)
+        if u is None or not np.all(np.isfinite(u)):
+            self._swing = None
+            return None
+        step = swing.problem.step
+        qdd = step.acceleration(q, v, u)
+        res = self.workspace.dynamics.compute(q, v, qdd[m.active_dofs],
+                                              step.passive_forces(q, v))
+        ws = self.workspace
+        ws.generalized(self.frame, q)
+        return LawOutput(res.tau_active.copy(), res.qdd_passive.copy(), ws.J_G, ws.J_D,
+                         self.reaction.status, intended_velocity=swing.intended_velocity(t),
+                         planned=True)
 
     def _relatch(self, q: np.ndarray, v: np.ndarray) -> None:
         """The setpoint moved to the measured hand, moving with it, when a kept pose steps
@@ -310,6 +359,7 @@ class TaskLaw(ControlLaw):
                     d = replace(d, swing_peak=swing_peak(self.model, q, v, d.failed),
                                 swing_dofs=tuple(int(self.model.joint_dofs(n)[0])
                                                  for n in d.failed))
+                    d = self._plan_swing(d, q, v)
         self.reaction = d
         if d.mode == "hold":
             plan = None

@@ -15,9 +15,10 @@ import numpy as np
 
 from ..jacobians import JacobianWorkspace
 from ..model import RobotModel
+from .kernels import frame_path_kernel
 
 __all__ = ["Derivatives", "Cost", "CostSum", "StateCost", "ControlCost", "FrameCost",
-           "BoxCost"]
+           "FramePathCost", "BoxCost"]
 
 
 @dataclass
@@ -241,3 +242,60 @@ class FrameCost(Cost):
             d.lx[:n] -= self.wr * (Jw.T @ vr)
             d.lxx[:n, :n] += 2.0 * self.wr * (Jw.T @ Jw)
         return value
+
+
+class FramePathCost(Cost):
+    """Σ_k ½ w |p_k − p*_k|²: a frame's position along a path, one target per knot (``targets``
+    (N, 3), root coordinates; settable between solves, e.g. a receding horizon's). A running
+    cost only: it has no meaning at one knot alone. Gradient and Hessian as ``FrameCost``'s
+    position part (exact, Gauss–Newton), over every knot in one compiled call
+    (``kernels.frame_path_kernel``)."""
+
+    def __init__(self, model: RobotModel, frame: str, targets: np.ndarray, weight: float = 1.0,
+                 workspace: JacobianWorkspace | None = None) -> None:
+        f = model.frame(frame)  # ValueError naming an unknown frame
+        if f.body < 0:
+            raise ValueError(f"frame {frame!r} is fixed to the root: its path cannot be moved")
+        if not (np.isfinite(weight) and weight >= 0):
+            raise ValueError(f"path weight must be finite and >= 0, got {weight}")
+        self.model, self.frame, self.weight = model, frame, float(weight)
+        self.workspace = workspace if workspace is not None else JacobianWorkspace(model)
+        self._body = int(f.body)
+        self._offset = np.ascontiguousarray(f.translation, dtype=float)
+        self.targets = targets
+        self._no_lx, self._no_lxx = np.zeros((1, 1)), np.zeros((1, 1, 1))  # value only
+
+    @property
+    def targets(self) -> np.ndarray:
+        return self._targets
+
+    @targets.setter
+    def targets(self, value: np.ndarray) -> None:
+        a = np.ascontiguousarray(value, dtype=float)
+        if a.ndim != 2 or a.shape[1] != 3 or not np.all(np.isfinite(a)):
+            raise ValueError(f"path targets: give (N, 3) finite positions [m], got shape "
+                             f"{a.shape}")
+        self._targets = a
+
+    def _run(self, xs: np.ndarray, d: Derivatives | None) -> float:
+        ws = self.workspace
+        if len(xs) != len(self._targets):
+            raise ValueError(f"path cost: {len(self._targets)} targets for {len(xs)} knots")
+        lx, lxx = (d.lx, d.lxx) if d is not None else (self._no_lx, self._no_lxx)
+        return float(frame_path_kernel(*ws.dynamics.buffers, ws.E_world, ws.p_world, self._body,
+                                       self._offset, np.ascontiguousarray(xs), self._targets,
+                                       self.weight, d is not None, lx, lxx))
+
+    def value(self, x, u):
+        raise TypeError("FramePathCost has one target per knot: a running cost (total, "
+                        "add_all_derivatives), not a knot's")
+
+    def add_derivatives(self, x, u, d):
+        raise TypeError("FramePathCost has one target per knot: a running cost (total, "
+                        "add_all_derivatives), not a knot's")
+
+    def total(self, xs, us):
+        return self._run(xs, None)
+
+    def add_all_derivatives(self, xs, us, d):
+        self._run(xs, d)

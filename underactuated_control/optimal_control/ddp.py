@@ -78,12 +78,13 @@ def cost_gradient(step, xs: np.ndarray, us: np.ndarray, running: Cost, terminal:
     d = Derivatives.zeros(nx, nu)
     terminal.add_derivatives(xs[-1], None, d)
     lam = d.lx.copy()
+    knots = Derivatives(np.zeros((N, nx)), np.zeros((N, nu)), np.zeros((N, nx, nx)),
+                        np.zeros((N, nu, nu)), np.zeros((N, nu, nx)))
+    running.add_all_derivatives(xs[:-1], us, knots)  # every knot's (path costs need them all)
     grad = np.empty_like(us)
     for k in range(N - 1, -1, -1):
-        d.clear()
-        running.add_derivatives(xs[k], us[k], d)
-        grad[k] = d.lu + Fu[k].T @ lam
-        lam = d.lx + Fx[k].T @ lam
+        grad[k] = knots.lu[k] + Fu[k].T @ lam
+        lam = knots.lx[k] + Fx[k].T @ lam
     return grad
 
 

@@ -8,7 +8,17 @@ import numpy as np
 from numba import njit
 
 from ..derivatives import dwork_views, run_derivatives
-from ..dynamics import ALL_STEPS, NONFINITE_V, OK, int_views, run_steps, work_views
+from ..dynamics import (
+    ALL_STEPS,
+    CONFIGURATION,
+    NONFINITE_V,
+    OK,
+    const_views,
+    int_views,
+    run_steps,
+    work_views,
+)
+from ..kinematics import body_placements, frame_jacobian_kernel, frame_point
 from ..passive_forces import element_force
 
 
@@ -295,3 +305,41 @@ def linearize_kernel(ints, consts, dwork, xs, us, active, passive, coefficients,
                 Fu[k, nv + r, c] = dvu
                 Fu[k, r, c] = dt * dvu
     return OK
+
+
+# ---------------------------------------------------------------- a frame's path over every knot
+@njit(cache=True)
+def frame_path_kernel(ints, consts, work, E_world, p_world, body, offset, xs, targets, weight,
+                      derivatives, lx, lxx):
+    """Σ_k ½ w |p(q_k) − p*_k|² over the knots k < len(targets) (``costs.FramePathCost``):
+    p(q_k) the point ``offset`` of ``body`` (forward kinematics on the workspace's transforms).
+    With ``derivatives`` adds the gradient w J_pᵀ e and the Gauss–Newton Hessian w J_pᵀ J_p
+    to lx[k], lxx[k] (the q block). Returns the sum, NaN if a configuration is not finite."""
+    m, _ = int_views(ints)
+    c, _ = const_views(consts, m.nb)
+    w, _, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
+    empty = np.zeros(0)
+    q = np.empty(m.nq)
+    point = np.empty(3)
+    e = np.empty(3)
+    J = np.empty((6, m.nv))
+    total = 0.0
+    for k in range(targets.shape[0]):
+        q[:] = xs[k, :m.nq]
+        if run_steps(ints, consts, work, q, empty, empty, empty, CONFIGURATION) != OK:
+            return np.nan
+        body_placements(m.parent, w.E_up, w.r_up, E_world, p_world)
+        frame_point(E_world[body], p_world[body], offset, point)
+        for a in range(3):
+            e[a] = point[a] - targets[k, a]
+        total += 0.5 * weight * (e[0] * e[0] + e[1] * e[1] + e[2] * e[2])
+        if not derivatives:
+            continue
+        frame_jacobian_kernel(m.parent, c.S, m.nv_joint, m.v_start, E_world, p_world, body,
+                              point, J)
+        for i in range(m.nv):
+            lx[k, i] += weight * (J[0, i] * e[0] + J[1, i] * e[1] + J[2, i] * e[2])
+            for j in range(m.nv):
+                lxx[k, i, j] += weight * (J[0, i] * J[0, j] + J[1, i] * J[1, j]
+                                          + J[2, i] * J[2, j])
+    return total

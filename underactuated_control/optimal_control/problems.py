@@ -2,7 +2,9 @@
 
 ``goal_problem``: from a start state to a joint configuration (and, optionally, a frame
 position), torque-limited, passive joints free; ``arrest_problem``: from a moving state (a
-motor just failed) to rest, within the joints' speed and position limits; ``write_solution``:
+motor just failed) to rest, within the joints' speed and position limits; ``swing_problem``:
+a frame kept on a path while a loaded passive joint swings to rest, within the same limits;
+``write_solution``:
 CSV, NPZ (with the Riccati gains) and a PNG of a solution.
 """
 
@@ -17,11 +19,11 @@ import numpy as np
 
 from ..dynamics import HybridDynamics
 from ..model import RobotModel
-from .costs import BoxCost, ControlCost, Cost, CostSum, FrameCost, StateCost
+from .costs import BoxCost, ControlCost, Cost, CostSum, FrameCost, FramePathCost, StateCost
 from .ddp import Solution
 from .dynamics import HybridStep
 
-__all__ = ["Problem", "goal_problem", "arrest_problem", "write_solution"]
+__all__ = ["Problem", "goal_problem", "arrest_problem", "swing_problem", "write_solution"]
 
 
 @dataclass
@@ -96,16 +98,8 @@ def arrest_problem(model: RobotModel, q: Sequence[float], v: Sequence[float],
         raise ValueError(f"horizon ({horizon} s) and dt ({dt} s) must be > 0, dt <= horizon")
     step = HybridStep(model, dt)
     n = model.nv
-    x0 = np.concatenate([np.asarray(q, float), np.asarray(v, float)])
-    if x0.shape != (2 * n,) or not np.all(np.isfinite(x0)):
-        raise ValueError(f"the start state must be {n} finite positions and {n} velocities")
-    vmax = np.asarray(model.velocity_limit, float)
-    scale = np.where(np.isfinite(vmax) & (vmax > 0), vmax, 1.0)
-    lower = np.concatenate([np.asarray(model.position_lower, float) + limit_margin,
-                            -speed_fraction * np.where(np.isfinite(vmax), vmax, np.inf)])
-    upper = np.concatenate([np.asarray(model.position_upper, float) - limit_margin,
-                            speed_fraction * np.where(np.isfinite(vmax), vmax, np.inf)])
-    box = BoxCost(np.minimum(lower, x0), np.maximum(upper, x0), box_weight)
+    x0 = _start_state(model, q, v)
+    box, scale = _limit_box(model, x0, speed_fraction, limit_margin, box_weight)
     target = np.concatenate([x0[:n], np.zeros(n)])
     running = CostSum([StateCost(target, np.concatenate([np.full(n, stay_weight),
                                                          speed_weight / scale**2])),
@@ -129,6 +123,64 @@ def arrest_problem(model: RobotModel, q: Sequence[float], v: Sequence[float],
             us[k:] = us[k - 1] if k else 0.0
             break
     return Problem(step, x0, us, running, terminal, xs)
+
+
+def _start_state(model: RobotModel, q: Sequence[float], v: Sequence[float]) -> np.ndarray:
+    """x0 = (q, v), ``ValueError`` unless both are the model's length and finite."""
+    n = model.nv
+    x0 = np.concatenate([np.asarray(q, float), np.asarray(v, float)])
+    if x0.shape != (2 * n,) or not np.all(np.isfinite(x0)):
+        raise ValueError(f"the start state must be {n} finite positions and {n} velocities")
+    return x0
+
+
+def _limit_box(model: RobotModel, x0: np.ndarray, speed_fraction: float, limit_margin: float,
+               weight: float) -> tuple[BoxCost, np.ndarray]:
+    """The penalty outside ``speed_fraction`` of the URDF speed limits and ``limit_margin``
+    inside the position limits (widened to hold x0), and the speeds' scale (v_max, 1 where
+    none)."""
+    vmax = np.asarray(model.velocity_limit, float)
+    scale = np.where(np.isfinite(vmax) & (vmax > 0), vmax, 1.0)
+    lower = np.concatenate([np.asarray(model.position_lower, float) + limit_margin,
+                            -speed_fraction * np.where(np.isfinite(vmax), vmax, np.inf)])
+    upper = np.concatenate([np.asarray(model.position_upper, float) - limit_margin,
+                            speed_fraction * np.where(np.isfinite(vmax), vmax, np.inf)])
+    return BoxCost(np.minimum(lower, x0), np.maximum(upper, x0), weight), scale
+
+
+def swing_problem(model: RobotModel, q: Sequence[float], v: Sequence[float], frame: str,
+                  targets: np.ndarray, dt: float = 0.005, path_weight: float = 1e3,
+                  speed_fraction: float = 0.9, limit_margin: float = 0.05,
+                  box_weight: float = 1e4, speed_weight: float = 0.1, rest_weight: float = 10.0,
+                  torque_weight: float = 1e-3) -> Problem:
+    """Keep ``frame`` at ``targets`` [m] (N + 1 positions, root coordinates: knot k's at
+    k dt after the start) from (``q``, ``v``) while the passive joints (a motor that failed
+    under a load) swing free, torque-limited: costs ``path_weight`` ½|p_k − p*_k|² at every
+    knot (``FramePathCost``, and at the end), ``speed_weight`` Σ (v_i/v_max,i)² along the way
+    and ``rest_weight`` at the end (the swing brought to rest), ``torque_weight`` |u|², and
+    ``box_weight`` on any excess over ``speed_fraction`` of each joint's URDF speed limit or
+    within ``limit_margin`` [rad|m] of its position limits. The first guess: the torques that
+    hold the start configuration still."""
+    targets = np.asarray(targets, dtype=float)
+    if targets.ndim != 2 or targets.shape[0] < 2 or targets.shape[1] != 3:
+        raise ValueError(f"targets: give N + 1 >= 2 positions (rows x y z), got shape "
+                         f"{targets.shape}")
+    if not (np.isfinite(dt) and dt > 0):
+        raise ValueError(f"dt must be > 0 s, got {dt}")
+    step = HybridStep(model, dt)
+    n = model.nv
+    x0 = _start_state(model, q, v)
+    box, scale = _limit_box(model, x0, speed_fraction, limit_margin, box_weight)
+    rest = np.zeros(2 * n)
+    running = CostSum([FramePathCost(model, frame, targets[:-1], path_weight),
+                       StateCost(rest, np.concatenate([np.zeros(n), speed_weight / scale**2])),
+                       ControlCost(torque_weight, step.nu), box])
+    terminal = CostSum([FrameCost(model, frame, position=targets[-1],
+                                  position_weight=path_weight),
+                        StateCost(rest, np.concatenate([np.zeros(n), rest_weight / scale**2])),
+                        box])
+    hold = step.holding_torques(x0[:n])
+    return Problem(step, x0, np.tile(hold, (len(targets) - 1, 1)), running, terminal)
 
 
 def write_solution(solution: Solution, problem: Problem, out: Path | str) -> list[Path]:
