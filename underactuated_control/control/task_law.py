@@ -290,9 +290,13 @@ class TaskLaw(ControlLaw):
 
     def _plan_swing(self, d: Decision, q: np.ndarray, v: np.ndarray) -> Decision:
         """The predictive layer of a loaded failed joint let swing with the hand kept
-        (``PlannedSwing``): the swing planned within the limits from (q, v), the hand on its
-        setpoint; where no such plan is found (or ``failure_plan_budget`` is 0) the task lets
-        it swing as it is. The decision, its reason noting which."""
+        (``PlannedSwing``), where even the braked arm's swing is predicted past
+        ``RUNAWAY_SPEED`` (``decision.swing_peak``: ``escalate`` then gives the swing up at
+        that speed; below it the swing is left to the task, which keeps those rows: the
+        xarm7's and the panda's wrists, 0.5–0.9 braked): the swing planned within the limits
+        from (q, v), the hand on its setpoint; where no such plan is found (or
+        ``failure_plan_budget`` is 0) the task lets it swing as it is. The decision, its
+        reason noting which."""
         self._swing = None
         if self.plan_budget <= 0.0:
             return d
@@ -359,7 +363,8 @@ class TaskLaw(ControlLaw):
                     d = replace(d, swing_peak=swing_peak(self.model, q, v, d.failed),
                                 swing_dofs=tuple(int(self.model.joint_dofs(n)[0])
                                                  for n in d.failed))
-                    d = self._plan_swing(d, q, v)
+                    if d.swing_peak > RUNAWAY_SPEED:  # judged at it by escalate: planned
+                        d = self._plan_swing(d, q, v)
         self.reaction = d
         if d.mode == "hold":
             plan = None
