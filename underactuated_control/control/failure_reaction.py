@@ -52,7 +52,7 @@ from .task_space import TaskReference
 __all__ = ["REACTIONS", "CAUTION", "Decision", "decide", "escalate", "at_least", "newly_passive",
            "least_gravity_moment", "release_passive", "stabilise_passive", "SafePosture",
            "closed_loop_growth", "settle_failed", "swing_peak",
-           "ArrestPlan", "arrest_plan", "trajectory_excess", "PlannedSwing"]
+           "ArrestPlan", "arrest_plan", "trajectory_excess", "PlannedSwing", "planned_motion"]
 
 REACTIONS = ("auto", "keep_task", "position", "hold")
 CAUTION = {"keep_task": 0, "position": 1, "hold": 2}  # a later failure never goes back down
@@ -668,9 +668,16 @@ class SafePosture:
         x = np.concatenate([q, v])
         u = np.clip(sol.us[k] + sol.K[k] @ (x - sol.xs[k]), step.lower, step.upper)
         self.intended_velocity = sol.xs[k][self.model.nq + self.model.active_dofs]  # the plan's
-        qdd = step.acceleration(q, v, u)  # T_a = u: the hybrid recursion at these qdd_a
-        return self.workspace.dynamics.compute(q, v, qdd[self.model.active_dofs],
-                                               self.passive_forces(q, v))
+        return planned_motion(self.workspace, step, q, v, u)
+
+
+def planned_motion(workspace: JacobianWorkspace, step: HybridStep, q: np.ndarray,
+                   v: np.ndarray, u: np.ndarray):
+    """The hybrid recursion's result (T_a, qdd_p; section 5) for a plan's active torques
+    ``u`` at (q, v): T_a = u at the accelerations u gives on ``step``'s model, the passive
+    joints driven by its passive-force model."""
+    qdd = step.acceleration(q, v, u)
+    return workspace.dynamics.compute(q, v, qdd[step.active], step.passive_forces(q, v))
 
 
 class PlannedSwing:
@@ -693,6 +700,7 @@ class PlannedSwing:
         self.solution: Solution | None = None
         self._start: float | None = None  # the law's time of the first command
         self._solved_at = 0.0  # the law's time (since the start) of the solution followed
+        self._knot = 0  # the knot the last command followed
         self.seconds = 0.0  # wall time of the solves so far
         self.solves = 0
         self.peak_speed = np.inf
@@ -779,15 +787,13 @@ class PlannedSwing:
             self._replan(q, v, elapsed, position, velocity)
         sol, step = self.solution, self.problem.step
         r = (elapsed - self._solved_at) / SWING_DT
-        k = min(int(r), len(sol.us) - 1)
+        self._knot = k = min(int(r), len(sol.us) - 1)
         a = min(r - k, 1.0)
         x_ref = (1.0 - a) * sol.xs[k] + a * sol.xs[k + 1]
         u = sol.us[k] + sol.K[k] @ (np.concatenate([q, v]) - x_ref)
         return np.clip(u, step.lower, step.upper)
 
-    def intended_velocity(self, t: float) -> np.ndarray:
-        """The active joints' planned velocity now (the friction stage's intent)."""
-        sol = self.solution
-        start = t if self._start is None else self._start
-        k = min(max(int((t - start - self._solved_at) / SWING_DT), 0), len(sol.xs) - 1)
-        return sol.xs[k][self.model.nq + self.model.active_dofs]
+    def intended_velocity(self) -> np.ndarray:
+        """The active joints' planned velocity at the last command's knot (the friction
+        stage's intent)."""
+        return self.solution.xs[self._knot][self.model.nq + self.model.active_dofs]

@@ -34,6 +34,7 @@ from .failure_reaction import (
     decide,
     escalate,
     newly_passive,
+    planned_motion,
     settle_failed,
     stabilise_passive,
     swing_peak,
@@ -320,14 +321,11 @@ class TaskLaw(ControlLaw):
         if u is None or not np.all(np.isfinite(u)):
             self._swing = None
             return None
-        step = swing.problem.step
-        qdd = step.acceleration(q, v, u)
-        res = self.workspace.dynamics.compute(q, v, qdd[m.active_dofs],
-                                              step.passive_forces(q, v))
         ws = self.workspace
+        res = planned_motion(ws, swing.problem.step, q, v, u)
         ws.generalized(self.frame, q)
         return LawOutput(res.tau_active.copy(), res.qdd_passive.copy(), ws.J_G, ws.J_D,
-                         self.reaction.status, intended_velocity=swing.intended_velocity(t),
+                         self.reaction.status, intended_velocity=swing.intended_velocity(),
                          planned=True)
 
     def _relatch(self, q: np.ndarray, v: np.ndarray) -> None:
