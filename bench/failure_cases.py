@@ -333,6 +333,16 @@ ARMS = {  # --arm: (URDF, the arm's joints (None: all), task frame, start config
     "tiago": (ROBOTS / "tiago_description/robots/tiago.urdf",
               [f"arm_{i}_joint" for i in range(1, 8)], "hand_grasping_frame",
               np.array([0.2, 0.3, -1.0, 1.5, 0.0, 0.5, 0.0])),
+    # never used before the kept task's plan was measured (2026-12-05): Tiago Pro's left arm
+    "tiago_pro": (ROBOTS / "tiago_pro_description/robots/tiago_pro.urdf",
+                  [f"arm_left_{i}_joint" for i in range(1, 8)], "arm_left_tool_link",
+                  np.array([0.5, -0.6, 0.0, -1.2, 0.0, 0.5, 0.0])),
+    # never used before the kept task's plan was final (2026-12-05): the Unitree G1's left arm,
+    # its start the best-conditioned of 4000 random ones (σ_min of J: position 0.146, pose 0.115)
+    "g1": (ROBOTS / "g1_description/urdf/g1_29dof_rev_1_0.urdf",
+           [f"left_{j}_joint" for j in ("shoulder_pitch", "shoulder_roll", "shoulder_yaw",
+                                        "elbow", "wrist_roll", "wrist_pitch", "wrist_yaw")],
+           "left_rubber_hand", np.array([-0.45, 0.36, 0.33, -0.39, -0.98, -0.32, -0.83])),
     # the PR2's left arm (its gravity is not fair: the real shoulder is spring-balanced, the
     # URDF's is not, 43.6 N m to hold of its 30)
     "pr2": (ROBOTS / "pr2_description/urdf/pr2.urdf",

@@ -28,6 +28,7 @@ from .failure_reaction import (
     RUNAWAY_SPEED,
     Decision,
     PlannedSwing,
+    PlannedTask,
     SafePosture,
     arrest_plan,
     at_least,
@@ -149,7 +150,10 @@ class TaskLaw(ControlLaw):
         ParameterSpec("failure_reaction", "auto", "what task mode does when joints go passive "
                       "at run time (control/failure_reaction.py): auto (decide from the model "
                       "and the state: keep_task with the failed joints let move, out of the "
-                      "passive_weight hold unless named in hold_passive_dofs; position, the "
+                      "passive_weight hold unless named in hold_passive_dofs; a kept "
+                      "position task around failed joints with no static load is followed "
+                      "along a plan re-solved every 0.1 s where its first plan keeps the "
+                      "hand within 5 mm and the limits; position, the "
                       "orientation given up, the failed joints let move (a loaded one swings "
                       "to where it hangs, along a swing planned within the speed and position "
                       "limits with the hand kept, re-planned every 0.1 s, where such a plan "
@@ -163,11 +167,13 @@ class TaskLaw(ControlLaw):
                       "ones settle; never plans)", choices=REACTIONS),
         ParameterSpec("failure_plan_budget", PLAN_BUDGET, "wall time the auto reaction's "
                       "plans (the arrest of a fall, the swing of a loaded failed joint with the "
-                      "hand kept: box DDP through the hybrid derivatives) may take in the "
-                      "cycle that solves one: that cycle waits for it (a lock-stepped simulator "
+                      "hand kept, the kept position task around unloaded failed joints: box "
+                      "DDP through the hybrid derivatives) may take in the cycle that solves "
+                      "one: that cycle waits for it (a lock-stepped simulator "
                       "waits too; on hardware the effort controllers hold the last command "
                       "meanwhile); a solve stopped by it is judged as it stands; 0: brake at "
-                      "once and let a loaded joint swing, never plan", unit="s", low=0.0,
+                      "once, let a loaded joint swing and keep the task unplanned, never plan",
+                      unit="s", low=0.0,
                       high=60.0),
     )
 
@@ -289,33 +295,36 @@ class TaskLaw(ControlLaw):
                          res.intended_velocity, False, res.qdd_active, res.tau_passive,
                          res.task_rows if self.reaction is None else None)
 
-    def _plan_swing(self, d: Decision, q: np.ndarray, v: np.ndarray) -> Decision:
-        """The predictive layer of a loaded failed joint let swing with the hand kept
-        (``PlannedSwing``), where even the braked arm's swing is predicted past
-        ``RUNAWAY_SPEED`` (``decision.swing_peak``: ``escalate`` then gives the swing up at
-        that speed; below it the swing is left to the task, which keeps those rows: the
-        xarm7's and the panda's wrists, 0.5–0.9 braked): the swing planned within the limits
-        from (q, v), the hand on its setpoint; where no such plan is found (or
-        ``failure_plan_budget`` is 0) the task lets it swing as it is. The decision, its
-        reason noting which."""
+    def _plan_ahead(self, kind: type[PlannedSwing], d: Decision, q: np.ndarray,
+                    v: np.ndarray) -> Decision:
+        """The predictive layer from (q, v), the hand on its setpoint: ``PlannedSwing``, a
+        loaded failed joint let swing with the hand kept, where even the braked arm's swing
+        is predicted past ``RUNAWAY_SPEED`` (``decision.swing_peak``: ``escalate`` then gives
+        the swing up at that speed; below it the swing is left to the task, which keeps those
+        rows: the xarm7's and the panda's wrists, 0.5–0.9 braked); ``PlannedTask``, a kept
+        position task whose failed joints carry no static load, at the failure. Followed
+        where its first plan keeps the hand near the setpoint and every joint within its
+        limits; else (or with ``failure_plan_budget`` 0) the task goes on unplanned. The
+        decision, its reason noting which."""
         self._swing = None
         if self.plan_budget <= 0.0:
             return d
-        swing = PlannedSwing(self.model, self.frame, self.plan_budget)
+        plan = kind(self.model, self.frame, self.plan_budget)
         sp = self.follower.setpoint
-        used, note = swing.plan(q, v, sp.position, sp.linear_velocity)
+        used, note = plan.plan(q, v, sp.position, sp.linear_velocity)
         if used:
-            self._swing = swing
+            self._swing = plan
         return replace(d, reason=f"{d.reason}; {note}")
 
     def _follow_swing(self, q: np.ndarray, v: np.ndarray, setpoint: TaskReference, t: float
                       ) -> LawOutput | None:
-        """The planned swing's command this cycle (T_a = u, qdd_p from the hybrid
-        recursion); None, and the plan dropped, once its time is over or a joint passes
-        ``RUNAWAY_SPEED`` of its speed limit (the task and its run-time check then act)."""
+        """The planned swing's (or kept task's) command this cycle (T_a = u, qdd_p from the
+        hybrid recursion); None, and the plan dropped, once its time is over or a joint
+        passes its ``runaway`` share of its speed limit (the task and its run-time check
+        then act)."""
         swing, m = self._swing, self.model
         vmax = np.asarray(m.velocity_limit, float)
-        fast = bool(np.any(np.abs(v) > RUNAWAY_SPEED * np.where(vmax > 0, vmax, np.inf)))
+        fast = bool(np.any(np.abs(v) > swing.runaway * np.where(vmax > 0, vmax, np.inf)))
         u = None if fast else swing.command(q, v, t, setpoint.position,
                                             setpoint.linear_velocity)
         if u is None or not np.all(np.isfinite(u)):
@@ -344,9 +353,15 @@ class TaskLaw(ControlLaw):
         d = decide(self.model, self._failed, q, self.frame, self.tracker.task,
                    self.failure_reaction, self.tracker.singular_threshold, self.workspace)
         self._failed = []
-        self._apply(at_least(d, self._floor), q, v)
+        self._apply(at_least(d, self._floor), q, v, at_failure=True)
 
-    def _apply(self, d: Decision, q: np.ndarray, v: np.ndarray) -> None:
+    def _apply(self, d: Decision, q: np.ndarray, v: np.ndarray, at_failure: bool = False
+               ) -> None:
+        """Put the decision ``d`` in force at (q, v); ``at_failure``: decided at the failure
+        (``_react``), not by the run-time check (``escalate``), which never plans the kept
+        task: from a state already at a speed limit or losing the hand its plan was dropped
+        at once and the task given up (Tiago Pro's upper-arm roll, pose, zero g: 30 against
+        4.6 mm; Baxter's wrist roll: 20 against 1.6 mm)."""
         tracker = self.tracker
         if d.mode == "keep_task" and not d.forced:  # let move, unless that is less stable
             d = settle_failed(tracker, d, q)
@@ -362,7 +377,10 @@ class TaskLaw(ControlLaw):
                                 swing_dofs=tuple(int(self.model.joint_dofs(n)[0])
                                                  for n in d.failed))
                     if d.swing_peak > RUNAWAY_SPEED:  # judged at it by escalate: planned
-                        d = self._plan_swing(d, q, v)
+                        d = self._plan_ahead(PlannedSwing, d, q, v)
+        if at_failure and d.mode != "hold" and tracker.task == "position" \
+                and d.target is None and not d.forced and self._swing is None:
+            d = self._plan_ahead(PlannedTask, d, q, v)  # unloaded failed joints: planned task
         self.reaction = d
         if d.mode == "hold":
             plan = None
