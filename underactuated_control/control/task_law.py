@@ -153,7 +153,7 @@ class TaskLaw(ControlLaw):
                       "passive_weight hold unless named in hold_passive_dofs; a kept "
                       "position task around failed joints with no static load is followed "
                       "along a plan re-solved every 0.1 s where its first plan keeps the "
-                      "hand within 5 mm and the limits; position, the "
+                      "hand within 3 mm and the limits; position, the "
                       "orientation given up, the failed joints let move (a loaded one swings "
                       "to where it hangs, along a swing planned within the speed and position "
                       "limits with the hand kept, re-planned every 0.1 s, where such a plan "
