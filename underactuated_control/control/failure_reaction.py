@@ -703,7 +703,7 @@ class PlannedSwing:
 
     duration = SWING_TIME  # s: followed this long from its first command, then the task
     hand_tolerance = SWING_HAND  # m: the first plan's hand off its path at most
-    runaway = RUNAWAY_SPEED  # of a speed limit: a joint faster drops the plan (TaskLaw)
+    runaway = RUNAWAY_SPEED  # of a speed limit: a joint faster drops the plan
     iterations = SWING_ITERATIONS  # box DDP, the first solve
     deviation = np.inf  # of a speed limit: a joint's velocity this far off the plan's drops it
     what = "the swing planned with the hand kept"  # the status's words
@@ -722,7 +722,7 @@ class PlannedSwing:
         self.solves = 0
         self.peak_speed = np.inf
         limits = np.asarray(model.velocity_limit, float)
-        self._speed_scale = np.where(limits > 0.0, limits, np.inf)  # (no limit: no bound)
+        self._speed_limits = np.where(limits > 0.0, limits, np.inf)  # (no limit: no bound)
 
     def _targets(self, position: np.ndarray, velocity: np.ndarray) -> np.ndarray:
         lead = np.minimum(np.arange(self.n_knots + 1) * SWING_DT, SWING_LEAD)[:, None]
@@ -796,7 +796,10 @@ class PlannedSwing:
     def command(self, q: np.ndarray, v: np.ndarray, t: float, position: np.ndarray,
                 velocity: np.ndarray) -> np.ndarray | None:
         """The active joints' torques at the law's time ``t`` for the measured state and the
-        hand's setpoint (``position``, ``velocity``); None once the swing's time is over."""
+        hand's setpoint (``position``, ``velocity``); None once the swing's time is over or a
+        joint passes ``runaway`` of its speed limit (the caller then drops the plan)."""
+        if np.any(np.abs(v) > self.runaway * self._speed_limits):
+            return None
         if self._start is None:
             self._start = t
         elapsed = t - self._start
@@ -811,9 +814,8 @@ class PlannedSwing:
         a = min(r - k, 1.0)
         x_ref = (1.0 - a) * sol.xs[k] + a * sol.xs[k + 1]
         x = np.concatenate([q, v])
-        m = self.model
         if self.deviation < np.inf and np.any(
-                np.abs(v - x_ref[m.nq:]) > self.deviation * self._speed_scale):
+                np.abs(v - x_ref[self.model.nq:]) > self.deviation * self._speed_limits):
             self.solution = None  # the arm leaves the plan: not followed further
             return None
         u = sol.us[k] + sol.K[k] @ (x - x_ref)

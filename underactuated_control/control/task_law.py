@@ -322,11 +322,8 @@ class TaskLaw(ControlLaw):
         hybrid recursion); None, and the plan dropped, once its time is over or a joint
         passes its ``runaway`` share of its speed limit (the task and its run-time check
         then act)."""
-        swing, m = self._swing, self.model
-        vmax = np.asarray(m.velocity_limit, float)
-        fast = bool(np.any(np.abs(v) > swing.runaway * np.where(vmax > 0, vmax, np.inf)))
-        u = None if fast else swing.command(q, v, t, setpoint.position,
-                                            setpoint.linear_velocity)
+        swing = self._swing
+        u = swing.command(q, v, t, setpoint.position, setpoint.linear_velocity)
         if u is None or not np.all(np.isfinite(u)):
             self._swing = None
             return None
