@@ -104,18 +104,25 @@ class Case:
 
 
 def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None = None,
-             tune=None, frame: str = FRAME, q0: np.ndarray = Q0, stamped: bool = True) -> dict:
+             tune=None, frame: str = FRAME, q0: np.ndarray = Q0, stamped: bool = True,
+             real_time: bool = False) -> dict:
     """One row: ``extra`` settings over the set-up's; ``tune(law)`` (optional) may change each
     law object built (the start's and the failure's) before it runs, for experiments. The
     failure reaction (``failure_reaction`` in ``extra``; ``settings`` makes it ``keep_task``,
     the law before the reaction, unless asked) is armed as the node arms it: the new law's
     ``carry_reference`` with the old model. ``stamped``: each sample of the stream stamped
     with its time, as scenarios.harness.stream_path sends them to the node (followed as a
-    path, control/limits.py); else unstamped (each chased to a stop)."""
+    path, control/limits.py); else unstamped (each chased to a stop). ``real_time``: the loop
+    paced to the wall clock (a cycle waits until its time; a late one does not), as a robot
+    that does not wait for the controller, except for the cycle that decides the reaction (its
+    first solve: the clock waits for it, as a lock-stepped simulator does), and the reaction's
+    re-plans solved in a background thread (``failure_replan_inline`` False) unless ``extra``
+    says otherwise."""
     g = (0.0, 0.0, -9.81) if case.gravity else (0.0, 0.0, 0.0)
     model = RobotModel.from_urdf(urdf, gravity=g)
     plant = build_plant(urdf, model, timestep=1e-3, integrator="rk4", gravity=g)
-    s = settings(**case.overrides, **(extra or {}))
+    s = settings(**{**case.overrides, **({"failure_replan_inline": False} if real_time else {}),
+                    **(extra or {})})
     names = list(model.joint_names)
     failing = names[case.joint] if case.joint >= 0 else None
     dt = 1e-3
@@ -146,7 +153,11 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
     q_fail = None
     diverged = ""
     ws_check = JacobianWorkspace(model)
+    cycle_s = np.zeros(n_total + 1)  # the law's wall time per cycle
+    wall_start = time.perf_counter()
     for k in range(n_total + 1):
+        if real_time:
+            time.sleep(max(0.0, wall_start + k * dt - time.perf_counter()))
         q, v = plant.state()
         if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v))) or np.abs(v).max() > 1e3:
             diverged = f"state non-finite or > 1e3 rad/s at t = {k * dt:.3f} s"
@@ -162,7 +173,11 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
             ref = TaskReference(position=path(t_path), rotation=R_start.copy(),
                                 stamp=k * dt if stamped else 0.0)
         try:
+            tick = time.perf_counter()
             out = law.compute(q, v, ref, k * dt, False)
+            cycle_s[k] = time.perf_counter() - tick
+            if k == k_fail:  # the first solve's wait, as a lock-stepped simulator waits
+                wall_start += cycle_s[k]
             shaper.apply(q, v, out)
             tau = plant.clip(mapper.map(out.tau_active).copy())
             sat = bool(mapper.saturated.any())
@@ -215,7 +230,13 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
     before = (np.arange(len(t)) >= n_settle) & (np.arange(len(t)) < k_fail)
     speed_ratio = np.abs(vs) / vmax
     overrun = np.maximum(qs - hi, lo - qs).max(axis=0)
+    later = cycle_s[k_fail + 1:]  # after the cycle that decided the reaction
     res = {
+        "real_time": real_time,
+        "real_time_factor": float(k * dt / (time.perf_counter() - wall_start)),
+        "failure_cycle_s": float(cycle_s[k_fail]),
+        "law_cycle_max_after_ms": float(1e3 * later.max()) if later.size else 0.0,
+        "law_cycles_over_10ms_after": int(np.count_nonzero(later > 0.01)),
         "setup": case.setup, "gravity": case.gravity, "task": case.overrides["task"],
         "failed_joint": failing, "diverged": diverged, "law_errors": law_errors,
         "reaction": law.reaction.mode if law.reaction is not None else "",
@@ -488,6 +509,8 @@ def print_row(r: dict) -> None:
           f"{r['leash_fraction_after']:6.2f} {drift:6.2f} "
           f"{'' if g is None else f'{g:7.2f}':>7} {'' if gm is None else f'{gm:7.3f}':>7} "
           f"{'' if frac is None else f'{frac:6.3f}':>6}  {r['verdict']}"
+          + (f"  [law cycle: {r['failure_cycle_s']:.2f} s at the failure, then at most "
+             f"{r['law_cycle_max_after_ms']:.0f} ms]" if "failure_cycle_s" in r else "")
           + (f"  [{r['reaction_status']}]" if r.get("reaction_status") else ""), flush=True)
 
 
@@ -623,6 +646,10 @@ def main() -> None:
                     help="friction_compensation:=false (the command stage of control/friction)")
     ap.add_argument("--reaction", default="keep_task", choices=failure_reaction.REACTIONS,
                     help="failure_reaction (keep_task: the law before the reaction existed)")
+    ap.add_argument("--real-time", action="store_true",
+                    help="pace the loop to the wall clock and solve the reaction's re-plans "
+                         "in a background thread (failure_replan_inline false), as on a robot "
+                         "that does not wait; rows then depend on the machine")
     ap.add_argument("--unstamped", action="store_true",
                     help="the circle's samples unstamped (each chased to a stop), not stamped "
                          "as stream_path sends them to the node (followed as a path)")
@@ -667,7 +694,7 @@ def main() -> None:
             with locked(args.lock):
                 r = run_case(urdf, Case(setup, j - 1, gravity, overrides), args.period,
                              log=lambda s: print(s, flush=True), extra=extra, frame=frame,
-                             q0=q0, stamped=not args.unstamped)
+                             q0=q0, stamped=not args.unstamped, real_time=args.real_time)
             r["wall_s"], r["arm"] = time.perf_counter() - t0, args.arm
             rows.append(r)
             print(HEADER)

@@ -729,9 +729,10 @@ def test_a_loaded_forearm_roll_swings_along_a_plan_within_the_speed_limits():
     assert planned["peak_speed_ratio"] <= 1.2
 
 
-def _plan_at_rest(kind):
+def _plan_at_rest(kind, inline: bool = True):
     """A plan of ``kind`` (PlannedSwing, PlannedTask) for the bundled arm7 at rest in zero
-    gravity, joint4 failed, the hand held where it is: (plan, q, v, hand)."""
+    gravity, joint4 failed, the hand held where it is: (plan, q, v, hand); ``inline``: its
+    re-plans solved in the cycle, else in its background thread."""
     from helpers import ROOT
 
     model = RobotModel.from_urdf((ROOT / "urdf" / "arm7.urdf").read_text(),
@@ -740,9 +741,10 @@ def _plan_at_rest(kind):
     ws = JacobianWorkspace(model)
     ws.set_configuration(q)
     hand = ws.frame_placement("tool")[0].copy()
-    plan = kind(model, "tool")
+    plan = kind(model, "tool", inline=inline)
     used, note = plan.plan(q, v, hand, np.zeros(3))
     assert used, note
+    _plan_at_rest.last = (q, v, hand)
     return plan, q, v, hand
 
 
@@ -787,3 +789,100 @@ def test_a_failed_re_plan_waits_as_long_as_a_kept_one(monkeypatch):
     assert np.all(np.isfinite(u))
     assert np.all(u <= swing.problem.step.upper + 1e-12)
     assert np.all(u >= swing.problem.step.lower - 1e-12)
+
+
+def test_a_re_plan_in_the_background_leaves_the_cycle_running(monkeypatch):
+    """With `failure_replan_inline` false a re-plan of the followed plan is solved in a
+    background thread. The cycle that requests it returns the last solution's
+    command without waiting (the solve here waits for the test's signal: a cycle that waited
+    for it would not return), and so do the cycles while it runs (no second request); once
+    done, the next cycle follows it from the state and time it was requested at, and it is the
+    solution the inline re-plan gives from that state, to the bit."""
+    import threading
+
+    from underactuated_control.control import failure_reaction
+    from underactuated_control.control.failure_reaction import SWING_REPLAN, PlannedSwing
+
+    real_solve, entered, release = failure_reaction.solve_box_ddp, threading.Event(), \
+        threading.Event()
+    calls = []
+
+    def gated(*args, **kwargs):
+        calls.append(threading.current_thread().name)
+        entered.set()
+        assert release.wait(timeout=60.0), "the test never released the solve"
+        return real_solve(*args, **kwargs)
+
+    inline, q, v, hand = _plan_at_rest(PlannedSwing)
+    background, *_ = _plan_at_rest(PlannedSwing, inline=False)
+    background.lead = 0.0  # solved from the request's state, as inline (the lead: below)
+    n = round(SWING_REPLAN / 1e-3)
+    for k in range(n + 1):  # the inline plan re-plans in the cycle at SWING_REPLAN
+        inline.command(q, v, 1e-3 * k, hand, np.zeros(3))
+    monkeypatch.setattr(failure_reaction, "solve_box_ddp", gated)
+    first = background.solution
+    for k in range(n + 50):  # the request at SWING_REPLAN, then 49 cycles while it runs
+        u = background.command(q, v, 1e-3 * k, hand, np.zeros(3))
+        assert u is not None and np.all(np.isfinite(u))
+    assert entered.wait(timeout=60.0)
+    assert calls == ["failure_planner"]  # one solve, in the thread
+    assert background.solution is first  # still followed while the solve waits
+    release.set()
+    background._replans._thread.join(timeout=60.0)
+    background.command(q, v, 1e-3 * (n + 50), hand, np.zeros(3))
+    assert background.solution is not first
+    assert background._solved_at == pytest.approx(SWING_REPLAN)
+    np.testing.assert_array_equal(background.solution.us, inline.solution.us)
+    np.testing.assert_array_equal(background.solution.K, inline.solution.K)
+
+
+def test_a_background_re_plan_starts_where_the_arm_will_be_when_it_is_done():
+    """A background re-plan is solved from the state the followed plan predicts ``lead`` s
+    after the request (the plan rolled out from the measured state with its gains) and is
+    followed from that time on, not before; one that comes late, with the arm already off its
+    velocity there by TASK_PLAN_DEVIATION of a speed limit, is discarded (the last plan goes
+    on), and on it, taken."""
+    from underactuated_control.control.failure_reaction import (
+        SWING_DT,
+        SWING_REPLAN,
+        TASK_PLAN_DEVIATION,
+        PlannedSwing,
+    )
+
+    def requested(lead: float) -> tuple[PlannedSwing, int]:
+        swing, q, v, hand = _plan_at_rest(PlannedSwing, inline=False)
+        swing.lead = lead
+        n = round(SWING_REPLAN / 1e-3)
+        for k in range(n + 1):  # the request at SWING_REPLAN
+            swing.command(q, v, 1e-3 * k, hand, np.zeros(3))
+        swing._replans._thread.join(timeout=120.0)
+        return swing, n
+
+    swing, n = requested(SWING_REPLAN)
+    first, q, v, hand = swing.solution, *_plan_at_rest.last
+    swing.command(q, v, 1e-3 * (n + 50), hand, np.zeros(3))
+    assert swing.solution is first  # done, but its start (0.2 s) not reached
+    swing.command(q, v, 2 * SWING_REPLAN, hand, np.zeros(3))
+    assert swing.solution is not first
+    assert swing._solved_at == pytest.approx(2 * SWING_REPLAN)
+    ahead, shift = round(SWING_REPLAN / SWING_DT), round(SWING_REPLAN / SWING_DT)
+    index = np.arange(ahead) + shift  # the first plan from the request on, with its gains
+    step = swing.problem.step
+    xs, us = np.empty((ahead + 1, first.xs.shape[1])), np.empty((ahead, first.us.shape[1]))
+    assert step.rollout(np.concatenate([q, v]), first.us[index], first.xs[np.append(
+        index, index[-1] + 1)], first.K[index], np.zeros_like(us), 0.0, step.lower,
+        step.upper, xs, us)
+    np.testing.assert_array_equal(swing.solution.xs[0], xs[-1])
+
+    late, n = requested(0.0)  # done at once, taken at 0.35 s: late by 0.25 s
+    first = late.solution
+    v_max = np.asarray(late.model.velocity_limit, float)
+    far = v.copy()
+    far[1] = late.solution.xs[0][late.model.nq + 1] + 1.2 * TASK_PLAN_DEVIATION * v_max[1]
+    assert late.command(q, far, 0.35, hand, np.zeros(3)) is not None
+    assert late.solution is first  # discarded: the last plan goes on
+    on_it, n = requested(0.0)
+    done = on_it._replans._result[0]
+    _, x_then = PlannedSwing._reference(done, SWING_REPLAN, 0.35)
+    on_it.command(q, x_then[on_it.model.nq:], 0.35, hand, np.zeros(3))
+    assert on_it.solution is done  # the arm on its velocity there: taken

@@ -44,6 +44,7 @@ from ..dynamics import inverse_dynamics
 from ..jacobians import JacobianWorkspace
 from ..model import FLOATING, RobotModel
 from ..optimal_control import HybridStep, Solution, solve_box_ddp
+from ..optimal_control.background import BackgroundPlanner
 from ..optimal_control.problems import arrest_problem, swing_problem
 from ..passive_forces import PassiveForceModel
 from ..so3 import rotation_error
@@ -84,6 +85,8 @@ SWING_DT = 0.0025  # s between the swing plan's knots: the semi-implicit step mu
 SWING_REPLAN = 0.1  # s between its solves, each from the measured state (a receding horizon)
 SWING_LEAD = 0.3  # s: the setpoint's velocity carried this far ahead as the hand's path
 SWING_ITERATIONS, SWING_REPLAN_ITERATIONS = 150, 30  # box DDP: the first solve, the others
+REPLAN_LEAD_MARGIN = 1.25  # a background re-plan starts this many times the last one's time
+REPLAN_LEAD_MAX = 0.25  # (at most, s) ahead of its request: where the arm will be when it is done
 SWING_HAND = 0.025  # m: a first plan leaving the hand further from its path is not used (the
 # re-plans then follow the setpoint as it moves: Talos' wrist, 16 mm planned, 1.1 mm RMS)
 TASK_PLAN_ITERATIONS = 250  # box DDP, the kept task's first solve (Talos' elbow in zero g from
@@ -697,9 +700,14 @@ class PlannedSwing:
     (``optimal_control.problems.swing_problem``, ``SWING_TIME`` ahead, knots ``SWING_DT``
     apart) is solved again from the measured state, warm-started by the last solution followed
     with its Riccati gains; the hand's path is the setpoint carried ahead at its velocity for
-    ``SWING_LEAD`` s. Between solves the command is u = ū(t) + K_k (x − x̄(t)) (ū, x̄
-    interpolated between the knots), within the effort limits (doc/failure_analysis.md, "The
-    predictive layer keeps the hand")."""
+    ``SWING_LEAD`` s. With ``inline`` False (``failure_replan_inline``) the re-plans run in a
+    background thread: each starts from the state the followed plan predicts ``lead`` s after
+    the request (1.25 of the last one's time, in the law's time), is followed from then on, and
+    is discarded if it comes late with the arm off it; the cycles follow the last solution
+    meanwhile, and the next is requested once it is done (every ``SWING_REPLAN`` at most). The
+    first solve always runs in the cycle that decides the reaction. Between solves the command
+    is u = ū(t) + K_k (x − x̄(t)) (ū, x̄ interpolated between the knots), within the effort
+    limits (doc/failure_analysis.md, "The predictive layer keeps the hand")."""
 
     duration = SWING_TIME  # s: followed this long from its first command, then the task
     hand_tolerance = SWING_HAND  # m: the first plan's hand off its path at most
@@ -709,11 +717,17 @@ class PlannedSwing:
     what = "the swing planned with the hand kept"  # the status's words
     kind = "swing"
 
-    def __init__(self, model: RobotModel, frame: str, budget: float = PLAN_BUDGET) -> None:
+    def __init__(self, model: RobotModel, frame: str, budget: float = PLAN_BUDGET,
+                 inline: bool = True) -> None:
         self.model, self.frame, self.budget = model, frame, float(budget)
         self.n_knots = round(SWING_TIME / SWING_DT)
-        self.problem = None
+        self.problem = None  # the solver's (its step's buffers are the solver thread's)
+        self.step = HybridStep(model, SWING_DT)  # the control thread's, for planned_motion
         self.solution: Solution | None = None
+        self._replans = BackgroundPlanner(self._solve_again, inline, "failure_planner")
+        self._next: tuple[Solution, float] | None = None  # a re-plan done, not yet started
+        self._requested_at = 0.0  # the law's time (since the start) of the last request
+        self.lead = 0.0  # s: a re-plan starts this far ahead of its request (inline: 0)
         self._start: float | None = None  # the law's time of the first command
         self._solved_at = 0.0  # the law's time (since the start) of the solution followed
         self._tried_at = 0.0  # ... of the last solve tried (a failed one waits as well)
@@ -752,6 +766,8 @@ class PlannedSwing:
                            f"of the speed limits, the hand up to {1e3 * hand:.0f} mm off its "
                            f"path; {self.seconds:.1f} s)")
         self.solution = sol
+        if not self._replans.inline:  # until a re-plan's time is measured
+            self.lead = SWING_REPLAN
         return True, (f"{self.what} ({SWING_TIME:g} s ahead, peak "
                       f"{self.peak_speed:.2f} of the speed limits, the hand within "
                       f"{1e3 * hand:.1f} mm of its path, box DDP {sol.iterations} iterations, "
@@ -765,33 +781,65 @@ class PlannedSwing:
             worst = max(worst, float(np.linalg.norm(ws.frame_placement(self.frame)[0] - target)))
         return worst
 
-    def _replan(self, q: np.ndarray, v: np.ndarray, elapsed: float, position: np.ndarray,
-                velocity: np.ndarray) -> None:
-        """Solve again from (q, v): the last solution from now on (its last knot repeated
-        to the horizon), rolled out from the measured state with its gains, is the first
-        guess."""
-        p, sol = self.problem, self.solution
-        shift = int(round((elapsed - self._solved_at) / SWING_DT))
-        index = np.minimum(np.arange(self.n_knots) + shift, len(sol.us) - 1)
-        xs, us = np.empty_like(sol.xs), np.empty_like(sol.us)
-        x0 = np.concatenate([q, v])
+    def _solve_again(self, q: np.ndarray, v: np.ndarray, elapsed: float, position: np.ndarray,
+                     velocity: np.ndarray, sol: Solution, solved_at: float, lead: float
+                     ) -> tuple[Solution, float] | None:
+        """A solve from the state ``lead`` s after (q, v) at ``elapsed``: ``sol`` (solved at
+        ``solved_at``) from then on (its last knot repeated to the horizon), rolled out from
+        (q, v) with its gains, predicts that state and is the first guess after it; (the
+        solution, the time it starts at), or None where that rollout diverges (the last
+        solution goes on). In the re-plan thread unless inline (``lead`` 0)."""
+        p = self.problem
+        ahead = int(round(lead / SWING_DT))
+        shift = int(round((elapsed - solved_at) / SWING_DT))
+        index = np.minimum(np.arange(self.n_knots + ahead) + shift, len(sol.us) - 1)
+        xs = np.empty((len(index) + 1, sol.xs.shape[1]))
+        us = np.empty((len(index), sol.us.shape[1]))
         start = time.perf_counter()
-        if not p.step.rollout(x0, sol.us[index], sol.xs[np.append(index, len(sol.us))],
-                              sol.K[index], np.zeros_like(us), 0.0, p.step.lower,
-                              p.step.upper, xs, us):
-            return  # the warm start diverges: the last solution goes on
-        targets = self._targets(position, velocity)
+        if not p.step.rollout(np.concatenate([q, v]), sol.us[index],
+                              sol.xs[np.append(index, len(sol.us))], sol.K[index],
+                              np.zeros_like(us), 0.0, p.step.lower, p.step.upper, xs, us):
+            return None
+        targets = self._targets(position + ahead * SWING_DT * velocity, velocity)
         p.running.terms[0].targets = targets[:-1]
         p.terminal.terms[0].position = targets[-1]
-        try:
-            new = solve_box_ddp(p.step, x0, us, p.running, p.terminal,
-                                max_iterations=SWING_REPLAN_ITERATIONS,
-                                deadline=start + self.budget)
-        except (ValueError, RuntimeError, np.linalg.LinAlgError):
-            return
+        new = solve_box_ddp(p.step, xs[ahead], us[ahead:], p.running, p.terminal,
+                            max_iterations=SWING_REPLAN_ITERATIONS,
+                            deadline=start + self.budget)
         self.seconds += time.perf_counter() - start
         self.solves += 1
-        self.solution, self._solved_at = new, elapsed
+        return new, elapsed + ahead * SWING_DT
+
+    def _advance_lead(self, latency: float) -> None:
+        """The next background re-plan starts ``REPLAN_LEAD_MARGIN`` of ``latency`` [s]
+        (the last one's, request to result, in the law's time) ahead of its request."""
+        self.lead = min(REPLAN_LEAD_MARGIN * latency, REPLAN_LEAD_MAX)
+
+    def _take_replan(self, elapsed: float, v: np.ndarray) -> None:
+        """A finished re-plan followed from the time it starts at; one that comes late
+        (a background solve slower than its lead) with the arm already off its velocity there
+        by ``TASK_PLAN_DEVIATION`` of a speed limit is discarded; with a failed one, the last
+        goes on."""
+        result = self._replans.take()
+        if isinstance(result, tuple) and self.solution is not None:
+            self._next = result
+            if not self._replans.inline:
+                self._advance_lead(elapsed - self._requested_at)
+        if self._next is not None and elapsed >= self._next[1] - 1e-9:
+            (sol, solved_at), self._next = self._next, None
+            _, x_ref = self._reference(sol, solved_at, elapsed)
+            if not np.any(np.abs(v - x_ref[self.model.nq:])
+                          > TASK_PLAN_DEVIATION * self._speed_limits):
+                self.solution, self._solved_at = sol, solved_at
+
+    @staticmethod
+    def _reference(sol: Solution, solved_at: float, elapsed: float) -> tuple[int, np.ndarray]:
+        """(the knot, the state x̄) of ``sol`` (solved at ``solved_at``) at ``elapsed``,
+        interpolated between the knots."""
+        r = (elapsed - solved_at) / SWING_DT
+        k = min(int(r), len(sol.us) - 1)
+        a = min(r - k, 1.0)
+        return k, (1.0 - a) * sol.xs[k] + a * sol.xs[k + 1]
 
     def command(self, q: np.ndarray, v: np.ndarray, t: float, position: np.ndarray,
                 velocity: np.ndarray) -> np.ndarray | None:
@@ -805,14 +853,17 @@ class PlannedSwing:
         elapsed = t - self._start
         if self.solution is None or not 0.0 <= elapsed < self.duration:
             return None
-        if elapsed - self._tried_at >= SWING_REPLAN - 1e-9:  # every SWING_REPLAN, kept or not
-            self._tried_at = elapsed
-            self._replan(q, v, elapsed, position, velocity)
-        sol, step = self.solution, self.problem.step
-        r = (elapsed - self._solved_at) / SWING_DT
-        self._knot = k = min(int(r), len(sol.us) - 1)
-        a = min(r - k, 1.0)
-        x_ref = (1.0 - a) * sol.xs[k] + a * sol.xs[k + 1]
+        self._take_replan(elapsed, v)
+        if elapsed - self._tried_at >= SWING_REPLAN - 1e-9 and not self._replans.busy \
+                and self._next is None:
+            self._tried_at = self._requested_at = elapsed  # every SWING_REPLAN, kept or not
+            self._replans.request(q.copy(), v.copy(), elapsed, np.array(position, float),
+                                  np.array(velocity, float), self.solution, self._solved_at,
+                                  self.lead)
+            self._take_replan(elapsed, v)  # inline: done, and started
+        sol, step = self.solution, self.step
+        k, x_ref = self._reference(sol, self._solved_at, elapsed)
+        self._knot = k
         x = np.concatenate([q, v])
         if self.deviation < np.inf and np.any(
                 np.abs(v - x_ref[self.model.nq:]) > self.deviation * self._speed_limits):

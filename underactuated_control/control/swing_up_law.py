@@ -463,7 +463,8 @@ class SwingUpLaw(ControlLaw):
                 self.plan_weights, dt=min(self.plan_weights.dt, REPLAN_DT),
                 horizon=max(self.plan_weights.horizon, REPLAN_HORIZON),
                 tracking=max(self.plan_weights.tracking, 1.0))
-            self._planner = BackgroundPlanner(self._solve_plan, s["plan_replan_inline"])
+            self._planner = BackgroundPlanner(self._solve_plan, s["plan_replan_inline"],
+                                              "swing_up_planner")
             self._replan_at: float | None = None  # when the requested plan starts
             self._replan_offset = np.zeros(2)
             self.hanging_plan = self.plan_from(np.concatenate([self.q_down, np.zeros(2)]))

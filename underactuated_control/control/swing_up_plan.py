@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +56,7 @@ from ..optimal_control import (
     StateCost,
     solve_box_ddp,
 )
+from ..optimal_control.background import BackgroundPlanner
 from ..optimal_control.kernels import backward_pass
 
 __all__ = ["SwingUpPlan", "PlanWeights", "plan_swing_up", "plan_key", "tracking_gains",
@@ -325,38 +325,3 @@ class PlanTracker:
         _, u, K = self.reference(t)
         e = self.error(t, q, v, torque)
         return float(np.clip(u + K @ e, -limit, limit))
-
-
-class BackgroundPlanner:
-    """One plan at a time computed off the control thread (``inline``: at the request)."""
-
-    def __init__(self, solve, inline: bool) -> None:
-        self._solve, self.inline = solve, inline
-        self._thread: threading.Thread | None = None
-        self._result: SwingUpPlan | Exception | None = None
-
-    @property
-    def busy(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def request(self, *args) -> None:
-        self._result = None
-        if self.inline:
-            self._run(*args)
-            return
-        self._thread = threading.Thread(target=self._run, args=args, daemon=True,
-                                        name="swing_up_planner")
-        self._thread.start()
-
-    def _run(self, *args) -> None:
-        try:
-            self._result = self._solve(*args)
-        except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:  # take() reports it
-            self._result = exc
-
-    def take(self) -> SwingUpPlan | Exception | None:
-        """The finished plan (or the error), once; None while it is being computed."""
-        if self.busy:
-            return None
-        result, self._result = self._result, None
-        return result

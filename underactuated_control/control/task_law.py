@@ -168,13 +168,22 @@ class TaskLaw(ControlLaw):
         ParameterSpec("failure_plan_budget", PLAN_BUDGET, "wall time the auto reaction's "
                       "plans (the arrest of a fall, the swing of a loaded failed joint with the "
                       "hand kept, the kept position task around unloaded failed joints: box "
-                      "DDP through the hybrid derivatives) may take in the cycle that solves "
-                      "one: that cycle waits for it (a lock-stepped simulator "
-                      "waits too; on hardware the effort controllers hold the last command "
-                      "meanwhile); a solve stopped by it is judged as it stands; 0: brake at "
-                      "once, let a loaded joint swing and keep the task unplanned, never plan",
+                      "DDP through the hybrid derivatives) may take per solve; the cycle "
+                      "that solves one waits for it (a plan's first solve at the failure "
+                      "always, its re-plans unless failure_replan_inline is false; a "
+                      "lock-stepped simulator waits too; on hardware the effort controllers "
+                      "hold the last command meanwhile); a solve stopped by it is judged as it "
+                      "stands; 0: brake at once, let a loaded joint swing and keep the task "
+                      "unplanned, never plan",
                       unit="s", low=0.0,
                       high=60.0),
+        ParameterSpec("failure_replan_inline", True, "the failure reaction's followed plans "
+                      "(a loaded joint's swing, the kept position task): solve their re-plans "
+                      "(every 0.1 s, 0.03-0.3 s each on a 7-DOF arm) in the control cycle, "
+                      "which waits for each (as a lock-stepped simulator does); false: in a "
+                      "background thread, each started from the state the plan predicts for "
+                      "when it will be done, for a robot that does not wait (the hand is kept "
+                      "less well the longer a solve takes: doc/failure_analysis.md)"),
     )
 
     def __init__(self, model: RobotModel, settings: Mapping[str, Any], frame: str,
@@ -201,6 +210,7 @@ class TaskLaw(ControlLaw):
         # -- failure reaction (issue 23 item 2): armed by carry_reference, decided at a state
         self.failure_reaction = str(settings.get("failure_reaction", "auto"))
         self.plan_budget = float(settings.get("failure_plan_budget", PLAN_BUDGET))
+        self.replan_inline = bool(settings.get("failure_replan_inline", True))
         self.reaction: Decision | None = None
         self._failed: list[str] = []
         self._floor: Decision | None = None  # the reaction in force when more joints failed
@@ -309,7 +319,7 @@ class TaskLaw(ControlLaw):
         self._swing = None
         if self.plan_budget <= 0.0:
             return d
-        plan = kind(self.model, self.frame, self.plan_budget)
+        plan = kind(self.model, self.frame, self.plan_budget, self.replan_inline)
         sp = self.follower.setpoint
         used, note = plan.plan(q, v, sp.position, sp.linear_velocity)
         if used:
@@ -328,7 +338,7 @@ class TaskLaw(ControlLaw):
             self._swing = None
             return None
         ws = self.workspace
-        res = planned_motion(ws, swing.problem.step, q, v, u)
+        res = planned_motion(ws, swing.step, q, v, u)
         ws.generalized(self.frame, q)
         return LawOutput(res.tau_active.copy(), res.qdd_passive.copy(), ws.J_G, ws.J_D,
                          self.reaction.status, intended_velocity=swing.intended_velocity(),

@@ -1,6 +1,8 @@
 """Compiled inner loops of the box DDP (``ddp.py``): the rollout and the linearisation of the
 dynamics (``dynamics.py`` (D1)–(D3)) over every knot, the backward pass (1)–(7) and the box QP
-(4) it solves at each knot, with small dense Cholesky factorisations."""
+(4) it solves at each knot, with small dense Cholesky factorisations. Those called from Python
+release the GIL (``nogil``): a solve in a background thread (``background.py``) leaves the
+control cycle running meanwhile."""
 
 from __future__ import annotations
 
@@ -117,7 +119,7 @@ def cholesky_solve_free(H, free, rhs, out):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def box_qp_kernel(H, g, lower, upper, x, free, iterations):
     """argmin ½ xᵀHx + gᵀx on lower ≤ x ≤ upper by projected Newton (Armijo search), from
     the given ``x`` (overwritten); ``free`` receives the free set. False: H not positive
@@ -168,7 +170,7 @@ def box_qp_kernel(H, g, lower, upper, x, free, iterations):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def backward_pass(Fx, Fu, lx, lu, lxx, luu, lux, Vx_final, Vxx_final, us, lower, upper, mu,
                   K, kff):
     """(1)–(7) of ``ddp.py`` from the last knot to the first; K, kff written in place.
@@ -218,7 +220,7 @@ def passive_torques(q, v, dofs, coefficients, tau):
         tau[j] = element_force(coefficients, j, q[j], v[j], v[j])
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def rollout_kernel(ints, consts, work, x0, us_ref, xs_ref, K, kff, alpha, lower, upper,
                    active, passive, coefficients, dt, filter_a, xs, us):
     """(D1)–(D3) from ``x0`` under u_k = clip(ū_k + α k_k + K_k (x_k − x̄_k)), writing
@@ -259,7 +261,7 @@ def rollout_kernel(ints, consts, work, x0, us_ref, xs_ref, K, kff, alpha, lower,
     return OK
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def linearize_kernel(ints, consts, dwork, xs, us, active, passive, coefficients, dt, Fx, Fu):
     """F_x, F_u of (D1)–(D3) at every knot from the analytic partials (derivatives.py, every
     joint's force known) closed through T_p(q, v); returns OK or the first failing status."""
@@ -308,7 +310,7 @@ def linearize_kernel(ints, consts, dwork, xs, us, active, passive, coefficients,
 
 
 # ---------------------------------------------------------------- a frame's path over every knot
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def frame_path_kernel(ints, consts, work, E_world, p_world, body, offset, xs, targets, weight,
                       derivatives, lx, lxx):
     """Σ_k ½ w |p(q_k) − p*_k|² over the knots k < len(targets) (``costs.FramePathCost``):
