@@ -744,7 +744,6 @@ def _plan_at_rest(kind, inline: bool = True):
     plan = kind(model, "tool", inline=inline)
     used, note = plan.plan(q, v, hand, np.zeros(3))
     assert used, note
-    _plan_at_rest.last = (q, v, hand)
     return plan, q, v, hand
 
 
@@ -849,17 +848,18 @@ def test_a_background_re_plan_starts_where_the_arm_will_be_when_it_is_done():
         PlannedSwing,
     )
 
-    def requested(lead: float) -> tuple[PlannedSwing, int]:
+    n = round(SWING_REPLAN / 1e-3)
+
+    def requested(lead: float):
         swing, q, v, hand = _plan_at_rest(PlannedSwing, inline=False)
         swing.lead = lead
-        n = round(SWING_REPLAN / 1e-3)
         for k in range(n + 1):  # the request at SWING_REPLAN
             swing.command(q, v, 1e-3 * k, hand, np.zeros(3))
         swing._replans._thread.join(timeout=120.0)
-        return swing, n
+        return swing, q, v, hand
 
-    swing, n = requested(SWING_REPLAN)
-    first, q, v, hand = swing.solution, *_plan_at_rest.last
+    swing, q, v, hand = requested(SWING_REPLAN)
+    first = swing.solution
     swing.command(q, v, 1e-3 * (n + 50), hand, np.zeros(3))
     assert swing.solution is first  # done, but its start (0.2 s) not reached
     swing.command(q, v, 2 * SWING_REPLAN, hand, np.zeros(3))
@@ -874,15 +874,13 @@ def test_a_background_re_plan_starts_where_the_arm_will_be_when_it_is_done():
         step.upper, xs, us)
     np.testing.assert_array_equal(swing.solution.xs[0], xs[-1])
 
-    late, n = requested(0.0)  # done at once, taken at 0.35 s: late by 0.25 s
-    first = late.solution
-    v_max = np.asarray(late.model.velocity_limit, float)
-    far = v.copy()
-    far[1] = late.solution.xs[0][late.model.nq + 1] + 1.2 * TASK_PLAN_DEVIATION * v_max[1]
-    assert late.command(q, far, 0.35, hand, np.zeros(3)) is not None
-    assert late.solution is first  # discarded: the last plan goes on
-    on_it, n = requested(0.0)
-    done = on_it._replans._result[0]
-    _, x_then = PlannedSwing._reference(done, SWING_REPLAN, 0.35)
-    on_it.command(q, x_then[on_it.model.nq:], 0.35, hand, np.zeros(3))
-    assert on_it.solution is done  # the arm on its velocity there: taken
+    for on_it in (False, True):  # done at once, taken at 0.35 s: late by 0.25 s
+        swing, q, v, hand = requested(0.0)
+        first, done = swing.solution, swing._replans._result[0]
+        _, x_then = PlannedSwing._reference(done, SWING_REPLAN, 0.35)
+        v_then = x_then[swing.model.nq:].copy()
+        if not on_it:
+            v_max = np.asarray(swing.model.velocity_limit, float)
+            v_then[1] += 1.2 * TASK_PLAN_DEVIATION * v_max[1]
+        assert swing.command(q, v_then, 0.35, hand, np.zeros(3)) is not None
+        assert swing.solution is (done if on_it else first)  # taken, or discarded
