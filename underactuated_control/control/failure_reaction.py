@@ -726,7 +726,6 @@ class PlannedSwing:
         self.solution: Solution | None = None
         self._replans = BackgroundPlanner(self._solve_again, inline, "failure_planner")
         self._next: tuple[Solution, float] | None = None  # a re-plan done, not yet started
-        self._requested_at = 0.0  # the law's time (since the start) of the last request
         self.lead = 0.0  # s: a re-plan starts this far ahead of its request (inline: 0)
         self._start: float | None = None  # the law's time of the first command
         self._solved_at = 0.0  # the law's time (since the start) of the solution followed
@@ -824,13 +823,17 @@ class PlannedSwing:
         if isinstance(result, tuple) and self.solution is not None:
             self._next = result
             if not self._replans.inline:
-                self._advance_lead(elapsed - self._requested_at)
+                self._advance_lead(elapsed - self._tried_at)
         if self._next is not None and elapsed >= self._next[1] - 1e-9:
             (sol, solved_at), self._next = self._next, None
-            _, x_ref = self._reference(sol, solved_at, elapsed)
-            if not np.any(np.abs(v - x_ref[self.model.nq:])
-                          > TASK_PLAN_DEVIATION * self._speed_limits):
+            if not self._off(v, self._reference(sol, solved_at, elapsed)[1],
+                             TASK_PLAN_DEVIATION):
                 self.solution, self._solved_at = sol, solved_at
+
+    def _off(self, v: np.ndarray, x_ref: np.ndarray, share: float) -> bool:
+        """Whether a joint's velocity is off the plan's state ``x_ref`` by more than ``share``
+        of its speed limit."""
+        return bool(np.any(np.abs(v - x_ref[self.model.nq:]) > share * self._speed_limits))
 
     @staticmethod
     def _reference(sol: Solution, solved_at: float, elapsed: float) -> tuple[int, np.ndarray]:
@@ -856,7 +859,7 @@ class PlannedSwing:
         self._take_replan(elapsed, v)
         if elapsed - self._tried_at >= SWING_REPLAN - 1e-9 and not self._replans.busy \
                 and self._next is None:
-            self._tried_at = self._requested_at = elapsed  # every SWING_REPLAN, kept or not
+            self._tried_at = elapsed  # every SWING_REPLAN, kept or not (the request's time)
             self._replans.request(q.copy(), v.copy(), elapsed, np.array(position, float),
                                   np.array(velocity, float), self.solution, self._solved_at,
                                   self.lead)
@@ -865,8 +868,7 @@ class PlannedSwing:
         k, x_ref = self._reference(sol, self._solved_at, elapsed)
         self._knot = k
         x = np.concatenate([q, v])
-        if self.deviation < np.inf and np.any(
-                np.abs(v - x_ref[self.model.nq:]) > self.deviation * self._speed_limits):
+        if self.deviation < np.inf and self._off(v, x_ref, self.deviation):
             self.solution = None  # the arm leaves the plan: not followed further
             return None
         u = sol.us[k] + sol.K[k] @ (x - x_ref)
