@@ -57,6 +57,7 @@ from underactuated_control.scenarios.harness import (
 )
 from underactuated_control.scenarios.space import arm_on_a_bus
 from underactuated_control.sim import build_plant
+from underactuated_control.so3 import rotation_angle
 
 ROBOTS = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
 XARM7 = ROBOTS / "xarm_description/urdf/xarm7.urdf"
@@ -146,7 +147,7 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
     lo, hi = np.asarray(model.position_lower), np.asarray(model.position_upper)
     rows = task_rows(case.overrides["task"])
 
-    log_t, log_err, log_q, log_v = [], [], [], []
+    log_t, log_err, log_turn, log_q, log_v = [], [], [], [], []
     sig_min, safety, safety_joints, leash, saturated = [], [], {}, [], []
     jd_norm, task_norm, sec_sigma, sec_fraction = [], [], [], []
     law_errors = 0
@@ -187,10 +188,11 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
         plant.d.ctrl[plant.ctrl] = tau
         # -------- diagnostics (after the law: its workspace holds this cycle's J_G, J_D)
         ws_check.set_configuration(q)
-        hand = ws_check.frame_placement(frame)[0]
+        hand, hand_rotation = ws_check.frame_placement(frame)
         goal = path(t_path) if k >= n_settle else p_start
         log_t.append(t_path)
         log_err.append(np.linalg.norm(hand - goal))
+        log_turn.append(rotation_angle(hand_rotation @ R_start.T))
         log_q.append(q)
         log_v.append(v)
         if k >= k_fail - 1000:
@@ -222,7 +224,7 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
         if k % 2000 == 0:
             log(f"    t = {k * dt:4.1f} s  hand error {1e3 * log_err[-1]:7.1f} mm")
     t = np.array(log_t)
-    err = np.array(log_err)
+    err, turn = np.array(log_err), np.array(log_turn)
     qs, vs = np.array(log_q), np.array(log_v)
     after = np.arange(len(t)) >= (k_fail if failing else n_settle)
     if not after.any():  # diverged before the failure: the row judges what ran
@@ -244,6 +246,8 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
         "hand_rms_before_mm": float(1e3 * np.sqrt(np.mean(err[before] ** 2))),
         "hand_rms_after_mm": float(1e3 * np.sqrt(np.mean(err[after] ** 2))),
         "hand_max_after_mm": float(1e3 * err[after].max()),
+        # the hand's turn from the circle's constant rotation (a pose task's to keep)
+        "hand_turn_rms_after_deg": float(np.degrees(np.sqrt(np.mean(turn[after] ** 2)))),
         "peak_speed_ratio": float(speed_ratio[after].max()),
         "peak_speed_joint": names[int(np.argmax(speed_ratio[after].max(axis=0)))],
         "peak_speed_rad_s": float(np.abs(vs[after]).max()),
@@ -399,7 +403,7 @@ def run_free_flyer(urdf: str, weight: float, radius: float, period: float,
     true base state from MuJoCo as the odometry gives it (pose; twist in the bus's axes)."""
     import mujoco
 
-    from underactuated_control.so3 import quaternion_to_matrix, rotation_angle
+    from underactuated_control.so3 import quaternion_to_matrix
 
     g = (0.0, 0.0, 0.0)
     model = RobotModel.from_urdf(urdf, gravity=g)
@@ -509,6 +513,8 @@ def print_row(r: dict) -> None:
           f"{r['leash_fraction_after']:6.2f} {drift:6.2f} "
           f"{'' if g is None else f'{g:7.2f}':>7} {'' if gm is None else f'{gm:7.3f}':>7} "
           f"{'' if frac is None else f'{frac:6.3f}':>6}  {r['verdict']}"
+          + (f"  [hand turned {r['hand_turn_rms_after_deg']:.2f}° RMS]"
+             if "hand_turn_rms_after_deg" in r else "")
           + (f"  [law cycle: {r['failure_cycle_s']:.2f} s at the failure, then at most "
              f"{r['law_cycle_max_after_ms']:.0f} ms]" if "failure_cycle_s" in r else "")
           + (f"  [{r['reaction_status']}]" if r.get("reaction_status") else ""), flush=True)

@@ -188,6 +188,16 @@ def test_frame_cost_gradient_matches_finite_differences():
     np.testing.assert_allclose(d.lx[:model.nq], fd, atol=1e-6)
 
 
+def _knot_gradient(cost, xs: np.ndarray, k: int, n: int) -> np.ndarray:
+    """Central differences of a path cost's total in knot k's first n state entries."""
+    fd = np.zeros(n)
+    for i in range(n):
+        step = np.zeros_like(xs)
+        step[k, i] = 1e-6
+        fd[i] = (cost.total(xs + step, None) - cost.total(xs - step, None)) / 2e-6
+    return fd
+
+
 def test_frame_path_cost_is_pinocchios_path_error_and_its_derivatives_finite_differences():
     """Σ_k ½ w |p(q_k) − p*_k|² over a path of knots: each knot's position is Pinocchio's (the
     tool frame, an offset from its link), the gradient central differences of the total, the
@@ -219,12 +229,7 @@ def test_frame_path_cost_is_pinocchios_path_error_and_its_derivatives_finite_dif
         J = J[:, ref.v_perm]
         np.testing.assert_allclose(d.lxx[k, :n, :n], w * J.T @ J, atol=1e-10)
         np.testing.assert_allclose(d.lx[k, :n], w * J.T @ e, atol=1e-10)
-        fd = np.zeros(n)
-        for i in range(n):
-            step = np.zeros_like(xs)
-            step[k, i] = 1e-6
-            fd[i] = (cost.total(xs + step, None) - cost.total(xs - step, None)) / 2e-6
-        np.testing.assert_allclose(d.lx[k, :n], fd, atol=1e-6)
+        np.testing.assert_allclose(d.lx[k, :n], _knot_gradient(cost, xs, k, n), atol=1e-6)
     assert not np.any(d.lx[:, n:]) and not np.any(d.lu)  # positions only
     assert cost.total(xs, None) == pytest.approx(expected, rel=1e-12)
     with pytest.raises(TypeError, match="running cost"):
@@ -233,6 +238,68 @@ def test_frame_path_cost_is_pinocchios_path_error_and_its_derivatives_finite_dif
         cost.total(xs[:5], None)
     with pytest.raises(ValueError, match=r"\(N, 3\)"):
         cost.targets = np.zeros((4, 2))
+
+
+def test_a_path_cost_with_rotations_is_pinocchios_turn_and_its_derivatives():
+    """The pose path: Σ_k ½ w |p − p*_k|² + w_R (3 − tr R R*_kᵀ), R Pinocchio's tool frame
+    rotation (a fixed rotation off its link); the gradient central differences of the total;
+    the Gauss–Newton Hessian w J_pᵀ J_p + 2 w_R J_ωᵀ J_ω (Pinocchio's rows), which at R = R*
+    is the exact Hessian of the rotation term (central differences of the gradient)."""
+    import pinocchio as pin
+    from oracle import PinRef
+
+    from underactuated_control.optimal_control.costs import Derivatives
+
+    text = (ROOT / "urdf" / "arm7.urdf").read_text()
+    model = RobotModel.from_urdf(text)
+    ref = PinRef(model, text)
+    fid = ref.pm.getFrameId("tool")
+    rng = np.random.default_rng(12)
+    N, n, w, wr = 4, model.nv, 3.0, 0.7
+    xs = np.concatenate([rng.uniform(-1.5, 1.5, (N, n)), rng.normal(size=(N, n))], axis=1)
+    targets = rng.uniform(-0.5, 0.5, (N, 3))
+    rotations = np.array([pin.exp3(rng.normal(size=3)) for _ in range(N)])
+
+    def derivatives(cost, xs):
+        d = Derivatives(np.zeros((N, 2 * n)), np.zeros((N, 7)), np.zeros((N, 2 * n, 2 * n)),
+                        np.zeros((N, 7, 7)), np.zeros((N, 7, 2 * n)))
+        cost.add_all_derivatives(xs, None, d)
+        return d
+
+    cost = FramePathCost(model, "tool", targets, weight=w, rotations=rotations,
+                         rotation_weight=wr)
+    d = derivatives(cost, xs)
+    expected = 0.0
+    for k in range(N):
+        q = ref.q(xs[k, :n])
+        pin.framesForwardKinematics(ref.pm, ref.pd, q)
+        e = ref.pd.oMf[fid].translation - targets[k]
+        R = ref.pd.oMf[fid].rotation
+        expected += 0.5 * w * float(e @ e) + 0.5 * wr * np.sum((R - rotations[k]) ** 2)
+        J = pin.computeFrameJacobian(ref.pm, ref.pd, q, fid, pin.LOCAL_WORLD_ALIGNED)
+        J = J[:, ref.v_perm]
+        np.testing.assert_allclose(d.lxx[k, :n, :n],
+                                   w * J[:3].T @ J[:3] + 2 * wr * J[3:].T @ J[3:], atol=1e-10)
+        np.testing.assert_allclose(d.lx[k, :n], _knot_gradient(cost, xs, k, n), atol=1e-6)
+    assert cost.total(xs, None) == pytest.approx(expected, rel=1e-12)
+    # at R = R* the rotation term's Hessian is the Gauss-Newton one exactly
+    at = FramePathCost(model, "tool", targets, weight=0.0, rotation_weight=wr)
+    placed = []
+    for k in range(N):
+        pin.framesForwardKinematics(ref.pm, ref.pd, ref.q(xs[k, :n]))
+        placed.append(ref.pd.oMf[fid].rotation.copy())
+    at.rotations = np.array(placed)
+    d = derivatives(at, xs)
+    assert np.abs(d.lx).max() < 1e-12
+    for i in range(n):
+        step = np.zeros_like(xs)
+        step[:, i] = 1e-6
+        fd = (derivatives(at, xs + step).lx - derivatives(at, xs - step).lx)[:, :n] / 2e-6
+        np.testing.assert_allclose(d.lxx[:, :n, i], fd, atol=1e-6)
+    with pytest.raises(ValueError, match="3 rotations for 4 knots"):
+        FramePathCost(model, "tool", targets, rotations=rotations[:3]).total(xs, None)
+    with pytest.raises(ValueError, match=r"\(N, 3, 3\)"):
+        cost.rotations = np.zeros((4, 3))
 
 
 def test_a_path_cost_gives_the_adjoint_gradient_every_knot():

@@ -47,7 +47,8 @@ from ..optimal_control import HybridStep, Solution, solve_box_ddp
 from ..optimal_control.background import BackgroundPlanner
 from ..optimal_control.problems import arrest_problem, swing_problem
 from ..passive_forces import PassiveForceModel
-from ..so3 import rotation_error
+from ..so3 import exp as rotation_exp
+from ..so3 import rotation_angle, rotation_error
 from .task_space import TaskReference
 
 __all__ = ["REACTIONS", "CAUTION", "Decision", "decide", "escalate", "at_least", "newly_passive",
@@ -96,6 +97,9 @@ TASK_PLAN_DEVIATION = 0.25  # of a speed limit: a joint this far off the kept ta
 TASK_PLAN_HAND = 0.003  # m: the kept position task's first plan, likewise (every row it gained
 # had one within 2.7 mm; at 4.6 mm the panda's shoulder over DDS was kept to 10.3 mm, where the
 # law alone keeps 1 mm; at 10 mm Tiago's shoulder yaw was planned, 21.8 mm: 50 against 13.7 mm)
+TASK_PLAN_POSE_HAND = 0.01  # m: a kept pose task's first plan, likewise (the pose rows' first
+# plans on eight arms in zero g: 0.5-2.5 mm where the law keeps the hand, Tiago's upper-arm roll
+# 6.0 mm, where the law loses it and the plan keeps it, 124 -> 4.5 mm; no plan within 33 mm else)
 GROWTH_LIMIT = 1.0  # 1/s: a task loop (linearised at rest) growing faster trusts failed joints less
 TRUST_LEVELS = (0.5, 0.0)  # the failed joints' passive_trust tried when it does
 GROWTH_STEP = 1e-6  # rad, rad/s: the linearisation's central differences
@@ -718,8 +722,9 @@ class PlannedSwing:
     kind = "swing"
 
     def __init__(self, model: RobotModel, frame: str, budget: float = PLAN_BUDGET,
-                 inline: bool = True) -> None:
+                 inline: bool = True, pose: bool = False) -> None:
         self.model, self.frame, self.budget = model, frame, float(budget)
+        self.pose = pose  # the hand's rotation kept too (a pose task), not only its position
         self.n_knots = round(SWING_TIME / SWING_DT)
         self.problem = None  # the solver's (its step's buffers are the solver thread's)
         self.step = HybridStep(model, SWING_DT)  # the control thread's, for planned_motion
@@ -737,20 +742,38 @@ class PlannedSwing:
         limits = np.asarray(model.velocity_limit, float)
         self._speed_limits = np.where(limits > 0.0, limits, np.inf)  # (no limit: no bound)
 
-    def _targets(self, position: np.ndarray, velocity: np.ndarray) -> np.ndarray:
-        lead = np.minimum(np.arange(self.n_knots + 1) * SWING_DT, SWING_LEAD)[:, None]
-        return np.asarray(position, float) + lead * np.asarray(velocity, float)
+    def _leads(self) -> np.ndarray:
+        """s: how far ahead of the setpoint each knot's target is (its velocity carried for
+        ``SWING_LEAD`` at most)."""
+        return np.minimum(np.arange(self.n_knots + 1) * SWING_DT, SWING_LEAD)
 
-    def plan(self, q: np.ndarray, v: np.ndarray, position: np.ndarray, velocity: np.ndarray
+    def _targets(self, position: np.ndarray, velocity: np.ndarray) -> np.ndarray:
+        return np.asarray(position, float) + self._leads()[:, None] * np.asarray(velocity,
+                                                                                 float)
+
+    def _rotations(self, rotation: np.ndarray | None, angular_velocity: np.ndarray | None
+                   ) -> np.ndarray | None:
+        """The hand's rotation per knot, a pose task's (else None): the setpoint's carried
+        ahead at its angular velocity (root axes) as ``_targets`` carries its position."""
+        if not self.pose:
+            return None
+        w = np.zeros(3) if angular_velocity is None else np.asarray(angular_velocity, float)
+        return np.array([rotation_exp(lead * w) @ rotation for lead in self._leads()])
+
+    def plan(self, q: np.ndarray, v: np.ndarray, position: np.ndarray, velocity: np.ndarray,
+             rotation: np.ndarray | None = None, angular_velocity: np.ndarray | None = None
              ) -> tuple[bool, str]:
         """The first solve, from the state at the failure; (used, a note for the status): used
         when the plan keeps every joint within ``PLAN_SPEED`` of its speed limit (the solves
         aim at 0.9) and inside its position limits, and the hand within ``SWING_HAND`` of its
-        path."""
+        path. A pose task's (``pose``) keeps the hand's ``rotation`` too, at a cost that
+        weighs 1 mrad as 0.1 mm (``swing_problem``)."""
         start = time.perf_counter()
         try:
             self.problem = p = swing_problem(self.model, q, v, self.frame,
-                                             self._targets(position, velocity), SWING_DT)
+                                             self._targets(position, velocity), SWING_DT,
+                                             rotations=self._rotations(rotation,
+                                                                       angular_velocity))
             sol = solve_box_ddp(p.step, p.x0, p.us_init, p.running, p.terminal,
                                 max_iterations=self.iterations,
                                 deadline=start + self.budget)
@@ -758,7 +781,7 @@ class PlannedSwing:
             return False, f"no swing plan ({exc})"
         self.seconds, self.solves = time.perf_counter() - start, 1
         self.peak_speed, over, _ = trajectory_excess(self.model, sol.xs)
-        hand = self._hand_error(sol.xs, p.running.terms[0].targets)
+        hand, turn = self._hand_error(sol.xs, p.running.terms[0])
         if not (self.peak_speed <= PLAN_SPEED and over <= LIMIT_TOLERANCE
                 and hand <= self.hand_tolerance):
             return False, (f"no {self.kind} plan within the limits (peak {self.peak_speed:.2f} "
@@ -767,22 +790,29 @@ class PlannedSwing:
         self.solution = sol
         if not self._replans.inline:  # until a re-plan's time is measured
             self.lead = SWING_REPLAN
+        turned = f" and {np.degrees(turn):.1f}°" if self.pose else ""
         return True, (f"{self.what} ({SWING_TIME:g} s ahead, peak "
                       f"{self.peak_speed:.2f} of the speed limits, the hand within "
-                      f"{1e3 * hand:.1f} mm of its path, box DDP {sol.iterations} iterations, "
+                      f"{1e3 * hand:.1f} mm{turned} of its path, box DDP {sol.iterations} "
+                      "iterations, "
                       f"{self.seconds:.1f} s; re-planned every {SWING_REPLAN:g} s)")
 
-    def _hand_error(self, xs: np.ndarray, targets: np.ndarray) -> float:
-        ws = self.problem.running.terms[0].workspace
-        worst = 0.0
-        for x, target in zip(xs, targets):
+    def _hand_error(self, xs: np.ndarray, path) -> tuple[float, float]:
+        """The plan's hand off its path at most: (m, rad; the turn 0 without rotations)."""
+        ws, rotations = path.workspace, path.rotations
+        worst, turn = 0.0, 0.0
+        for k, (x, target) in enumerate(zip(xs, path.targets)):
             ws.set_configuration(x[:self.model.nq])
-            worst = max(worst, float(np.linalg.norm(ws.frame_placement(self.frame)[0] - target)))
-        return worst
+            position, R = ws.frame_placement(self.frame)
+            worst = max(worst, float(np.linalg.norm(position - target)))
+            if rotations is not None:
+                turn = max(turn, rotation_angle(R @ rotations[k].T))
+        return worst, turn
 
     def _solve_again(self, q: np.ndarray, v: np.ndarray, elapsed: float, position: np.ndarray,
-                     velocity: np.ndarray, sol: Solution, solved_at: float, lead: float
-                     ) -> tuple[Solution, float] | None:
+                     velocity: np.ndarray, rotation: np.ndarray | None,
+                     angular_velocity: np.ndarray | None, sol: Solution, solved_at: float,
+                     lead: float) -> tuple[Solution, float] | None:
         """A solve from the state ``lead`` s after (q, v) at ``elapsed``: ``sol`` (solved at
         ``solved_at``) from then on (its last knot repeated to the horizon), rolled out from
         (q, v) with its gains, predicts that state and is the first guess after it; (the
@@ -802,6 +832,11 @@ class PlannedSwing:
         targets = self._targets(position + ahead * SWING_DT * velocity, velocity)
         p.running.terms[0].targets = targets[:-1]
         p.terminal.terms[0].position = targets[-1]
+        if self.pose:
+            w = np.zeros(3) if angular_velocity is None else angular_velocity
+            rotations = self._rotations(rotation_exp(ahead * SWING_DT * w) @ rotation, w)
+            p.running.terms[0].rotations = rotations[:-1]
+            p.terminal.terms[0].rotation = rotations[-1]
         new = solve_box_ddp(p.step, xs[ahead], us[ahead:], p.running, p.terminal,
                             max_iterations=SWING_REPLAN_ITERATIONS,
                             deadline=start + self.budget)
@@ -845,9 +880,11 @@ class PlannedSwing:
         return k, (1.0 - a) * sol.xs[k] + a * sol.xs[k + 1]
 
     def command(self, q: np.ndarray, v: np.ndarray, t: float, position: np.ndarray,
-                velocity: np.ndarray) -> np.ndarray | None:
+                velocity: np.ndarray, rotation: np.ndarray | None = None,
+                angular_velocity: np.ndarray | None = None) -> np.ndarray | None:
         """The active joints' torques at the law's time ``t`` for the measured state and the
-        hand's setpoint (``position``, ``velocity``); None once the swing's time is over or a
+        hand's setpoint (``position``, ``velocity``; a pose plan's ``rotation``,
+        ``angular_velocity`` too); None once the swing's time is over or a
         joint passes ``runaway`` of its speed limit (the caller then drops the plan)."""
         if np.any(np.abs(v) > self.runaway * self._speed_limits):
             return None
@@ -861,8 +898,11 @@ class PlannedSwing:
                 and self._next is None:
             self._tried_at = elapsed  # every SWING_REPLAN, kept or not (the request's time)
             self._replans.request(q.copy(), v.copy(), elapsed, np.array(position, float),
-                                  np.array(velocity, float), self.solution, self._solved_at,
-                                  self.lead)
+                                  np.array(velocity, float),
+                                  None if rotation is None else np.array(rotation, float),
+                                  None if angular_velocity is None
+                                  else np.array(angular_velocity, float),
+                                  self.solution, self._solved_at, self.lead)
             self._take_replan(elapsed, v)  # inline: done, and started
         sol, step = self.solution, self.step
         k, x_ref = self._reference(sol, self._solved_at, elapsed)
@@ -881,10 +921,11 @@ class PlannedSwing:
 
 
 class PlannedTask(PlannedSwing):
-    """The predictive layer of a kept position task around failed joints that carry no
-    static load (a zero-gravity arm, a vertical axis): the same receding horizon as
-    ``PlannedSwing`` from the failure on, followed for as long as the task runs. Only the
-    first solve is judged (the hand within ``TASK_PLAN_HAND`` of its path, the limits);
+    """The predictive layer of a kept position or pose task (``pose``: the hand's rotation in
+    the plan's cost too) around failed joints that carry no static load (a zero-gravity arm,
+    a vertical axis): the same receding horizon as ``PlannedSwing`` from the failure on,
+    followed for as long as the task runs. Only the first solve is judged (the hand within
+    ``TASK_PLAN_HAND`` of its path, a pose task's ``TASK_PLAN_POSE_HAND``; the limits);
     a joint past ``PLAN_SPEED`` of its speed limit, or ``TASK_PLAN_DEVIATION`` of it off the
     plan's velocity, drops the plan and the instantaneous task law resumes with its run-time
     check (doc/failure_analysis.md, "The position task kept by a receding plan"). The
@@ -895,9 +936,15 @@ class PlannedTask(PlannedSwing):
     (Talos' elbow in zero g: 170 mm)."""
 
     duration = np.inf
-    hand_tolerance = TASK_PLAN_HAND
     iterations = TASK_PLAN_ITERATIONS
     deviation = TASK_PLAN_DEVIATION
     runaway = PLAN_SPEED
-    what = "the position task kept by a receding plan"
     kind = "task"
+
+    @property
+    def hand_tolerance(self) -> float:  # m: the first plan's hand off its path at most
+        return TASK_PLAN_POSE_HAND if self.pose else TASK_PLAN_HAND
+
+    @property
+    def what(self) -> str:  # the status's words
+        return f"the {'pose' if self.pose else 'position'} task kept by a receding plan"

@@ -167,9 +167,9 @@ class TaskLaw(ControlLaw):
                       "ones settle; never plans)", choices=REACTIONS),
         ParameterSpec("failure_plan_budget", PLAN_BUDGET, "wall time the auto reaction's "
                       "plans (the arrest of a fall, the swing of a loaded failed joint with the "
-                      "hand kept, the kept position task around unloaded failed joints: box "
-                      "DDP through the hybrid derivatives) may take per solve; the cycle "
-                      "that solves one waits for it (a plan's first solve at the failure "
+                      "hand kept, the kept position or pose task around unloaded failed "
+                      "joints: box DDP through the hybrid derivatives) may take per solve; the "
+                      "cycle that solves one waits for it (a plan's first solve at the failure "
                       "always, its re-plans unless failure_replan_inline is false; a "
                       "lock-stepped simulator waits too; on hardware the effort controllers "
                       "hold the last command meanwhile); a solve stopped by it is judged as it "
@@ -178,9 +178,9 @@ class TaskLaw(ControlLaw):
                       unit="s", low=0.0,
                       high=60.0),
         ParameterSpec("failure_replan_inline", True, "the failure reaction's followed plans "
-                      "(a loaded joint's swing, the kept position task): solve their re-plans "
-                      "(every 0.1 s, 0.03-0.3 s each on a 7-DOF arm) in the control cycle, "
-                      "which waits for each (as a lock-stepped simulator does); false: in a "
+                      "(a loaded joint's swing, the kept position or pose task): solve their "
+                      "re-plans (every 0.1 s, 0.03-0.3 s each on a 7-DOF arm) in the control "
+                      "cycle, which waits for each (as a lock-stepped simulator does); false: in a "
                       "background thread, each started from the state the plan predicts for "
                       "when it will be done, for a robot that does not wait (the hand is kept "
                       "less well the longer a solve takes: doc/failure_analysis.md)"),
@@ -312,16 +312,19 @@ class TaskLaw(ControlLaw):
         is predicted past ``RUNAWAY_SPEED`` (``decision.swing_peak``: ``escalate`` then gives
         the swing up at that speed; below it the swing is left to the task, which keeps those
         rows: the xarm7's and the panda's wrists, 0.5–0.9 braked); ``PlannedTask``, a kept
-        position task whose failed joints carry no static load, at the failure. Followed
+        position or pose task (the hand's rotation in the plan too) whose failed joints carry
+        no static load, at the failure. Followed
         where its first plan keeps the hand near the setpoint and every joint within its
         limits; else (or with ``failure_plan_budget`` 0) the task goes on unplanned. The
         decision, its reason noting which."""
         self._swing = None
         if self.plan_budget <= 0.0:
             return d
-        plan = kind(self.model, self.frame, self.plan_budget, self.replan_inline)
+        pose = kind is PlannedTask and self.tracker.task == "pose"
+        plan = kind(self.model, self.frame, self.plan_budget, self.replan_inline, pose)
         sp = self.follower.setpoint
-        used, note = plan.plan(q, v, sp.position, sp.linear_velocity)
+        used, note = plan.plan(q, v, sp.position, sp.linear_velocity, sp.rotation,
+                               sp.angular_velocity)
         if used:
             self._swing = plan
         return replace(d, reason=f"{d.reason}; {note}")
@@ -333,7 +336,8 @@ class TaskLaw(ControlLaw):
         passes its ``runaway`` share of its speed limit (the task and its run-time check
         then act)."""
         swing = self._swing
-        u = swing.command(q, v, t, setpoint.position, setpoint.linear_velocity)
+        u = swing.command(q, v, t, setpoint.position, setpoint.linear_velocity,
+                          setpoint.rotation, setpoint.angular_velocity)
         if u is None or not np.all(np.isfinite(u)):
             self._swing = None
             return None
@@ -385,7 +389,7 @@ class TaskLaw(ControlLaw):
                                                  for n in d.failed))
                     if d.swing_peak > RUNAWAY_SPEED:  # judged at it by escalate: planned
                         d = self._plan_ahead(PlannedSwing, d, q, v)
-        if at_failure and d.mode != "hold" and tracker.task == "position" \
+        if at_failure and d.mode != "hold" and tracker.task in ("position", "pose") \
                 and d.target is None and not d.forced and self._swing is None:
             d = self._plan_ahead(PlannedTask, d, q, v)  # unloaded failed joints: planned task
         self.reaction = d

@@ -245,24 +245,30 @@ class FrameCost(Cost):
 
 
 class FramePathCost(Cost):
-    """Σ_k ½ w |p_k − p*_k|²: a frame's position along a path, one target per knot (``targets``
-    (N, 3), root coordinates; settable between solves, e.g. a receding horizon's). A running
-    cost only: it has no meaning at one knot alone. Gradient and Hessian as ``FrameCost``'s
-    position part (exact, Gauss–Newton), over every knot in one compiled call
-    (``kernels.frame_path_kernel``)."""
+    """Σ_k ½ w |p_k − p*_k|² + w_R (3 − tr R_k R*_kᵀ): a frame's position along a path, one
+    target per knot (``targets`` (N, 3), root coordinates), and its rotation where
+    ``rotations`` (N, 3, 3) are given (w_R (3 − tr) = ½ w_R ‖R − R*‖²_F, ``FrameCost``'s);
+    both settable between solves, e.g. a receding horizon's. A running cost only: it has no
+    meaning at one knot alone. Gradient and Hessian as ``FrameCost``'s (exact, Gauss–Newton),
+    over every knot in one compiled call (``kernels.frame_path_kernel``)."""
 
     def __init__(self, model: RobotModel, frame: str, targets: np.ndarray, weight: float = 1.0,
-                 workspace: JacobianWorkspace | None = None) -> None:
+                 workspace: JacobianWorkspace | None = None,
+                 rotations: np.ndarray | None = None, rotation_weight: float = 1.0) -> None:
         f = model.frame(frame)  # ValueError naming an unknown frame
         if f.body < 0:
             raise ValueError(f"frame {frame!r} is fixed to the root: its path cannot be moved")
-        if not (np.isfinite(weight) and weight >= 0):
-            raise ValueError(f"path weight must be finite and >= 0, got {weight}")
+        for name, value in (("path weight", weight), ("rotation weight", rotation_weight)):
+            if not (np.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be finite and >= 0, got {value}")
         self.model, self.frame, self.weight = model, frame, float(weight)
+        self.rotation_weight = float(rotation_weight)
         self.workspace = workspace if workspace is not None else JacobianWorkspace(model)
         self._body = int(f.body)
         self._offset = np.ascontiguousarray(f.translation, dtype=float)
+        self._frame_rotation = np.ascontiguousarray(f.rotation, dtype=float)
         self.targets = targets
+        self.rotations = rotations
         self._no_lx, self._no_lxx = np.zeros((1, 1)), np.zeros((1, 1, 1))  # value only
 
     @property
@@ -277,14 +283,30 @@ class FramePathCost(Cost):
                              f"{a.shape}")
         self._targets = a
 
+    @property
+    def rotations(self) -> np.ndarray | None:
+        return self._rotations if len(self._rotations) else None
+
+    @rotations.setter
+    def rotations(self, value: np.ndarray | None) -> None:
+        a = np.zeros((0, 3, 3)) if value is None else np.ascontiguousarray(value, dtype=float)
+        if a.ndim != 3 or a.shape[1:] != (3, 3) or not np.all(np.isfinite(a)):
+            raise ValueError(f"path rotations: give (N, 3, 3) finite rotation matrices, got "
+                             f"shape {a.shape}")
+        self._rotations = a
+
     def _run(self, xs: np.ndarray, d: Derivatives | None) -> float:
         ws = self.workspace
         if len(xs) != len(self._targets):
             raise ValueError(f"path cost: {len(self._targets)} targets for {len(xs)} knots")
+        if len(self._rotations) and len(self._rotations) != len(xs):
+            raise ValueError(f"path cost: {len(self._rotations)} rotations for {len(xs)} "
+                             "knots")
         lx, lxx = (d.lx, d.lxx) if d is not None else (self._no_lx, self._no_lxx)
         return float(frame_path_kernel(*ws.dynamics.buffers, ws.E_world, ws.p_world, self._body,
                                        self._offset, np.ascontiguousarray(xs), self._targets,
-                                       self.weight, d is not None, lx, lxx))
+                                       self.weight, self._frame_rotation, self._rotations,
+                                       self.rotation_weight, d is not None, lx, lxx))
 
     def value(self, x, u):
         raise TypeError("FramePathCost has one target per knot: a running cost (total, "

@@ -312,11 +312,15 @@ def linearize_kernel(ints, consts, dwork, xs, us, active, passive, coefficients,
 # ---------------------------------------------------------------- a frame's path over every knot
 @njit(cache=True, nogil=True)
 def frame_path_kernel(ints, consts, work, E_world, p_world, body, offset, xs, targets, weight,
-                      derivatives, lx, lxx):
-    """Σ_k ½ w |p(q_k) − p*_k|² over the knots k < len(targets) (``costs.FramePathCost``):
-    p(q_k) the point ``offset`` of ``body`` (forward kinematics on the workspace's transforms).
-    With ``derivatives`` adds the gradient w J_pᵀ e and the Gauss–Newton Hessian w J_pᵀ J_p
-    to lx[k], lxx[k] (the q block). Returns the sum, NaN if a configuration is not finite."""
+                      frame_rotation, rotations, rotation_weight, derivatives, lx, lxx):
+    """Σ_k ½ w |p(q_k) − p*_k|² + w_R (3 − tr R(q_k) R*_kᵀ) over the knots k < len(targets)
+    (``costs.FramePathCost``): p(q_k) the point ``offset`` of ``body``, R(q_k) = E_worldᵀ
+    ``frame_rotation``ᵀ the frame's rotation (forward kinematics on the workspace's
+    transforms); the rotation term only where ``rotations`` (N, 3, 3) is given (else
+    (0, 3, 3)). With ``derivatives`` adds the gradient w J_pᵀ e − w_R J_ωᵀ r (r from
+    M = R R*ᵀ: (M₂₃ − M₃₂, M₃₁ − M₁₃, M₁₂ − M₂₁), as ``FrameCost``) and the Gauss–Newton
+    Hessian w J_pᵀ J_p + 2 w_R J_ωᵀ J_ω to lx[k], lxx[k] (the q block). Returns the sum, NaN
+    if a configuration is not finite."""
     m, _ = int_views(ints)
     c, _ = const_views(consts, m.nb)
     w, _, _ = work_views(work, m.nb, m.nq, m.nv, m.na, m.npas)
@@ -324,7 +328,11 @@ def frame_path_kernel(ints, consts, work, E_world, p_world, body, offset, xs, ta
     q = np.empty(m.nq)
     point = np.empty(3)
     e = np.empty(3)
+    r = np.zeros(3)
+    R = np.empty((3, 3))
+    M = np.empty((3, 3))
     J = np.empty((6, m.nv))
+    turn = rotations.shape[0] > 0
     total = 0.0
     for k in range(targets.shape[0]):
         q[:] = xs[k, :m.nq]
@@ -335,6 +343,18 @@ def frame_path_kernel(ints, consts, work, E_world, p_world, body, offset, xs, ta
         for a in range(3):
             e[a] = point[a] - targets[k, a]
         total += 0.5 * weight * (e[0] * e[0] + e[1] * e[1] + e[2] * e[2])
+        if turn:
+            E = E_world[body]
+            for a in range(3):
+                for b in range(3):
+                    R[a, b] = (E[0, a] * frame_rotation[b, 0] + E[1, a] * frame_rotation[b, 1]
+                               + E[2, a] * frame_rotation[b, 2])
+            for a in range(3):
+                for b in range(3):
+                    M[a, b] = (R[a, 0] * rotations[k, b, 0] + R[a, 1] * rotations[k, b, 1]
+                               + R[a, 2] * rotations[k, b, 2])
+            total += rotation_weight * (3.0 - M[0, 0] - M[1, 1] - M[2, 2])
+            r[0], r[1], r[2] = M[1, 2] - M[2, 1], M[2, 0] - M[0, 2], M[0, 1] - M[1, 0]
         if not derivatives:
             continue
         frame_jacobian_kernel(m.parent, c.S, m.nv_joint, m.v_start, E_world, p_world, body,
@@ -344,4 +364,11 @@ def frame_path_kernel(ints, consts, work, E_world, p_world, body, offset, xs, ta
             for j in range(m.nv):
                 lxx[k, i, j] += weight * (J[0, i] * J[0, j] + J[1, i] * J[1, j]
                                           + J[2, i] * J[2, j])
+            if turn:
+                lx[k, i] -= rotation_weight * (J[3, i] * r[0] + J[4, i] * r[1]
+                                               + J[5, i] * r[2])
+                for j in range(m.nv):
+                    lxx[k, i, j] += 2.0 * rotation_weight * (J[3, i] * J[3, j]
+                                                             + J[4, i] * J[4, j]
+                                                             + J[5, i] * J[5, j])
     return total

@@ -25,6 +25,8 @@ from .dynamics import HybridStep
 
 __all__ = ["Problem", "goal_problem", "arrest_problem", "swing_problem", "write_solution"]
 
+ROTATION_LENGTH = 0.1  # m: swing_problem weighs a turn of θ rad as the hand θ × this far off
+
 
 @dataclass
 class Problem:
@@ -152,11 +154,15 @@ def swing_problem(model: RobotModel, q: Sequence[float], v: Sequence[float], fra
                   targets: np.ndarray, dt: float = 0.005, path_weight: float = 1e3,
                   speed_fraction: float = 0.9, limit_margin: float = 0.05,
                   box_weight: float = 1e4, speed_weight: float = 0.1, rest_weight: float = 10.0,
-                  torque_weight: float = 1e-3) -> Problem:
+                  torque_weight: float = 1e-3, rotations: np.ndarray | None = None,
+                  rotation_weight: float | None = None) -> Problem:
     """Keep ``frame`` at ``targets`` [m] (N + 1 positions, root coordinates: knot k's at
     k dt after the start) from (``q``, ``v``) while the passive joints (a motor that failed
     under a load) swing free, torque-limited: costs ``path_weight`` ½|p_k − p*_k|² at every
-    knot (``FramePathCost``, and at the end), ``speed_weight`` Σ (v_i/v_max,i)² along the way
+    knot (``FramePathCost``, and at the end), with ``rotations`` (N + 1 rotation matrices, a
+    pose task's) ``rotation_weight`` (3 − tr R_k R*_kᵀ) too (by default ``path_weight``
+    × (``ROTATION_LENGTH``)² / 2: a turn of 1 mrad costs as much as the hand 0.1 mm off),
+    ``speed_weight`` Σ (v_i/v_max,i)² along the way
     and ``rest_weight`` at the end (the swing brought to rest), ``torque_weight`` |u|², and
     ``box_weight`` on any excess over ``speed_fraction`` of each joint's URDF speed limit or
     within ``limit_margin`` [rad|m] of its position limits. The first guess: the torques that
@@ -167,16 +173,27 @@ def swing_problem(model: RobotModel, q: Sequence[float], v: Sequence[float], fra
                          f"{targets.shape}")
     if not (np.isfinite(dt) and dt > 0):
         raise ValueError(f"dt must be > 0 s, got {dt}")
+    if rotations is not None:
+        rotations = np.asarray(rotations, dtype=float)
+        if rotations.shape != (len(targets), 3, 3):
+            raise ValueError(f"rotations: give one (3, 3) rotation per target "
+                             f"({len(targets)}), got shape {rotations.shape}")
+    if rotation_weight is None:
+        rotation_weight = 0.5 * path_weight * ROTATION_LENGTH**2
     step = HybridStep(model, dt)
     n = model.nv
     x0 = _start_state(model, q, v)
     box, scale = _limit_box(model, x0, speed_fraction, limit_margin, box_weight)
     rest = np.zeros(2 * n)
-    running = CostSum([FramePathCost(model, frame, targets[:-1], path_weight),
+    running = CostSum([FramePathCost(model, frame, targets[:-1], path_weight,
+                                     rotations=None if rotations is None else rotations[:-1],
+                                     rotation_weight=rotation_weight),
                        StateCost(rest, np.concatenate([np.zeros(n), speed_weight / scale**2])),
                        ControlCost(torque_weight, step.nu), box])
     terminal = CostSum([FrameCost(model, frame, position=targets[-1],
-                                  position_weight=path_weight),
+                                  rotation=None if rotations is None else rotations[-1],
+                                  position_weight=path_weight,
+                                  rotation_weight=rotation_weight),
                         StateCost(rest, np.concatenate([np.zeros(n), rest_weight / scale**2])),
                         box])
     hold = step.holding_torques(x0[:n])
