@@ -106,7 +106,7 @@ class Case:
 
 def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None = None,
              tune=None, frame: str = FRAME, q0: np.ndarray = Q0, stamped: bool = True,
-             real_time: bool = False) -> dict:
+             real_time: bool = False, control_every: int = 1) -> dict:
     """One row: ``extra`` settings over the set-up's; ``tune(law)`` (optional) may change each
     law object built (the start's and the failure's) before it runs, for experiments. The
     failure reaction (``failure_reaction`` in ``extra``; ``settings`` makes it ``keep_task``,
@@ -118,7 +118,8 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
     that does not wait for the controller, except for the cycle that decides the reaction (its
     first solve: the clock waits for it, as a lock-stepped simulator does), and the reaction's
     re-plans solved in a background thread (``failure_replan_inline`` False) unless ``extra``
-    says otherwise."""
+    says otherwise. ``control_every``: the law runs every that many physics steps and its
+    command is held between (the node's rate under ``mujoco_sim``'s ``publish_every``)."""
     g = (0.0, 0.0, -9.81) if case.gravity else (0.0, 0.0, 0.0)
     model = RobotModel.from_urdf(urdf, gravity=g)
     plant = build_plant(urdf, model, timestep=1e-3, integrator="rk4", gravity=g)
@@ -156,6 +157,7 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
     ws_check = JacobianWorkspace(model)
     cycle_s = np.zeros(n_total + 1)  # the law's wall time per cycle
     wall_start = time.perf_counter()
+    tau, sat = np.zeros(len(names)), False
     for k in range(n_total + 1):
         if real_time:
             time.sleep(max(0.0, wall_start + k * dt - time.perf_counter()))
@@ -173,18 +175,19 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
         if k >= n_settle and (k - n_settle) % 10 == 0:  # the 100 Hz stream
             ref = TaskReference(position=path(t_path), rotation=R_start.copy(),
                                 stamp=k * dt if stamped else 0.0)
-        try:
-            tick = time.perf_counter()
-            out = law.compute(q, v, ref, k * dt, False)
-            cycle_s[k] = time.perf_counter() - tick
-            if k == k_fail:  # the first solve's wait, as a lock-stepped simulator waits
-                wall_start += cycle_s[k]
-            shaper.apply(q, v, out)
-            tau = plant.clip(mapper.map(out.tau_active).copy())
-            sat = bool(mapper.saturated.any())
-        except ValueError:
-            law_errors += 1
-            tau, sat = np.zeros(len(names)), False
+        if k % control_every == 0:  # else the last command held (the node's rate)
+            try:
+                tick = time.perf_counter()
+                out = law.compute(q, v, ref, k * dt, False)
+                cycle_s[k] = time.perf_counter() - tick
+                if k == k_fail:  # the first solve's wait, as a lock-stepped simulator waits
+                    wall_start += cycle_s[k]
+                shaper.apply(q, v, out)
+                tau = plant.clip(mapper.map(out.tau_active).copy())
+                sat = bool(mapper.saturated.any())
+            except ValueError:
+                law_errors += 1
+                tau, sat = np.zeros(len(names)), False
         plant.d.ctrl[plant.ctrl] = tau
         # -------- diagnostics (after the law: its workspace holds this cycle's J_G, J_D)
         ws_check.set_configuration(q)
@@ -652,6 +655,9 @@ def main() -> None:
                     help="friction_compensation:=false (the command stage of control/friction)")
     ap.add_argument("--reaction", default="keep_task", choices=failure_reaction.REACTIONS,
                     help="failure_reaction (keep_task: the law before the reaction existed)")
+    ap.add_argument("--control-every", type=int, default=1, metavar="N",
+                    help="the law every N physics steps of 1 ms, its command held between (the "
+                         "node's rate under mujoco_sim's publish_every: config/arm.yaml's 2)")
     ap.add_argument("--real-time", action="store_true",
                     help="pace the loop to the wall clock and solve the reaction's re-plans "
                          "in a background thread (failure_replan_inline false), as on a robot "
@@ -700,7 +706,8 @@ def main() -> None:
             with locked(args.lock):
                 r = run_case(urdf, Case(setup, j - 1, gravity, overrides), args.period,
                              log=lambda s: print(s, flush=True), extra=extra, frame=frame,
-                             q0=q0, stamped=not args.unstamped, real_time=args.real_time)
+                             q0=q0, stamped=not args.unstamped, real_time=args.real_time,
+                             control_every=args.control_every)
             r["wall_s"], r["arm"] = time.perf_counter() - t0, args.arm
             rows.append(r)
             print(HEADER)

@@ -14,14 +14,17 @@ from helpers import PANDA_Q0, ROOT, issue_arm
 from underactuated_control.nodes.bags import read_bag
 from underactuated_control.scenarios import run_scenario
 from underactuated_control.scenarios.arm import run_arm
-from underactuated_control.scenarios.harness import stamp_seconds
+from underactuated_control.scenarios.harness import only_joints, stamp_seconds
 
 NODE = "/hybrid_dynamics_controller"
 CONTROLLER = NODE[1:]
 XARM7_Q0 = [0.0, -0.4, 0.0, 0.9, 0.0, 1.3, 0.0]  # hand down, 0.36 m out
 ARMS = {  # example-robot-data arms: URDF under its robots/, hand frame, start configuration
+    # (and, for one arm of a larger robot, its joints: the rest of the body rigid)
     "xarm7": ("xarm_description/urdf/xarm7.urdf", "link_eef", XARM7_Q0),
-    "panda": ("panda_description/urdf/panda.urdf", "panda_hand", PANDA_Q0)}
+    "panda": ("panda_description/urdf/panda.urdf", "panda_hand", PANDA_Q0),
+    "tiago": ("tiago_description/robots/tiago.urdf", "hand_grasping_frame",
+              [0.2, 0.3, -1.0, 1.5, 0.0, 0.5, 0.0], [f"arm_{i}_joint" for i in range(1, 8)])}
 
 
 def _arm_failure(tmp_path: Path, domain: int, arm: str, failing: str, period: float,
@@ -33,9 +36,9 @@ def _arm_failure(tmp_path: Path, domain: int, arm: str, failing: str, period: fl
     ``failing``'s motor failing half-way: the scenario's metrics (the hand from MuJoCo's
     joint states, the references from the bag) and the failure reactions /diagnostics
     reported."""
-    path, frame, q0 = ARMS[arm]
+    path, frame, q0, *joints = ARMS[arm]
     urdf = tmp_path / f"{arm}.urdf"
-    urdf.write_text(issue_arm(path))
+    urdf.write_text(only_joints(issue_arm(path), joints[0]) if joints else issue_arm(path))
     sim, law = {"initial_positions": q0}, {"tip_link": frame, **controller}
     if not gravity:
         sim["gravity"] = law["gravity"] = [0.0, 0.0, 0.0]
@@ -151,6 +154,29 @@ def _kept_with_the_swing(m: dict, reactions: set[str], label: str) -> None:
     assert m["hand_rms_after_failure_mm"] <= 10.0
     assert m["peak_speed_ratio_after_failure"] <= 1.2
     assert m["limit_overrun_after_failure_rad"] <= 0.05
+
+
+def test_a_failure_plans_first_solve_is_no_silence_of_the_states(tmp_path, domain):
+    """The node over DDS while a failure plan's first solve blocks its cycle (1.5 s here):
+    Tiago's arm (example-robot-data, the rest of the robot rigid, the issue's <dynamics>),
+    zero gravity, `task:=pose`, its upper-arm roll failing half-way round the 5 cm circle.
+    The reaction keeps the pose and plans it, and says so in the log (a warning, once per
+    decision). The state watchdog (`state_timeout` 0.5 s) counts the silence from the end of
+    the cycle that answered the last state: before, the solve itself was taken for 0.5 s
+    without /joint_states, zero effort was sent and the lock-stepped simulator stepped on it.
+    (The hand: over DDS from this failure state the pose plan is left within 30 ms, a wrist
+    joint 0.25 of its speed limit off the plan's velocity, and then lost, 122-130 mm RMS,
+    where in-process it keeps the hand, 4.8 mm: doc/failure_analysis.md, not traced.)"""
+    m, _ = _arm_failure(tmp_path, domain, "tiago", "arm_3_joint", 8.0, gravity=False,
+                        task="pose")
+    log = (tmp_path / f"{CONTROLLER}-path.log").read_text()
+    decided = [line for line in log.splitlines() if "failure reaction" in line]
+    print(f"\n[tiago zero g, pose, arm_3_joint fails] hand RMS after "
+          f"{m['hand_rms_after_failure_mm']:.2f} mm; " + " | ".join(d[:160] for d in decided))
+    assert m["nonfinite_commands"] == 0
+    assert "WARN" in decided[0] and "the pose task kept by a receding plan" in decided[0]
+    assert "no /joint_states for more than" not in log
+    assert m["failed_joint_command_after_Nm"] == 0.0
 
 
 @pytest.mark.parametrize("failing", ["panda_joint2", "panda_joint6"])

@@ -178,7 +178,9 @@ PARAMETERS = table(
     *shaper_parameters(),
     *TRAJECTORY_ACTION_PARAMETERS,
     ParameterSpec("state_timeout", 0.1, "a /joint_states (or base odometry) older than this "
-                  "gives no command", unit="s", low=1e-3, high=60.0),
+                  "gives no command; the silence counted from the end of the cycle that "
+                  "answered the last state (a long cycle, such as a failure plan's first "
+                  "solve, is no silence of the states)", unit="s", low=1e-3, high=60.0),
     ParameterSpec("base_state", "odometry", "floating-base models: where the base pose and "
                   "twist come from: odometry (nav_msgs/Odometry on base_odometry_topic) or "
                   "momentum (no base sensor: twist from the joint rates and base_momentum, pose "
@@ -369,6 +371,7 @@ class HybridDynamicsController(Node):
         self._silenced = False  # zero effort sent; silent until fresh valid data
         self._missing: list[str] = []
         self._status = ""
+        self._logged_reaction = None  # the failure reaction last logged (task mode)
         self.stats = {"cycles": 0, "stale": 0, "nonfinite": 0, "missing": 0,
                       "missing_velocities": 0, "length_mismatch": 0, "duplicate_names": 0,
                       "future_stamps": 0, "out_of_order": 0, "saturated": 0,
@@ -819,6 +822,11 @@ class HybridDynamicsController(Node):
         if plan.mapper.saturated.any():
             self.stats["saturated"] += 1
             self._saturated_names = plan.mapper.saturated_joints()
+        reaction = getattr(law, "reaction", None)
+        if reaction is not self._logged_reaction:  # decided at a failure or given up since
+            self._logged_reaction = reaction
+            if reaction is not None:
+                self.get_logger().warning(reaction.status)
         self._status = out.status if self._reaction is None else \
             f"collision: {self.params['collision_reaction']}" + \
             (f"; {out.status}" if out.status else "")
@@ -837,6 +845,9 @@ class HybridDynamicsController(Node):
         if self._ident is not None:
             self._identify_step(plan, q, v, command)
         self.stats["cycles"] += 1
+        # the state is answered: the next is awaited from now (the watchdog, run after this
+        # callback, does not take a cycle's own length for a silence of the states)
+        self._last_receipt = time.monotonic()
         now = time.perf_counter()
         self._compute_times.append(now - t0)
         self._cycle_stamps.append(now)
