@@ -84,26 +84,24 @@ def test_example_robots_free_flying(name):
 
 
 def test_panda_arm_sub_chain():
-    """tip_link selects the 7-DOF arm (no mimic finger joint in the selection)."""
+    """tip_link selects the 7-DOF arm (no mimic finger joint in the selection); the hand,
+    fixed to its last link off the root->tip path, rides on it with its mass, the moving
+    fingers are dropped with theirs."""
     text = EXAMPLE_URDFS["panda"].read_text()
     with pytest.raises(ValueError, match="panda_finger_joint2.*mimic"):
         RobotModel.from_urdf(text)
     arm = RobotModel.from_urdf(text, tip_link="panda_link8")
     assert arm.joint_names == tuple(f"panda_joint{i}" for i in range(1, 8))
-    # Pinocchio reference: the same URDF with the hand subtree removed
+    # Pinocchio reference: the same URDF with the fingers removed (the hand kept)
     import xml.etree.ElementTree as ET
 
     root = ET.fromstring(text)
-    hand = {
-        el.get("name")
-        for el in root.findall("link")
-        if el.get("name").startswith("panda_hand") or "finger" in el.get("name")
-    }
+    fingers = {el.get("name") for el in root.findall("link") if "finger" in el.get("name")}
     for el in list(root):
-        if el.tag == "link" and el.get("name") in hand:
+        if el.tag == "link" and el.get("name") in fingers:
             root.remove(el)
         if el.tag == "joint" and (
-            el.find("child").get("link") in hand or el.find("parent").get("link") in hand
+            el.find("child").get("link") in fingers or el.find("parent").get("link") in fingers
         ):
             root.remove(el)
     check_model(arm, PinRef(arm, ET.tostring(root, encoding="unicode")), np.random.default_rng(3))

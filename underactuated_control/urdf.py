@@ -144,12 +144,14 @@ def load_model(
     """Build a :class:`RobotModel` from a URDF path or XML string.
 
     ``root_link`` / ``tip_link`` select a sub-tree or a sub-chain (KDL-style: with ``tip_link``
-    only the joints on the root->tip path are kept). ``floating_base`` adds a passive 6-DOF joint
-    ``root_joint`` between the world and the root link (nothing when the URDF declares its own:
-    a massless root link whose only joint is floating). Moving links without ``<inertial>`` are
-    an error unless ``allow_massless_links`` (then they weigh nothing). ``<transmission>``
-    elements are ignored (they carry no dynamics; the commanded joints come from
-    ``<ros2_control>``).
+    only the joints on the root->tip path are kept; links fixed to a kept link off that path,
+    such as a gripper past the hand frame or a sensor, ride on it with their mass and frames,
+    and moving joints off it are dropped with what they carry). ``floating_base`` adds a
+    passive 6-DOF joint ``root_joint`` between the world and the root link (nothing when the
+    URDF declares its own: a massless root link whose only joint is floating). Moving links
+    without ``<inertial>`` are an error unless ``allow_massless_links`` (then they weigh
+    nothing). ``<transmission>`` elements are ignored (they carry no dynamics; the commanded
+    joints come from ``<ros2_control>``).
     """
     from urdf_parser_py.urdf import URDF
 
@@ -286,8 +288,9 @@ def load_model(
 
     def visit(link_name: str, body: int, E_link: np.ndarray, r_link: np.ndarray) -> None:
         for joint in children[link_name]:
-            if path_links is not None and joint.child not in path_links:
-                continue
+            off_path = path_links is not None and joint.child not in path_links
+            if off_path and joint.type != "fixed":
+                continue  # a moving joint off the selected chain: dropped with its subtree
             xyz, R = _origin(joint.origin)
             E, r = _compose(E_link, r_link, R.T, xyz)  # body -> joint frame (= child link frame)
             jtype = joint.type

@@ -156,26 +156,33 @@ def _kept_with_the_swing(m: dict, reactions: set[str], label: str) -> None:
     assert m["limit_overrun_after_failure_rad"] <= 0.05
 
 
-def test_a_failure_plans_first_solve_is_no_silence_of_the_states(tmp_path, domain):
-    """The node over DDS while a failure plan's first solve blocks its cycle (1.5 s here):
-    Tiago's arm (example-robot-data, the rest of the robot rigid, the issue's <dynamics>),
-    zero gravity, `task:=pose`, its upper-arm roll failing half-way round the 5 cm circle.
-    The reaction keeps the pose and plans it, and says so in the log (a warning, once per
-    decision). The state watchdog (`state_timeout` 0.5 s) counts the silence from the end of
-    the cycle that answered the last state: before, the solve itself was taken for 0.5 s
-    without /joint_states, zero effort was sent and the lock-stepped simulator stepped on it.
-    (The hand: over DDS from this failure state the pose plan is left within 30 ms, a wrist
-    joint 0.25 of its speed limit off the plan's velocity, and then lost, 122-130 mm RMS,
-    where in-process it keeps the hand, 4.8 mm: doc/failure_analysis.md, not traced.)"""
+def test_tiago_upper_arm_roll_failure_in_zero_gravity_keeps_the_pose_along_a_plan(tmp_path,
+                                                                                  domain):
+    """Issue 23's zero-g goal for `task:=pose` (hand RMS ≤ 10 mm after any single failure)
+    over DDS on Tiago's arm (example-robot-data, the rest of the robot rigid, the issue's
+    <dynamics>), zero gravity, its upper-arm roll (arm_3_joint) failing half-way round the
+    5 cm circle: the pose is kept at the failure (its rows' σ_min 0.024), where the
+    instantaneous law alone loses the hand (in-process 120 mm). The kept pose is planned (the
+    hand's rotation in the plan's cost), re-planned every 0.1 s (doc/failure_analysis.md,
+    "The pose task kept by a receding plan"). The node logs the decision (a warning), and its
+    state watchdog (`state_timeout` 0.5 s) does not take the first solve's blocking 1.5 s for
+    stale states (before, it sent zero effort into the lock-stepped simulator's step). The
+    plan needs the gripper's mass, which rides on the wrist past `tip_link` (before, the
+    node's model dropped it: the arm left the plan within 30 ms, 57-130 mm RMS). Judged by
+    the scenario's figures from the recorded states."""
     m, _ = _arm_failure(tmp_path, domain, "tiago", "arm_3_joint", 8.0, gravity=False,
                         task="pose")
     log = (tmp_path / f"{CONTROLLER}-path.log").read_text()
     decided = [line for line in log.splitlines() if "failure reaction" in line]
-    print(f"\n[tiago zero g, pose, arm_3_joint fails] hand RMS after "
-          f"{m['hand_rms_after_failure_mm']:.2f} mm; " + " | ".join(d[:160] for d in decided))
+    print(f"\n[tiago zero g, pose, arm_3_joint fails] hand RMS before "
+          f"{m['hand_rms_before_failure_mm']:.2f} mm, after {m['hand_rms_after_failure_mm']:.2f}"
+          f" mm; peak v/v_max {m['peak_speed_ratio_after_failure']:.2f}; "
+          + " | ".join(d[:160] for d in decided))
     assert m["nonfinite_commands"] == 0
     assert "WARN" in decided[0] and "the pose task kept by a receding plan" in decided[0]
     assert "no /joint_states for more than" not in log
+    assert m["hand_rms_after_failure_mm"] <= 10.0
+    assert m["peak_speed_ratio_after_failure"] <= 1.2
     assert m["failed_joint_command_after_Nm"] == 0.0
 
 

@@ -52,7 +52,9 @@ def robot_parameters(*, chain: bool = True, floating: bool = False,
             ParameterSpec("root_link", "", "root of the controlled sub-tree (empty: the URDF "
                           "root)", read_only=True),
             ParameterSpec("tip_link", "", "tip of the controlled chain (empty: the whole "
-                          "tree)", read_only=True),
+                          "tree); links fixed to the chain past or beside it (a gripper, a "
+                          "sensor) ride on it with their mass, moving joints off it are "
+                          "dropped", read_only=True),
         ]
     if floating:
         specs += [
