@@ -48,6 +48,7 @@ from .kinematics import (
     classical_acceleration,
     frame_jacobian_kernel,
     frame_point,
+    frame_rotation,
 )
 from .model import RobotModel
 from .spatial import (
@@ -223,10 +224,7 @@ def frame_task_kernel(ints, consts, work, frames, q, v, tau_passive, body, rotat
             return status
     Eb = E_world[body]
     frame_point(Eb, p_world[body], offset, f.position)
-    for i in range(3):  # R = (E_f E_b)ᵀ
-        for j in range(3):
-            R[i, j] = Eb[0, i] * rotation[j, 0] + Eb[1, i] * rotation[j, 1] \
-                + Eb[2, i] * rotation[j, 2]
+    frame_rotation(Eb, rotation, R)
     frame_jacobian_kernel(m.parent, c.S, m.nv_joint, m.v_start, E_world, p_world, body,
                           f.position, f.J)
     if by_rows:

@@ -13,7 +13,8 @@ from numba import njit
 from .model import FLOATING, PRISMATIC, RobotModel
 from .spatial import FAST
 
-__all__ = ["body_placements", "frame_jacobian_kernel", "frame_point", "classical_acceleration",
+__all__ = ["body_placements", "frame_jacobian_kernel", "frame_point", "frame_rotation",
+           "classical_acceleration",
            "acceleration_without_gravity", "reach"]
 
 
@@ -97,6 +98,16 @@ def frame_point(E_world_b, p_world_b, offset, out):
     for a in range(3):
         out[a] = p_world_b[a] + E_world_b[0, a] * offset[0] + E_world_b[1, a] * offset[1] \
             + E_world_b[2, a] * offset[2]
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
+def frame_rotation(E_world_b, rotation, out):
+    """R = (E_f E_b)ᵀ: the axes of a frame fixed to body b (``rotation`` E_f, the model's
+    ``Frame.rotation``) in root axes."""
+    for i in range(3):
+        for j in range(3):
+            out[i, j] = E_world_b[0, i] * rotation[j, 0] + E_world_b[1, i] * rotation[j, 1] \
+                + E_world_b[2, i] * rotation[j, 2]
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)

@@ -751,14 +751,16 @@ class PlannedSwing:
         return np.asarray(position, float) + self._leads()[:, None] * np.asarray(velocity,
                                                                                  float)
 
-    def _rotations(self, rotation: np.ndarray | None, angular_velocity: np.ndarray | None
-                   ) -> np.ndarray | None:
+    def _rotations(self, rotation: np.ndarray | None, angular_velocity: np.ndarray | None,
+                   ahead: float = 0.0) -> np.ndarray | None:
         """The hand's rotation per knot, a pose task's (else None): the setpoint's carried
-        ahead at its angular velocity (root axes) as ``_targets`` carries its position."""
+        ahead at its angular velocity (root axes) as ``_targets`` carries its position, from
+        ``ahead`` s after the setpoint's time (a background re-plan's lead)."""
         if not self.pose:
             return None
         w = np.zeros(3) if angular_velocity is None else np.asarray(angular_velocity, float)
-        return np.array([rotation_exp(lead * w) @ rotation for lead in self._leads()])
+        return np.array([rotation_exp((ahead + lead) * w) @ rotation
+                         for lead in self._leads()])
 
     def plan(self, q: np.ndarray, v: np.ndarray, position: np.ndarray, velocity: np.ndarray,
              rotation: np.ndarray | None = None, angular_velocity: np.ndarray | None = None
@@ -833,8 +835,7 @@ class PlannedSwing:
         p.running.terms[0].targets = targets[:-1]
         p.terminal.terms[0].position = targets[-1]
         if self.pose:
-            w = np.zeros(3) if angular_velocity is None else angular_velocity
-            rotations = self._rotations(rotation_exp(ahead * SWING_DT * w) @ rotation, w)
+            rotations = self._rotations(rotation, angular_velocity, ahead * SWING_DT)
             p.running.terms[0].rotations = rotations[:-1]
             p.terminal.terms[0].rotation = rotations[-1]
         new = solve_box_ddp(p.step, xs[ahead], us[ahead:], p.running, p.terminal,

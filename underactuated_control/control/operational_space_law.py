@@ -58,6 +58,7 @@ from ..jacobians import (
     generalized_jacobian_sweeps,
 )
 from ..kinematics import body_placements
+from ..kinematics import frame_rotation as frame_axes
 from ..model import RobotModel
 from ..operational_space import OperationalSpace, SingularTaskError
 from ..operational_space_kernels import (
@@ -464,10 +465,7 @@ def _setpoint_force(o, body, k, v, frame_rotation, setpoint, L):
     error, v_sp = L.error, L.v_sp
     Eb = o.E_world[body]
     R = np.empty((3, 3))
-    for i in range(3):  # the frame's axes in root axes: (E_f E_b)ᵀ
-        for j in range(3):
-            R[i, j] = frame_rotation[j, 0] * Eb[0, i] + frame_rotation[j, 1] * Eb[1, i] \
-                + frame_rotation[j, 2] * Eb[2, i]
+    frame_axes(Eb, frame_rotation, R)  # the frame's axes in root axes
     sp_rotation, e_rot = np.empty((3, 3)), np.empty(3)
     packed_rotation(setpoint, sp_rotation)
     rotation_error_log(sp_rotation, R, e_rot)

@@ -21,6 +21,7 @@ from ..dynamics import (
     work_views,
 )
 from ..kinematics import body_placements, frame_jacobian_kernel, frame_point
+from ..kinematics import frame_rotation as frame_axes
 from ..passive_forces import element_force
 
 
@@ -344,11 +345,7 @@ def frame_path_kernel(ints, consts, work, E_world, p_world, body, offset, xs, ta
             e[a] = point[a] - targets[k, a]
         total += 0.5 * weight * (e[0] * e[0] + e[1] * e[1] + e[2] * e[2])
         if turn:
-            E = E_world[body]
-            for a in range(3):
-                for b in range(3):
-                    R[a, b] = (E[0, a] * frame_rotation[b, 0] + E[1, a] * frame_rotation[b, 1]
-                               + E[2, a] * frame_rotation[b, 2])
+            frame_axes(E_world[body], frame_rotation, R)
             for a in range(3):
                 for b in range(3):
                     M[a, b] = (R[a, 0] * rotations[k, b, 0] + R[a, 1] * rotations[k, b, 1]
