@@ -111,7 +111,7 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
     law object built (the start's and the failure's) before it runs, for experiments. The
     failure reaction (``failure_reaction`` in ``extra``; ``settings`` makes it ``keep_task``,
     the law before the reaction, unless asked) is armed as the node arms it: the new law's
-    ``carry_reference`` with the old model. ``stamped``: each sample of the stream stamped
+    ``carry_reference`` with the old model and law. ``stamped``: each sample of the stream stamped
     with its time, as scenarios.harness.stream_path sends them to the node (followed as a
     path, control/limits.py); else unstamped (each chased to a stop). ``real_time``: the loop
     paced to the wall clock (a cycle waits until its time; a late one does not), as a robot
@@ -169,9 +169,9 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
         if k == k_fail:
             q_fail = q.copy()
             if failing is not None:  # passive_joints := [failing]
-                old = m
+                old, replaced = m, law
                 m, law, shaper, mapper = plan(model.with_passive([failing]))
-                ref = law.carry_reference(ref, old)  # the node's _commit
+                ref = law.carry_reference(ref, old, replaced)  # the node's _commit
         if k >= n_settle and (k - n_settle) % 10 == 0:  # the 100 Hz stream
             ref = TaskReference(position=path(t_path), rotation=R_start.copy(),
                                 stamp=k * dt if stamped else 0.0)

@@ -272,6 +272,65 @@ def test_a_gain_change_keeps_the_failure_reaction():
     assert f"failure reaction {rebuilt.reaction.mode}" in out.status
 
 
+def test_a_gain_change_goes_on_along_the_path_a_failure_stops_it():
+    """A law rebuilt for a gain change (the node's _commit: ``carry_reference`` with the law it
+    replaces, the same passive joints) takes that law's setpoint, moving, and its clock: fed
+    the same states and the same stamped circle, its setpoint is the one of a law never
+    rebuilt, to rounding, moving at the circle's speed (before 2026-12-05 it restarted at
+    rest: the hand stopped and started again at every change from rqt). A law rebuilt for a
+    failed motor starts at rest at the measured hand, as before: carried there, the
+    failure's first plans follow the moving path, which lost seven rows of the goals' table
+    (doc/failure_analysis.md). The arm is held still (a forced keep_task that never steps
+    down, the setpoint neither leashed nor slowed), so only the setpoint moves."""
+    from underactuated_control.scenarios.harness import circle_path
+
+    model = RobotModel.from_urdf(XARM7, gravity=(0.0, 0.0, 0.0))
+    common = dict(task="pose", failure_reaction="keep_task", failure_plan_budget=0.0,
+                  task_joint_speed_fraction=0.0, task_max_position_error=1.0)
+    s = default_settings(**common)
+
+    def law_for(m: RobotModel, **gains: float) -> TaskLaw:
+        return TaskLaw(m, default_settings(**common, **gains) if gains else s, FRAME,
+                       JacobianWorkspace(m))
+
+    law, never_rebuilt = law_for(model), law_for(model)
+    ref = law.hold_reference(Q0)
+    never_rebuilt.hold_reference(Q0)
+    period, radius = 8.0, 0.05
+    path = circle_path(ref.position.copy(), radius, [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], period)
+    circle_speed = 2.0 * np.pi * radius / period
+    k_change, zero = 2000, np.zeros(7)
+    failed = law_for(model.with_passive(["joint4"]))
+    measured = JacobianWorkspace(model)
+    measured.set_configuration(Q0)
+    hand = measured.frame_placement(FRAME)[0].copy()
+    for k in range(k_change + 301):
+        t = k * 1e-3
+        if k % 10 == 0:  # stream_path's 100 Hz, stamped
+            ref = TaskReference(position=path(t), rotation=ref.rotation, stamp=t)
+        if k == k_change:
+            rebuilt = law_for(model, task_kp_position=200.0)
+            ref = rebuilt.carry_reference(ref, model, law)
+            failed.carry_reference(ref, model, law)
+            failed.compute(Q0, zero, ref, t, False)
+            law = rebuilt
+        law.compute(Q0, zero, ref, t, False)
+        never_rebuilt.compute(Q0, zero, ref, t, False)
+        if k == k_change:
+            start = failed.follower.setpoint
+            assert np.linalg.norm(start.linear_velocity) == 0.0
+            assert np.abs(start.position - hand).max() < 1e-12
+            assert failed.reaction.failed == ("joint4",)
+            assert abs(np.linalg.norm(law.follower.setpoint.linear_velocity)
+                       - circle_speed) < 0.02 * circle_speed
+        if k >= k_change:
+            got, want = law.follower.setpoint, never_rebuilt.follower.setpoint
+            assert np.abs(got.position - want.position).max() < 1e-12, k
+            assert np.abs(got.rotation - want.rotation).max() < 1e-12, k
+            assert np.abs(got.linear_velocity - want.linear_velocity).max() < 1e-12, k
+    assert np.linalg.norm(law.follower.setpoint.position - path(k_change * 1e-3 + 0.3)) < 2e-3
+
+
 def test_forced_choice_and_bad_choice():
     model = RobotModel.from_urdf(XARM7).with_passive(["joint3"])
     d = decide(model, ["joint3"], Q0, FRAME, "pose", "hold")
@@ -407,9 +466,9 @@ def _circle(task: str, failing: str | None = None, period: float = 4.0,
         nonlocal ref
         t = k * 1e-3
         if failing is not None and k == k_fail:
-            old = current[0].model
+            replaced = current[0]
             current[:] = plan(model.with_passive([failing]))
-            ref = current[0].carry_reference(ref, old)
+            ref = current[0].carry_reference(ref, replaced.model, replaced)  # as the node
         goal = path(t - 0.3)
         if k % 10 == 0:
             if stamped:

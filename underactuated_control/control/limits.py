@@ -270,6 +270,19 @@ class PoseSetpointFollower:
                                       angular_acceleration=alpha)
         self._stream[:] = 0.0
 
+    def resume(self, other: PoseSetpointFollower) -> None:
+        """Go on from ``other``'s setpoint: its pose, velocities and accelerations, and the
+        stamped samples it has seen (a law rebuilt for new gains continues the one it
+        replaces, not restarting at rest)."""
+        sp = other.setpoint
+        if sp is None:
+            raise RuntimeError("the follower to resume from has no setpoint")
+        self.reset(sp.position, sp.rotation)
+        _, _, v, w, a, alpha = self._fields
+        v[:], w[:] = sp.linear_velocity, sp.angular_velocity
+        a[:], alpha[:] = sp.linear_acceleration, sp.angular_acceleration
+        self._stream[:] = other._stream
+
     def step(self, goal: TaskReference, dt: float,
              speed_scale: tuple[float, float] = (1.0, 1.0), now: float = 0.0
              ) -> TaskReference:

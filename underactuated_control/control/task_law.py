@@ -216,6 +216,7 @@ class TaskLaw(ControlLaw):
         self._floor: Decision | None = None  # the reaction in force when more joints failed
         self._posture: SafePosture | None = None
         self._swing: PlannedSwing | None = None  # a loaded failed joint's swing, planned
+        self._continues: TaskLaw | None = None  # the law replaced (carry_reference)
 
     def check_reference(self, reference: TaskReference) -> None:
         """``ValueError`` for a goal no configuration can reach (``ReachCheck``)."""
@@ -245,7 +246,17 @@ class TaskLaw(ControlLaw):
         failure reaction, decided at the next state (``failure_reaction``), together with the
         failed joints ``previous`` (the law this one replaces) was reacting to that are still
         passive; while all of those are, the new reaction is at least as cautious as
-        ``previous``'s (``at_least``)."""
+        ``previous``'s (``at_least``). The setpoint goes on where ``previous``'s is, moving as
+        it moves, when the passive joints are the same (a gain or payload change) and both
+        laws keep the same task of the same frame; else, and without ``previous``, it starts
+        at rest at the measured pose, as at a failure: carried there, the failure's first plans
+        follow the moving path, which keeps the hand closer on the rows the law keeps but lost
+        seven others (doc/failure_analysis.md, "The first plan is told to stop the hand")."""
+        if isinstance(previous, TaskLaw) and previous.frame == self.frame \
+                and old_model.passive_joints == self.model.passive_joints \
+                and previous.tracker.task == self.tracker.task \
+                and previous.follower.setpoint is not None and previous._posture is None:
+            self._continues = previous
         earlier = list(previous.failed_joints) if isinstance(previous, TaskLaw) else []
         still = [n for n in earlier if n in self.model.passive_joints]
         self._failed = still + [n for n in newly_passive(self.model, old_model)
@@ -264,6 +275,10 @@ class TaskLaw(ControlLaw):
                 with_jacobians: bool) -> LawOutput:
         if self.follower.setpoint is None:  # a rebuilt law starts from the measured pose
             self.hold_reference(q)
+            if self._continues is not None:  # its setpoint and clock the replaced law's
+                self.follower.resume(self._continues.follower)
+                self._last_t = self._continues._last_t
+                self._continues = None
         if self._failed:  # failure reaction: decided once, at the first state after it
             self._react(q, v)
         if self._posture is not None:  # the safe posture: no task

@@ -43,7 +43,7 @@ from ..buffers import take
 from ..dynamics import OK as DYNAMICS_OK
 from ..dynamics import all_finite, const_views, int_views, joint_transforms, work_views
 from ..jacobians import generalized_jacobian_sweeps
-from ..kinematics import body_placements, frame_jacobian_kernel
+from ..kinematics import body_placements, frame_jacobian_kernel, frame_rotation
 from ..spatial import FAST, jacobi_svd, rotation_log  # (jacobi_svd: re-exported)
 
 __all__ = ["ARM_ANGLE", "ELBOW", "COLLISION", "JOINT_LIMITS", "LOCKING", "OPTIMAL",
@@ -519,14 +519,13 @@ def configuration_step(ints, consts, work, rint, rflt, rwork, q, tgt):
     tb = tip
     _point(v.E_world, v.p_world, tb, tip_off, point)
     Rh = np.empty((3, 3))
+    if tb < 0:  # the tip on the root: R = E_fᵀ
+        Rh[:, :] = tip_rot.T
+    else:
+        frame_rotation(v.E_world[tb], tip_rot, Rh)  # R = (E_f E_b)ᵀ
     for a in range(3):
         hp[a] = point[a]
-        for b in range(3):  # R = (E_f E_b)ᵀ
-            if tb < 0:
-                Rh[a, b] = tip_rot[b, a]
-            else:
-                Rh[a, b] = (tip_rot[b, 0] * v.E_world[tb, 0, a] + tip_rot[b, 1]
-                            * v.E_world[tb, 1, a] + tip_rot[b, 2] * v.E_world[tb, 2, a])
+        for b in range(3):
             hp[3 + 3 * a + b] = Rh[a, b]
     _jacobian(par, S_, nvj, vst, v.E_world, v.p_world, tb, point, v.J_e)
     Rerr = np.empty((3, 3))
