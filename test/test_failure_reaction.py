@@ -850,6 +850,40 @@ def test_the_kept_tasks_plan_is_dropped_where_the_arm_leaves_it():
     assert task.command(q, v, 0.002, hand, np.zeros(3)) is None  # not followed again
 
 
+def test_a_re_plan_past_the_speed_limits_drops_the_plan(monkeypatch):
+    """A re-plan whose solution passes a speed limit (judged as a first plan is: PLAN_SPEED)
+    is not followed, and the plan is dropped from its time: the task goes on unplanned (None).
+    Before 2026-12-05 it was followed: on Tiago Pro's wrist in zero g the re-plan at 0.1 s,
+    30 iterations from the measured state, said 35x the speed limits, and its first commands
+    threw the failed wrist to 0.77 of its limit within 2 ms (2.78 mm RMS; dropped now, 2.12)."""
+    from underactuated_control.control import failure_reaction
+    from underactuated_control.control.failure_reaction import (
+        PLAN_SPEED,
+        SWING_REPLAN,
+        PlannedTask,
+        trajectory_excess,
+    )
+
+    task, q, v, hand = _plan_at_rest(PlannedTask)
+    solve = failure_reaction.solve_box_ddp
+    v_max = np.asarray(task.model.velocity_limit, float)
+    re_plans = []
+
+    def too_fast(*args, **kwargs):
+        sol = solve(*args, **kwargs)
+        sol.xs[10:, task.model.nq + 1] = 2.0 * v_max[1]  # joint2 at twice its limit
+        re_plans.append(trajectory_excess(task.model, sol.xs)[0])
+        return sol
+
+    monkeypatch.setattr(failure_reaction, "solve_box_ddp", too_fast)
+    steps = round(SWING_REPLAN / 1e-3)
+    before = [task.command(q, v, 1e-3 * k, hand, np.zeros(3)) for k in range(steps)]
+    assert all(u is not None for u in before)
+    assert task.command(q, v, SWING_REPLAN, hand, np.zeros(3)) is None
+    assert re_plans and re_plans[0] > PLAN_SPEED  # the premise: that re-plan is too fast
+    assert task.command(q, v, SWING_REPLAN + 1e-3, hand, np.zeros(3)) is None  # not again
+
+
 def test_a_failed_re_plan_waits_as_long_as_a_kept_one(monkeypatch):
     """A re-plan of the planned swing that fails (the solver raises) leaves the last solution
     followed, and the next one is tried SWING_REPLAN later, not every cycle: over 0.35 s of

@@ -814,12 +814,14 @@ class PlannedSwing:
     def _solve_again(self, q: np.ndarray, v: np.ndarray, elapsed: float, position: np.ndarray,
                      velocity: np.ndarray, rotation: np.ndarray | None,
                      angular_velocity: np.ndarray | None, sol: Solution, solved_at: float,
-                     lead: float) -> tuple[Solution, float] | None:
+                     lead: float) -> tuple[Solution | None, float] | None:
         """A solve from the state ``lead`` s after (q, v) at ``elapsed``: ``sol`` (solved at
         ``solved_at``) from then on (its last knot repeated to the horizon), rolled out from
         (q, v) with its gains, predicts that state and is the first guess after it; (the
         solution, the time it starts at), or None where that rollout diverges (the last
-        solution goes on). In the re-plan thread unless inline (``lead`` 0)."""
+        solution goes on); the solution None where it passes a speed or position limit as a
+        first plan may not (the plan is dropped from that time: the task goes on
+        unplanned). In the re-plan thread unless inline (``lead`` 0)."""
         p = self.problem
         ahead = int(round(lead / SWING_DT))
         shift = int(round((elapsed - solved_at) / SWING_DT))
@@ -843,7 +845,10 @@ class PlannedSwing:
                             deadline=start + self.budget)
         self.seconds += time.perf_counter() - start
         self.solves += 1
-        return new, elapsed + ahead * SWING_DT
+        peak, over, _ = trajectory_excess(self.model, new.xs)
+        if not (peak <= PLAN_SPEED and over <= LIMIT_TOLERANCE):  # judged as the first plan:
+            return None, elapsed + ahead * SWING_DT  # the plan dropped from its time (Tiago
+        return new, elapsed + ahead * SWING_DT  # Pro's wrist: a re-plan at 35x the limits)
 
     def _advance_lead(self, latency: float) -> None:
         """The next background re-plan starts ``REPLAN_LEAD_MARGIN`` of ``latency`` [s]
@@ -862,8 +867,10 @@ class PlannedSwing:
                 self._advance_lead(elapsed - self._tried_at)
         if self._next is not None and elapsed >= self._next[1] - 1e-9:
             (sol, solved_at), self._next = self._next, None
-            if not self._off(v, self._reference(sol, solved_at, elapsed)[1],
-                             TASK_PLAN_DEVIATION):
+            if sol is None:  # a re-plan past the limits: not followed further
+                self.solution = None
+            elif not self._off(v, self._reference(sol, solved_at, elapsed)[1],
+                               TASK_PLAN_DEVIATION):
                 self.solution, self._solved_at = sol, solved_at
 
     def _off(self, v: np.ndarray, x_ref: np.ndarray, share: float) -> bool:
@@ -906,6 +913,8 @@ class PlannedSwing:
                                   self.solution, self._solved_at, self.lead)
             self._take_replan(elapsed, v)  # inline: done, and started
         sol, step = self.solution, self.step
+        if sol is None:  # a re-plan past the limits dropped it
+            return None
         k, x_ref = self._reference(sol, self._solved_at, elapsed)
         self._knot = k
         x = np.concatenate([q, v])
