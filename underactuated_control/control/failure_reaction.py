@@ -846,7 +846,8 @@ class PlannedSwing:
         self.seconds += time.perf_counter() - start
         self.solves += 1
         peak, over, _ = trajectory_excess(self.model, new.xs)
-        if not (peak <= PLAN_SPEED and over <= LIMIT_TOLERANCE):  # judged as the first plan:
+        if isinstance(self, PlannedTask) and not (peak <= PLAN_SPEED
+                                                  and over <= LIMIT_TOLERANCE):
             return None, elapsed + ahead * SWING_DT  # the plan dropped from its time (Tiago
         return new, elapsed + ahead * SWING_DT  # Pro's wrist: a re-plan at 35x the limits)
 
