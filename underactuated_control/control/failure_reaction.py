@@ -718,6 +718,7 @@ class PlannedSwing:
     runaway = RUNAWAY_SPEED  # of a speed limit: a joint faster drops the plan
     iterations = SWING_ITERATIONS  # box DDP, the first solve
     deviation = np.inf  # of a speed limit: a joint's velocity this far off the plan's drops it
+    judge_replans = False  # a re-plan past the limits drops the plan (else it is followed)
     what = "the swing planned with the hand kept"  # the status's words
     kind = "swing"
 
@@ -819,9 +820,10 @@ class PlannedSwing:
         ``solved_at``) from then on (its last knot repeated to the horizon), rolled out from
         (q, v) with its gains, predicts that state and is the first guess after it; (the
         solution, the time it starts at), or None where that rollout diverges (the last
-        solution goes on); the solution None where it passes a speed or position limit as a
-        first plan may not (the plan is dropped from that time: the task goes on
-        unplanned). In the re-plan thread unless inline (``lead`` 0)."""
+        solution goes on); with ``judge_replans`` (a kept task's plan), the solution None
+        where it passes a speed or position limit as a first plan may not (the plan is dropped
+        from that time: the task goes on unplanned). In the re-plan thread unless inline
+        (``lead`` 0)."""
         p = self.problem
         ahead = int(round(lead / SWING_DT))
         shift = int(round((elapsed - solved_at) / SWING_DT))
@@ -845,11 +847,11 @@ class PlannedSwing:
                             deadline=start + self.budget)
         self.seconds += time.perf_counter() - start
         self.solves += 1
-        peak, over, _ = trajectory_excess(self.model, new.xs)
-        if isinstance(self, PlannedTask) and not (peak <= PLAN_SPEED
-                                                  and over <= LIMIT_TOLERANCE):
-            return None, elapsed + ahead * SWING_DT  # the plan dropped from its time (Tiago
-        return new, elapsed + ahead * SWING_DT  # Pro's wrist: a re-plan at 35x the limits)
+        if self.judge_replans:  # as the first plan is judged
+            peak, over, _ = trajectory_excess(self.model, new.xs)
+            if not (peak <= PLAN_SPEED and over <= LIMIT_TOLERANCE):
+                return None, elapsed + ahead * SWING_DT  # the plan dropped from its time
+        return new, elapsed + ahead * SWING_DT
 
     def _advance_lead(self, latency: float) -> None:
         """The next background re-plan starts ``REPLAN_LEAD_MARGIN`` of ``latency`` [s]
@@ -950,6 +952,7 @@ class PlannedTask(PlannedSwing):
     iterations = TASK_PLAN_ITERATIONS
     deviation = TASK_PLAN_DEVIATION
     runaway = PLAN_SPEED
+    judge_replans = True  # Tiago Pro's wrist in zero g: a re-plan at 35x the limits followed
     kind = "task"
 
     @property
