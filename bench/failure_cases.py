@@ -558,6 +558,10 @@ def goals(rows: list[dict]) -> str:
         lines.append(f"| {arm} | {setup} | {sum(map(hand_ok, runs))} of {len(runs)} | "
                      f"{hand_missed or '—'} | {sum(map(speed_ok, runs))} of {len(runs)} | "
                      f"{speed_missed or '—'} |")
+    seen = sorted({", ".join(f"{k} {v}" for k, v in r["environment"].items())
+                   for r in rows if "environment" in r})
+    if seen:  # the marginal rows turn on rounding: say what measured them
+        lines.append("\nMeasured with: " + "; ".join(seen))
     return "\n".join(lines)
 
 
@@ -600,6 +604,16 @@ def markdown(rows: list[dict]) -> str:
                    f"{r['JD_norm_median']:.3g} | {r['secondary_sigma_min_median']:.3g}.."
                    f"{r['secondary_sigma_max_median']:.3g} | {frac:.3f} |"))
     return "\n".join(lines)
+
+
+def environment() -> dict[str, str]:
+    """The versions a row was measured with: the marginal rows (a loaded joint's swing) turn
+    on rounding, and the same code kept or lost them with other MuJoCo/numpy/numba builds
+    (doc/failure_analysis.md, "Where the goals stand")."""
+    import mujoco
+    import numba
+    return {"python": sysconfig.get_python_version(), "numpy": np.__version__,
+            "numba": numba.__version__, "mujoco": mujoco.__version__}
 
 
 @contextmanager
@@ -708,7 +722,8 @@ def main() -> None:
                              log=lambda s: print(s, flush=True), extra=extra, frame=frame,
                              q0=q0, stamped=not args.unstamped, real_time=args.real_time,
                              control_every=args.control_every)
-            r["wall_s"], r["arm"] = time.perf_counter() - t0, args.arm
+            r["wall_s"], r["arm"], r["environment"] = time.perf_counter() - t0, args.arm, \
+                environment()
             rows.append(r)
             print(HEADER)
             print_row(r)
@@ -723,7 +738,8 @@ def main() -> None:
                     r = run_free_flyer(free, weight, radius, args.period,
                                        {**extra, "passive_weight_scale": scale}, frame=frame,
                                        q0=q0)
-                r.update(label=label, arm=arm, passive_weight_scale=scale)
+                r.update(label=label, arm=arm, passive_weight_scale=scale,
+                         environment=environment())
                 rows.append(r)
                 print_free_flyer(r)
     print("\n" + HEADER)

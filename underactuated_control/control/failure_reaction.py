@@ -937,10 +937,11 @@ class PlannedTask(PlannedSwing):
     """The predictive layer of a kept position or pose task (``pose``: the hand's rotation in
     the plan's cost too) around failed joints that carry no static load (a zero-gravity arm,
     a vertical axis): the same receding horizon as ``PlannedSwing`` from the failure on,
-    followed for as long as the task runs. Only the first solve is judged (the hand within
-    ``TASK_PLAN_HAND`` of its path, a pose task's ``TASK_PLAN_POSE_HAND``; the limits);
-    a joint past ``PLAN_SPEED`` of its speed limit, or ``TASK_PLAN_DEVIATION`` of it off the
-    plan's velocity, drops the plan and the instantaneous task law resumes with its run-time
+    followed for as long as the task runs. The first solve is judged by its hand (within
+    ``TASK_PLAN_HAND`` of its path, a pose task's ``TASK_PLAN_POSE_HAND``) and the limits,
+    each re-plan by the limits (``judge_replans``: one past them drops the plan); a joint
+    past ``PLAN_SPEED`` of its speed limit, or ``TASK_PLAN_DEVIATION`` of it off the plan's
+    velocity, drops the plan and the instantaneous task law resumes with its run-time
     check (doc/failure_analysis.md, "The position task kept by a receding plan"). The
     instantaneous law alone follows the setpoint's path more exactly where it keeps it
     (0.6–0.8 mm RMS against the plan's 1.2–1.5 mm on a 5 cm circle: the plan sees the path

@@ -217,6 +217,7 @@ class TaskLaw(ControlLaw):
         self._posture: SafePosture | None = None
         self._swing: PlannedSwing | None = None  # a loaded failed joint's swing, planned
         self._continues: TaskLaw | None = None  # the law replaced (carry_reference)
+        self._carried_at_failure = False  # its moving setpoint taken over at a failure
 
     def check_reference(self, reference: TaskReference) -> None:
         """``ValueError`` for a goal no configuration can reach (``ReachCheck``)."""
@@ -247,13 +248,14 @@ class TaskLaw(ControlLaw):
         failed joints ``previous`` (the law this one replaces) was reacting to that are still
         passive; while all of those are, the new reaction is at least as cautious as
         ``previous``'s (``at_least``). The setpoint goes on where ``previous``'s is, moving as
-        it moves, when the passive joints are the same (a gain or payload change) and both
-        laws keep the same task of the same frame; else, and without ``previous``, it starts
-        at rest at the measured pose, as at a failure: carried there, the failure's first plans
-        follow the moving path, which keeps the hand closer on the rows the law keeps but lost
-        seven others (doc/failure_analysis.md, "The first plan is told to stop the hand")."""
+        it moves, when both laws keep the same task of the same frame (a gain or payload
+        change, a failed motor); else, and without ``previous``, it starts at rest at the
+        measured pose. At a failure the first plan (``_plan_ahead``) then follows the moving
+        path; where that plan is refused, and where a loaded failed joint is let swing (its
+        plan, ``PlannedSwing``, brings the swing to rest with the hand held), the setpoint
+        restarts at rest at the measured hand (doc/failure_analysis.md, "The setpoint carried
+        across a failure")."""
         if isinstance(previous, TaskLaw) and previous.frame == self.frame \
-                and old_model.passive_joints == self.model.passive_joints \
                 and previous.tracker.task == self.tracker.task \
                 and previous.follower.setpoint is not None and previous._posture is None:
             self._continues = previous
@@ -279,6 +281,7 @@ class TaskLaw(ControlLaw):
                 self.follower.resume(self._continues.follower)
                 self._last_t = self._continues._last_t
                 self._continues = None
+                self._carried_at_failure = bool(self._failed)
         if self._failed:  # failure reaction: decided once, at the first state after it
             self._react(q, v)
         if self._posture is not None:  # the safe posture: no task
@@ -330,8 +333,11 @@ class TaskLaw(ControlLaw):
         position or pose task (the hand's rotation in the plan too) whose failed joints carry
         no static load, at the failure. Followed
         where its first plan keeps the hand near the setpoint and every joint within its
-        limits; else (or with ``failure_plan_budget`` 0) the task goes on unplanned. The
-        decision, its reason noting which."""
+        limits; else (or with ``failure_plan_budget`` 0) the task goes on unplanned. A plan
+        toward a setpoint carried across the failure, moving, that is refused: the setpoint
+        restarts at rest at the measured hand and the plan is made again toward it (Talos'
+        elbow in zero g: its plan toward the moving path 4 mm off, refused; 2.7 mm kept
+        toward the stopped hand). The decision, its reason noting which."""
         self._swing = None
         if self.plan_budget <= 0.0:
             return d
@@ -340,6 +346,14 @@ class TaskLaw(ControlLaw):
         sp = self.follower.setpoint
         used, note = plan.plan(q, v, sp.position, sp.linear_velocity, sp.rotation,
                                sp.angular_velocity)
+        if not used and self._carried_at_failure:  # again, toward the hand stopped
+            self._carried_at_failure = False
+            self.hold_reference(q)
+            plan = kind(self.model, self.frame, self.plan_budget, self.replan_inline, pose)
+            sp = self.follower.setpoint
+            used, again = plan.plan(q, v, sp.position, sp.linear_velocity, sp.rotation,
+                                    sp.angular_velocity)
+            note = f"toward the moving path: {note}; toward the hand stopped: {again}"
         if used:
             self._swing = plan
         return replace(d, reason=f"{d.reason}; {note}")
@@ -379,7 +393,12 @@ class TaskLaw(ControlLaw):
         d = decide(self.model, self._failed, q, self.frame, self.tracker.task,
                    self.failure_reaction, self.tracker.singular_threshold, self.workspace)
         self._failed = []
-        self._apply(at_least(d, self._floor), q, v, at_failure=True)
+        d = at_least(d, self._floor)
+        if self._carried_at_failure and d.target is not None:  # a loaded joint let swing:
+            self.hold_reference(q)  # from the hand stopped (carried, Talos' forearm roll
+            # under gravity swung to 1.44 of a speed limit against 1.14)
+        self._apply(d, q, v, at_failure=True)
+        self._carried_at_failure = False
 
     def _apply(self, d: Decision, q: np.ndarray, v: np.ndarray, at_failure: bool = False
                ) -> None:
