@@ -706,7 +706,7 @@ def main() -> None:
             ap.error(f"--set {item}: unknown setting {name!r}")
         kind = type(known[name])
         extra[name] = value.lower() in ("1", "true") if kind is bool else kind(value)
-    rows = []
+    rows, measured_with = [], environment()
     if any(SETUPS[s][0] for s in args.setups):
         warm_arrest_planner(urdf, q0, frame)
     print(f"{args.arm} (example-robot-data), <dynamics damping={args.damping} "
@@ -723,7 +723,7 @@ def main() -> None:
                              q0=q0, stamped=not args.unstamped, real_time=args.real_time,
                              control_every=args.control_every)
             r["wall_s"], r["arm"], r["environment"] = time.perf_counter() - t0, args.arm, \
-                environment()
+                measured_with
             rows.append(r)
             print(HEADER)
             print_row(r)
@@ -739,7 +739,7 @@ def main() -> None:
                                        {**extra, "passive_weight_scale": scale}, frame=frame,
                                        q0=q0)
                 r.update(label=label, arm=arm, passive_weight_scale=scale,
-                         environment=environment())
+                         environment=measured_with)
                 rows.append(r)
                 print_free_flyer(r)
     print("\n" + HEADER)

@@ -342,17 +342,18 @@ class TaskLaw(ControlLaw):
         if self.plan_budget <= 0.0:
             return d
         pose = kind is PlannedTask and self.tracker.task == "pose"
-        plan = kind(self.model, self.frame, self.plan_budget, self.replan_inline, pose)
-        sp = self.follower.setpoint
-        used, note = plan.plan(q, v, sp.position, sp.linear_velocity, sp.rotation,
-                               sp.angular_velocity)
+
+        def toward_setpoint() -> tuple[PlannedSwing, bool, str]:
+            plan = kind(self.model, self.frame, self.plan_budget, self.replan_inline, pose)
+            sp = self.follower.setpoint
+            return plan, *plan.plan(q, v, sp.position, sp.linear_velocity, sp.rotation,
+                                    sp.angular_velocity)
+
+        plan, used, note = toward_setpoint()
         if not used and self._carried_at_failure:  # again, toward the hand stopped
             self._carried_at_failure = False
             self.hold_reference(q)
-            plan = kind(self.model, self.frame, self.plan_budget, self.replan_inline, pose)
-            sp = self.follower.setpoint
-            used, again = plan.plan(q, v, sp.position, sp.linear_velocity, sp.rotation,
-                                    sp.angular_velocity)
+            plan, used, again = toward_setpoint()
             note = f"toward the moving path: {note}; toward the hand stopped: {again}"
         if used:
             self._swing = plan
@@ -395,8 +396,8 @@ class TaskLaw(ControlLaw):
         self._failed = []
         d = at_least(d, self._floor)
         if self._carried_at_failure and d.target is not None:  # a loaded joint let swing:
-            self.hold_reference(q)  # from the hand stopped (carried, Talos' forearm roll
-            # under gravity swung to 1.44 of a speed limit against 1.14)
+            self._carried_at_failure = False  # from the hand stopped (carried, Talos' forearm
+            self.hold_reference(q)  # roll under gravity swung to 1.44 of a limit against 1.14)
         self._apply(d, q, v, at_failure=True)
         self._carried_at_failure = False
 
