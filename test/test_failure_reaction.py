@@ -326,48 +326,79 @@ def test_a_rebuilt_law_goes_on_along_the_path_a_gain_change_and_a_failure():
     assert np.linalg.norm(law.follower.setpoint.position - path(k_change * 1e-3 + 0.3)) < 2e-3
 
 
+def _failure_on_a_moving_setpoint(monkeypatch: pytest.MonkeyPatch, model: RobotModel,
+                                  frame: str, q0: np.ndarray, joint: str):
+    """A pose-task law at ``q0`` (held still: the law's handling is under test) following a
+    stamped 5 cm circle for 2 s, then ``joint`` failing: the rebuilt law takes the moving
+    setpoint over and decides at its first cycle. Both planners replaced by one that
+    records (kind, target velocity) and refuses. Returns (records, the rebuilt law, the
+    setpoint's velocity at the failure, the hand at q0)."""
+    from underactuated_control.control.failure_reaction import PlannedSwing, PlannedTask
+    from underactuated_control.scenarios.harness import circle_path
+
+    asked: list[tuple[str, np.ndarray]] = []
+
+    def refusing(kind: str):
+        def plan(self, q, v, position, velocity, rotation=None, angular_velocity=None):
+            asked.append((kind, np.array(velocity, float)))
+            return False, "refused (test)"
+        return plan
+
+    monkeypatch.setattr(PlannedSwing, "plan", refusing("swing"))
+    monkeypatch.setattr(PlannedTask, "plan", refusing("task"))
+    s = default_settings(task="pose", task_joint_speed_fraction=0.0,
+                         task_max_position_error=1.0)
+    law = TaskLaw(model, s, frame, JacobianWorkspace(model))
+    ref = law.hold_reference(q0)
+    hand = ref.position.copy()
+    path = circle_path(hand, 0.05, [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], 8.0)
+    zero = np.zeros(model.nv)
+    for k in range(2001):
+        if k % 10 == 0:
+            ref = TaskReference(position=path(k * 1e-3), rotation=ref.rotation, stamp=k * 1e-3)
+        law.compute(q0, zero, ref, k * 1e-3, False)
+    moving = law.follower.setpoint.linear_velocity.copy()
+    assert np.linalg.norm(moving) > 0.02  # the premise: a moving setpoint at the failure
+    failed_model = model.with_passive([joint])
+    failed = TaskLaw(failed_model, s, frame, JacobianWorkspace(failed_model))
+    failed.carry_reference(ref, model, law)
+    failed.compute(q0, zero, ref, 2.001, False)
+    return asked, failed, moving, hand
+
+
 def test_a_failure_plan_refused_toward_the_moving_path_is_made_again_toward_the_hand_stopped(
         monkeypatch: pytest.MonkeyPatch):
     """At a failure the rebuilt law's first plan follows the carried setpoint, moving; where
     that plan is refused (Talos' elbow in zero g: 4 mm off its path against the 3 mm bound),
     the setpoint restarts at rest at the measured hand and the plan is made again toward it,
-    as before the setpoint was carried. The planner is replaced by one that records its
-    targets and refuses: the law's handling of a refusal is under test, not the planner."""
-    from underactuated_control.control.failure_reaction import PlannedTask
-    from underactuated_control.scenarios.harness import circle_path
-
-    asked: list[np.ndarray] = []
-
-    def refuse(self, q, v, position, velocity, rotation=None, angular_velocity=None):
-        asked.append(np.array(velocity, float))
-        return False, "refused (test)"
-
-    monkeypatch.setattr(PlannedTask, "plan", refuse)
+    as before the setpoint was carried (the xarm7's elbow, zero g)."""
     model = RobotModel.from_urdf(XARM7, gravity=(0.0, 0.0, 0.0))
-    s = default_settings(task="pose", task_joint_speed_fraction=0.0,
-                         task_max_position_error=1.0)
-    law = TaskLaw(model, s, FRAME, JacobianWorkspace(model))
-    ref = law.hold_reference(Q0)
-    hand = ref.position.copy()
-    path = circle_path(hand, 0.05, [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], 8.0)
-    zero = np.zeros(7)
-    for k in range(2001):
-        if k % 10 == 0:
-            ref = TaskReference(position=path(k * 1e-3), rotation=ref.rotation, stamp=k * 1e-3)
-        law.compute(Q0, zero, ref, k * 1e-3, False)
-    moving = law.follower.setpoint.linear_velocity.copy()
-    assert np.linalg.norm(moving) > 0.02  # the premise: a moving setpoint at the failure
-    failed_model = model.with_passive(["joint4"])
-    failed = TaskLaw(failed_model, s, FRAME, JacobianWorkspace(failed_model))
-    failed.carry_reference(ref, model, law)
-    failed.compute(Q0, zero, ref, 2.001, False)
-    assert len(asked) == 2, failed.reaction.status  # the PlannedTask's case: planned twice
-    assert np.linalg.norm(asked[0] - moving) < 0.05 * np.linalg.norm(moving)
-    assert np.linalg.norm(asked[1]) == 0.0
+    asked, failed, moving, hand = _failure_on_a_moving_setpoint(monkeypatch, model, FRAME, Q0,
+                                                                "joint4")
+    assert [kind for kind, _ in asked] == ["task", "task"], failed.reaction.status
+    assert np.linalg.norm(asked[0][1] - moving) < 0.05 * np.linalg.norm(moving)
+    assert np.linalg.norm(asked[1][1]) == 0.0
     sp = failed.follower.setpoint  # restarted at rest at the measured hand (one step taken)
     assert np.linalg.norm(sp.position - hand) < 1e-6
     assert "toward the moving path: refused (test); toward the hand stopped: refused" \
         in failed.reaction.status
+
+
+def test_a_loaded_joint_let_swing_at_a_failure_plans_once_from_the_hand_stopped(
+        monkeypatch: pytest.MonkeyPatch):
+    """A loaded failed joint let swing (Talos' forearm roll under gravity, its swing from rest
+    predicted past the runaway speed: planned) starts from the hand stopped, not from the
+    carried moving setpoint; its plan refused, it is not solved a second time toward the same
+    target (the carried task's retry is for a plan toward the moving path)."""
+    text, frame, q0 = _talos_left_arm()
+    model = RobotModel.from_urdf(text, tip_link=frame)
+    asked, failed, _, hand = _failure_on_a_moving_setpoint(monkeypatch, model, frame, q0,
+                                                           "arm_left_5_joint")
+    assert [kind for kind, _ in asked] == ["swing"], failed.reaction.status
+    assert np.linalg.norm(asked[0][1]) == 0.0  # toward the hand stopped
+    assert np.linalg.norm(failed.follower.setpoint.position - hand) < 1e-6
+    assert "let move; refused (test)" in failed.reaction.status
+    assert "toward the moving path" not in failed.reaction.status
 
 
 def test_forced_choice_and_bad_choice():

@@ -479,6 +479,53 @@ def test_a_fast_trajectory_is_time_scaled_to_the_velocity_limits(given):
         np.testing.assert_allclose(traj.times / traj.times[0], [1.0, 6.0, 12.0])
 
 
+def _one_point(T, p, v, a, policy="scale"):
+    """Joint a's single point ``T`` s ahead (a streamed setpoint, moving), joint b still."""
+    return check_trajectory(["a", "b"], [_dur(T)], [[p, 0.0]], [[v, 0.0]], [[a, 0.0]], [[]],
+                            active_joints=["a", "b"], passive_joints=[], allow_partial=False,
+                            allow_nonzero_end_velocity=True, start_ns=0, now_ns=10 * S,
+                            velocity_limits=LIMITS, velocity_policy=policy)
+
+
+@pytest.mark.parametrize("a0, fits", [(0.52, True), (20.0, False)])
+def test_a_ramp_starting_just_under_the_limit_and_accelerating_is_not_stretched_a_thousandfold(
+        a0, fits):
+    """A streamed point 0.018 s ahead of a start state at 0.9996-0.99999 of joint a's limit
+    and still accelerating (a delayed stream, seen over DDS: the resolver's setpoints after a
+    stall). Only a narrow band of stretches fits (shorter: too fast; longer: it speeds up
+    for longer) or none does; doubling stepped over the band and stretched x1024, an 18 s
+    ramp. Now: within the limits when a stretch fits, else the stretch that comes closest,
+    judged by dense sampling of fixed stretches (policy ignore), not by the code's search."""
+    v0 = 0.9996 if fits else 0.99999
+    start = (np.zeros(2), np.array([v0, 0.0]), np.array([a0, 0.0]))
+    t0 = 10 * S
+    traj = _one_point(0.018, 0.0756, 0.433, 0.54)
+    traj.begin(t0, *start)
+    assert 1.0 < traj.scale < 20.0, traj.scale_note
+    peak = _dense_peak(traj, t0)[1][0]
+    if fits:
+        assert 0.99 < peak <= 1.0 + 1e-6 and "comes closest" not in traj.scale_note
+    else:
+        assert "comes closest" in traj.scale_note
+        others = []
+        for s in (1.0, 2.0, 5.0, 20.0, 100.0, 1000.0):
+            fixed = _one_point(0.018 * s, 0.0756, 0.433 / s, 0.54 / s**2, policy="ignore")
+            fixed.begin(t0, *start)
+            others.append(_dense_peak(fixed, t0)[1][0])
+        assert 1.0 < peak <= min(others) * (1 + 1e-3), (peak, others)
+    assert "0.0756 rad from the start state" in traj.scale_note
+
+
+def test_a_joint_already_past_its_limit_at_the_start_is_not_called_time_scaled():
+    """Joint a starts at 1.05 of its limit (no stretch can slow it there: left out of the
+    ramp's test) and joint b needs nothing: no stretch, and no note saying "time-scaled x1"
+    (logged over DDS for such streamed points before)."""
+    traj = _one_point(0.1, 0.105, 1.0, 0.0)
+    traj.begin(10 * S, np.zeros(2), np.array([1.05, 0.0]), np.zeros(2))
+    assert _dense_peak(traj, 10 * S)[1][0] > 1.0  # the premise: the ramp is past the limit
+    assert traj.scale == 1.0 and traj.scale_note == ""
+
+
 def test_a_slow_trajectory_and_the_ignore_policy_are_not_scaled():
     P = [[0.1, 0.2], [0.2, 0.1]]
     slow = _limited([1.0, 2.0], P)

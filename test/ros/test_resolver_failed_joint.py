@@ -14,12 +14,14 @@ import time
 
 import numpy as np
 import pinocchio as pin
+from diagnostic_msgs.msg import DiagnosticArray
 from harness import LOCKSTEP
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
+from underactuated_control.bringup import SIM_SETPOINT_LEAD
 from underactuated_control.redundancy.arm_angle import arm_angle_from_points
 from underactuated_control.scenarios.resolver_failure import (
     LINKS,
@@ -60,11 +62,19 @@ def test_triangle_with_a_failed_joint_on_the_simulated_arm(ros, launch, tmp_path
     resolver = launch(RESOLVER, {
         **common, "tip_link": "tool", "shoulder_link": LINKS[0], "elbow_link": LINKS[1],
         "wrist_link": LINKS[2], "hand_weights": list(POSITION_TASK),
-        "passive_joint_motion": "locked", "setpoint_lead": 0.01},
+        "passive_joint_motion": "locked", "setpoint_lead": SIM_SETPOINT_LEAD},
         args=["--ros-args", "-r", f"/{RESOLVER}/joint_setpoints:=/{CONTROLLER}/joint_reference"])
     states = []
     ros.node.create_subscription(JointState, "/joint_states", lambda m: states.append(
         np.array([dict(zip(m.name, m.position))[n] for n in NAMES])), 100)
+    resolver_status = {}  # the resolver's last /diagnostics values, for a failure's message
+
+    def on_diagnostics(msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            if status.name.startswith(RESOLVER):
+                resolver_status.update({"message": status.message},
+                                       **{kv.key: kv.value for kv in status.values})
+    ros.node.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 10)
     pub = ros.node.create_publisher(Float64MultiArray, f"/{RESOLVER}/waypoints", 10)
     assert ros.wait_for(lambda: pub.get_subscription_count() > 0 and len(states) > 50
                         and "resolving" in resolver.log(), 90), resolver.log()
@@ -91,7 +101,8 @@ def test_triangle_with_a_failed_joint_on_the_simulated_arm(ros, launch, tmp_path
     # wall time for the triangle, lock-stepped: the whole test 106 s alone, past 120 s once in CI
     assert ros.wait_for(lambda: "goal reached" in resolver.log()
                         or resolver.log().count("rejected") > 1, 300), (
-        f"{len(states) - first} states since the triangle was sent\n" + "\n".join(
+        f"{len(states) - first} states since the triangle was sent; resolver diagnostics "
+        f"{resolver_status}\n" + "\n".join(
             f"--- {name}\n{log.log()[-3000:]}" for name, log in
             (("resolver", resolver), ("controller", controller), ("simulator", sim))))
     waited = time.monotonic() - started
@@ -121,6 +132,6 @@ def test_triangle_with_a_failed_joint_on_the_simulated_arm(ros, launch, tmp_path
     # point in less than a sample: 3.01 rad/s of joint2, time-scaled); three ahead: 0.37 mm
     warnings = "\n".join(line for log in (controller.log(), sim.log(), resolver.log())
                          for line in log.splitlines() if "WARN" in line or "ERROR" in line)
-    assert off < 1.5e-3, (f"worst at state {5 * int(distance.argmax())} of {len(run)}\n"
-                          + warnings[-4000:])
+    assert off < 1.5e-3, (f"worst at state {5 * int(distance.argmax())} of {len(run)}; "
+                          f"resolver diagnostics {resolver_status}\n" + warnings[-4000:])
     assert np.ptp(run[:, 0]) > 2.0

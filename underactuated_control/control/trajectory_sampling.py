@@ -119,6 +119,7 @@ class Sample:
     time_past_segment: float  # s since the segment's first point (past the end: since the last)
 
 
+MAX_STRETCH = 1e3  # the longest time scaling searched for (x the least the points need)
 VELOCITY_LIMIT_POLICIES = ("scale", "reject", "ignore")  # ("off" would read as a YAML bool)
 
 
@@ -206,7 +207,11 @@ class SplineTrajectory:
         every joint's spline speed within its limit: the segments between points slow down
         exactly by 1/scale; the ramp from the start state (whose velocity stays) is searched
         (bisection). A joint already faster than its limit at the start is left out of the
-        ramp's test (no stretch can slow it there)."""
+        ramp's test (no stretch can slow it there). A joint starting just under its limit and
+        still accelerating fits only a narrow band of stretches (shorter, the ramp is too
+        fast; longer, it speeds up for longer), which doubling may step over: then the band is
+        searched on a grid, and if no stretch up to ``MAX_STRETCH`` fits, the one whose ramp
+        comes closest is taken and the note says how close."""
         lim = limits.limit
         interior = self.segment_peaks()
         need = interior.max(axis=0) / lim if len(interior) else np.zeros(len(lim))
@@ -221,16 +226,25 @@ class SplineTrajectory:
         def ok(s: float) -> bool:
             return bool(np.all(self.ramp_peak(s) <= ramp_lim * (1.0 - 1e-9)))
 
-        scale = s_lo
+        scale, closest = s_lo, ""
         if not ok(s_lo):
             hi = 2.0 * s_lo
-            while not ok(hi) and hi < 1e3 * s_lo:
+            while not ok(hi) and hi < MAX_STRETCH * s_lo:
                 hi *= 2.0
-            lo = s_lo
-            while hi > lo * (1.0 + 1e-4):  # hi is always within the limits
-                mid = 0.5 * (lo + hi)
-                lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+            if not ok(hi):  # doubling stepped over the stretches that fit, or none does
+                hi, excess = self._closest_ramp_scale(s_lo, ramp_lim)
+                if not ok(hi):
+                    closest = (f"; no stretch keeps the ramp from the start state within "
+                               f"the limits, this one comes closest ({excess:.4g} of a limit)")
             scale = hi
+            if not closest:
+                lo = s_lo
+                while hi > lo * (1.0 + 1e-4):  # hi is always within the limits
+                    mid = 0.5 * (lo + hi)
+                    lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+                scale = hi
+        if scale == 1.0:  # only joints already past their limit at the start: no stretch
+            return
         j = int(np.argmax(worst))
         t0 = self._t_before()
         lasted = self.times[-1] - t0
@@ -240,10 +254,27 @@ class SplineTrajectory:
         self.scale = scale
         before = "" if limits.policy == "scale" else " (the start state differed from the " \
             "one checked at acceptance)"
+        ramp = (f" (its first point {abs(self.positions[0][j] - self._before[0][j]):.3g} "
+                f"{limits.units[j].split('/')[0]} from the start state, {lasted:.3g} s ahead)"
+                if len(self.times) == 1 else "")
         self.scale_note = (
             f"time-scaled x{scale:.3g} ({lasted:.3g} s -> {scale * lasted:.3g} s){before}: joint "
             f"'{self.names[j]}' needed {worst[j] * lim[j]:.3g} {limits.units[j]}, above its "
-            f"URDF velocity limit {lim[j]:g} {limits.units[j]}")
+            f"URDF velocity limit {lim[j]:g} {limits.units[j]}{ramp}{closest}")
+
+    def _closest_ramp_scale(self, s_lo: float, ramp_lim: np.ndarray) -> tuple[float, float]:
+        """The stretch in [s_lo, MAX_STRETCH s_lo] whose ramp from the start state has the
+        least largest peak / limit (a geometric grid, refined once around its best), and that
+        ratio."""
+        def excess(s: float) -> float:
+            return float(np.max(self.ramp_peak(s) / ramp_lim))
+
+        grid = s_lo * np.geomspace(1.0, MAX_STRETCH, 61)
+        k = int(np.argmin([excess(s) for s in grid]))
+        fine = np.geomspace(grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)], 41)
+        values = [excess(s) for s in fine]
+        best = int(np.argmin(values))
+        return float(fine[best]), values[best]
 
     def _degree(self, k0: int | None, k1: int) -> int:
         """Spline degree of the segment ending at point k1 (k0 None: from the start state,
