@@ -17,7 +17,15 @@ from helpers import ARM7_PATH
 
 from underactuated_control import RobotModel
 from underactuated_control.redundancy.arm_angle import arm_angle_from_points
-from underactuated_control.redundancy.resolver import Anchors, ElbowPlanner, Settings, Waypoint
+from underactuated_control.redundancy.limits import LimitedStep
+from underactuated_control.redundancy.resolver import (
+    OVERRUN,
+    OVERRUN_MARGIN,
+    Anchors,
+    ElbowPlanner,
+    Settings,
+    Waypoint,
+)
 
 Q0 = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8])
 NAMES = [f"joint{i}" for i in range(1, 8)]
@@ -185,6 +193,32 @@ def test_a_goal_is_reached_within_its_planned_time(model):
     assert np.linalg.norm(p - p0) < 1e-3 and np.abs(R - R0).max() < 1e-3
     assert abs(wrap(psi - target)) < np.radians(0.5)
     check_inside_limits(servo.setpoints)
+
+
+def test_a_motion_that_never_settles_is_stopped_and_reported(model, monkeypatch):
+    """A goal whose every run-time step is cut to nothing (a motion slowed at the limits
+    without end: its clock never runs out; one run of the failed-joint triangle over DDS
+    chased its goal for 262 s) is stopped OVERRUN x its planned duration + OVERRUN_MARGIN on:
+    reported once, not reached, judged against its goal; the setpoint then held."""
+    planner = make(model)
+    servo = Servo(planner)
+    p0, R0, psi0 = fk(Q0)
+    servo.start(Waypoint((p0, R0), psi0 + np.radians(20), 1.5))
+
+    def nothing(q, v, dq, dt):
+        return LimitedStep(q=np.array(q, float), v=np.zeros(len(q)), a=-np.asarray(v) / dt,
+                           scale=0.0, clipped=False, at_limit=())
+
+    monkeypatch.setattr(planner.config.limiter, "step", nothing)
+    limit = OVERRUN * 1.5 + OVERRUN_MARGIN
+    arrival = servo.run(limit + 1.0, until_arrival=True)
+    assert arrival is not None and arrival.overran and not arrival.reached
+    assert limit < arrival.elapsed <= limit + 2 * DT + 1e-9
+    assert arrival.planned == 1.5
+    assert abs(np.degrees(arrival.arm_angle_error) - 20.0) < 0.5  # it never left the start
+    held = servo.q.copy()
+    assert servo.run(1.0, until_arrival=True) is None  # reported once
+    assert np.array_equal(servo.q, held)
 
 
 def test_a_goal_too_fast_for_the_limits_is_stretched(model):

@@ -58,7 +58,15 @@ from ..control.joint_space import JointStateMatcher, MissingJointsError
 from ..model import RobotModel
 from ..parameters import ParameterError, ParameterSpec, per_joint, table
 from ..redundancy.functions import Sphere
-from ..redundancy.resolver import HAND_AXES, Arrival, ElbowPlanner, Settings, Waypoint
+from ..redundancy.resolver import (
+    HAND_AXES,
+    OVERRUN,
+    OVERRUN_MARGIN,
+    Arrival,
+    ElbowPlanner,
+    Settings,
+    Waypoint,
+)
 from .common import pose_from_message, process_age, quaternion_matrix, run_node
 from .parameters import NodeParameters
 from .robot import load_robot, robot_parameters, with_passive
@@ -530,6 +538,9 @@ class ElbowRedundancyResolver(Node):
         else:
             why = (f" ({', '.join(arrival.at_limit)} at a position limit)" if arrival.at_limit
                    else "")
+            if arrival.overran:
+                why += (f" (not settled {OVERRUN:g}x its planned {arrival.planned:.2f} s + "
+                        f"{OVERRUN_MARGIN:g} s on: stopped, the last setpoint held)")
             self.get_logger().warning(f"goal not reached: {summary}{why}")
 
     def _publish_diagnostics(self) -> None:

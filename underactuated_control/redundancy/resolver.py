@@ -65,12 +65,16 @@ from .functions import (
 )
 from .limits import SetpointLimiter, hand_errors, plan_motion, reach, wrap_angle
 
-__all__ = ["HAND_AXES", "MAX_DURATION", "Settings", "Waypoint", "Segment", "Plan",
-           "PlanResult", "Motion", "Anchors", "Arrival", "Setpoint", "Configuration",
-           "ElbowPlanner"]
+__all__ = ["HAND_AXES", "MAX_DURATION", "OVERRUN", "OVERRUN_MARGIN", "Settings", "Waypoint",
+           "Segment", "Plan", "PlanResult", "Motion", "Anchors", "Arrival", "Setpoint",
+           "Configuration", "ElbowPlanner"]
 
 HAND_AXES = ("x", "y", "z", "rx", "ry", "rz")
 MAX_DURATION = 600.0  # s: a goal whose motion would take longer within the limits is refused
+# a running motion not settled after OVERRUN x its planned duration + OVERRUN_MARGIN s of
+# setpoints is stopped and reported (slowed at the limits over DDS, the failed-joint triangle
+# took up to 2.7x its plan and reached its goal; one run here chased the goal for 262 s)
+OVERRUN, OVERRUN_MARGIN = 4.0, 10.0
 
 
 @dataclass(frozen=True)
@@ -181,6 +185,7 @@ class Motion:
     elapsed: float = 0.0  # setpoint time since the goal started [s]
     past_first: bool = False  # elbow targets move over the first segment only, then are held
     reported: bool = False  # the arrival has been reported
+    overran: bool = False  # stopped unsettled past OVERRUN x its planned duration
 
 
 @dataclass
@@ -242,11 +247,14 @@ class Arrival:
     elapsed: float  # s since the goal started
     slowed: bool  # took noticeably longer than planned (the limits slowed it down)
     at_limit: tuple[str, ...]  # joints held at a position limit
+    overran: bool = False  # stopped before it settled, past OVERRUN x its planned duration
+    planned: float = 0.0  # s: its planned duration
 
     @property
     def reached(self) -> bool:
-        """Within 1 mm and 0.5° of the hand target."""
-        return self.position_error < 1e-3 and np.degrees(self.orientation_error) < 0.5
+        """Settled within 1 mm and 0.5° of the hand target."""
+        return (self.position_error < 1e-3 and np.degrees(self.orientation_error) < 0.5
+                and not self.overran)
 
 
 @dataclass
@@ -536,15 +544,18 @@ class ElbowPlanner:
             failure = "" if np.all(np.isfinite(dq)) else "non-finite joint step"
         except (ValueError, np.linalg.LinAlgError) as exc:
             failure = str(exc)
-        if failure:  # hold: stop the plan (at the acceleration limit), keep its clock
-            dq = np.zeros(self.model.nv)
+        if not (motion.reported or motion.overran) and \
+                motion.elapsed > OVERRUN * motion.total_duration + OVERRUN_MARGIN:
+            motion.overran = True  # never settled (chasing its goal): stopped, reported
+        if failure or motion.overran:  # hold: stop the plan (at the acceleration limit),
+            dq = np.zeros(self.model.nv)  # keep its clock
         dq[passive] = 0.0  # the limits bound the active setpoints (nobody commands these)
         v_plan = self.v_plan
         if control.coupled:
             v_plan = v_plan.copy()
             v_plan[passive] = 0.0
         step = limiter.step(self.q_plan, v_plan, dq, dt)
-        if not failure:
+        if not (failure or motion.overran):
             motion.clock += step.scale * dt  # stretched in time, the path kept
         motion.elapsed += dt
         if motion.clock >= seg.duration and len(motion.segments) > 1:
@@ -571,7 +582,8 @@ class ElbowPlanner:
             a_next[passive] = 0.0
         self.q_plan, self.v_plan = q_next, v_next
         arrival = (self._arrival(res, psi_d, q_from)
-                   if res is not None and len(motion.segments) == 1 else None)
+                   if res is not None and (len(motion.segments) == 1 or motion.overran)
+                   else None)
         return Setpoint(q=q_next, v=v_next, a=a_next, scale=step.scale,
                         limited=step.scale < 1.0 - 1e-9 or step.clipped,
                         at_limit=step.at_limit, failure=failure, inside_obstacle=inside,
@@ -589,23 +601,28 @@ class ElbowPlanner:
         """Once per goal, when the motion's clock has run out and the plan has stopped (the
         step ``res`` started from ``q``)."""
         motion = self.motion
-        if motion.reported or motion.clock < motion.segments[0].duration:
+        if motion.reported or (motion.clock < motion.segments[0].duration
+                               and not motion.overran):
             return None
         if np.abs(self.v_plan).max() > 1e-3 and not self.at_limit:
-            return None  # still settling
+            return None  # still settling (an overrun motion: braking to rest)
         motion.reported = True
         psi_now = float(res.values.get("arm_angle", [psi_goal])[0])
         e_p, e_o = res.position_error, res.orientation_error
         control = self.config.control
         weights = np.broadcast_to(np.asarray(control.task_weights, float), (6,))
-        if np.any(weights <= 0):  # an axis the step does not track is not judged
+        goal = motion.segments[-1].goal  # an overrun motion: judged against its last goal
+        if motion.overran:
+            psi_now = self.config.arm_angle.evaluate(q).psi
+            psi_goal = goal[2]
+        if np.any(weights <= 0) or motion.overran:  # an axis not tracked is not judged
             ws = control.workspace
             ws.set_configuration(q)
             p, R = ws.frame_placement(self.tip)
-            e_p, e_o = hand_errors(weights, motion.segments[0].goal[0],
-                                   motion.segments[0].goal[1], p, R)
+            e_p, e_o = hand_errors(weights, goal[0], goal[1], p, R)
         return Arrival(position_error=e_p, orientation_error=e_o,
                        arm_angle_error=abs(wrap_angle(psi_goal - psi_now)),
                        elapsed=motion.elapsed,
                        slowed=motion.elapsed > 1.05 * motion.total_duration + 0.05,
-                       at_limit=self.at_limit)
+                       at_limit=self.at_limit, overran=motion.overran,
+                       planned=motion.total_duration)
