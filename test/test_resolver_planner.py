@@ -21,6 +21,7 @@ from underactuated_control.redundancy.limits import LimitedStep
 from underactuated_control.redundancy.resolver import (
     OVERRUN,
     OVERRUN_MARGIN,
+    SETTLE_HOLD,
     Anchors,
     ElbowPlanner,
     Settings,
@@ -219,6 +220,28 @@ def test_a_motion_that_never_settles_is_stopped_and_reported(model, monkeypatch)
     held = servo.q.copy()
     assert servo.run(1.0, until_arrival=True) is None  # reported once
     assert np.array_equal(servo.q, held)
+
+
+def test_a_goal_held_while_the_plan_still_moves_is_reported_after_a_second(model, monkeypatch):
+    """The clock run out and the hand and arm angle on the goal, but the plan never settles
+    below 1e-3 rad/s (every setpoint's velocity here carries 2e-3 rad/s more; over DDS the
+    failed-joint triangle's plan kept answering the passive joint, hand 0.00 mm and arm angle
+    0.00° from its goal, and was never reported): reported reached SETTLE_HOLD s later."""
+    planner = make(model)
+    servo = Servo(planner)
+    p0, R0, psi0 = fk(Q0)
+    servo.start(Waypoint((p0, R0), psi0 + np.radians(20), 1.5))
+    real = planner.config.limiter.step
+
+    def jittering(q, v, dq, dt):
+        step = real(q, v, dq, dt)
+        return replace(step, v=step.v + 2e-3)
+
+    monkeypatch.setattr(planner.config.limiter, "step", jittering)
+    arrival = servo.run(1.5 + SETTLE_HOLD + 2.0, until_arrival=True)
+    assert arrival is not None and arrival.reached and not arrival.overran
+    assert 1.5 + SETTLE_HOLD - 2 * DT <= arrival.elapsed <= 1.5 + SETTLE_HOLD + 0.5
+    assert np.degrees(arrival.arm_angle_error) < 0.5
 
 
 def test_a_goal_too_fast_for_the_limits_is_stretched(model):
