@@ -79,6 +79,7 @@ OVERRUN, OVERRUN_MARGIN = 4.0, 10.0
 # the plan still moves (answering a passive joint: the failed-joint triangle in CI, hand
 # 0.00 mm and arm angle 0.00° from its goal, never settled below 1e-3 rad/s)
 SETTLE_HOLD = 1.0
+ARRIVAL_POSITION, ARRIVAL_DEGREES = 1e-3, 0.5  # m, deg: a goal's hand (and arm angle) tolerance
 
 
 @dataclass(frozen=True)
@@ -258,8 +259,8 @@ class Arrival:
     @property
     def reached(self) -> bool:
         """Settled within 1 mm and 0.5° of the hand target."""
-        return (self.position_error < 1e-3 and np.degrees(self.orientation_error) < 0.5
-                and not self.overran)
+        return (self.position_error < ARRIVAL_POSITION
+                and np.degrees(self.orientation_error) < ARRIVAL_DEGREES and not self.overran)
 
 
 @dataclass
@@ -625,7 +626,8 @@ class ElbowPlanner:
             e_p, e_o = hand_errors(weights, goal[0], goal[1], p, R)
         psi_error = abs(wrap_angle(psi_goal - psi_now))
         if np.abs(self.v_plan).max() > 1e-3 and not self.at_limit:
-            on_goal = e_p < 1e-3 and max(np.degrees(e_o), np.degrees(psi_error)) < 0.5
+            on_goal = (e_p < ARRIVAL_POSITION
+                       and np.degrees(max(e_o, psi_error)) < ARRIVAL_DEGREES)
             if motion.overran or not on_goal:
                 motion.on_goal_since = None
                 return None  # still settling (an overrun motion: braking to rest)
