@@ -11,12 +11,21 @@ through each setpoint, as the controller samples them): how far it ends from the
 and how fast it still turns when the active joints have stopped.
 
     PYTHONPATH=. .venv/bin/python bench/resolver_failed_joint.py [--joints joint1 joint5]
-        [--leg 6]
+        [--leg 6] [--arm panda] [--json bench/results/resolver_failed_panda.json]
+
+``--arm``: an arm of ``bench/failure_cases.py`` (example-robot-data, never used to develop the
+resolver; the set-up's damping and friction on every joint, "URDF" below; S, E, W the links
+after its joints 2, 4 and 6) instead of arm7; its every joint by default, the first table only
+(the second is arm7's). Columns added for every arm: how the planner reported the end, and the
+largest joint speed MuJoCo measured against the URDF's limit.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
@@ -29,11 +38,16 @@ from underactuated_control.scenarios.resolver_failure import (
     LINKS,
     POSITION_TASK,
     Q0,
+    TriangleArm,
+    arm7,
     arm7_urdf,
     run_triangle,
     triangle,
     triangle_errors,
 )
+
+sys.path.insert(0, str(Path(__file__).parent))
+from failure_cases import ARMS, DAMPING, FRICTION, arm_text  # noqa: E402
 
 PM = pin.buildModelFromUrdf(str(bundled("urdf", "arm7.urdf")))
 PM.gravity.linear[:] = 0.0
@@ -46,31 +60,113 @@ def fk(q: np.ndarray) -> np.ndarray:
     return PD.oMf[TOOL].translation.copy()
 
 
-def closed_loop_table(joints: list[str], leg: float) -> None:
-    print(f"| failed joint | its friction | plan | corners [mm] | end [mm] | off the legs [mm] |"
-          f" passive travel, measured / planned [rad] |  ({leg:g} s legs asked)")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+def triangle_arm(name: str) -> TriangleArm:
+    """arm7, or ``ARMS[name]`` with the set-up's <dynamics> on every joint; S, E, W: the links
+    after its joints 2, 4 and 6."""
+    if name == "arm7":
+        return arm7()
+    text = arm_text(name, DAMPING, FRICTION)
+    model = RobotModel.from_urdf(text, tip_link=ARMS[name][2])
+    links = tuple(model.body_names[i] for i in (1, 3, 5))  # body k: joint k's child link
+    return TriangleArm(text, ARMS[name][2], links, ARMS[name][3])
+
+
+def hand_of(arm: TriangleArm):
+    """Pinocchio's forward kinematics of the arm's hand frame (zero gravity is irrelevant)."""
+    pm = pin.buildModelFromXML(arm.urdf)
+    pd, frame = pm.createData(), pm.getFrameId(arm.tip)
+
+    def fk(q: np.ndarray) -> np.ndarray:
+        pin.framesForwardKinematics(pm, pd, q)
+        return pd.oMf[frame].translation.copy()
+    return fk
+
+
+def ending(run) -> str:
+    """How the planner reported the motion's end."""
+    a = run.arrival
+    if a is None:
+        return "not reported"
+    if a.reached:
+        return f"reached ({a.elapsed:.1f} s)"
+    why = "stalled" if a.stalled else "overran" if a.overran else "not reached"
+    return f"{why} ({a.elapsed:.1f} s; {1e3 * a.position_error:.0f} mm)"
+
+
+def closed_loop_table(arm_name: str, joints: list[str], leg: float, frictions=(True, False),
+                      scale: float = 1.0, settle: float = 3.0) -> list[dict]:
+    arm = triangle_arm(arm_name)
+    fk = hand_of(arm)
+    model = RobotModel.from_urdf(arm.urdf, tip_link=arm.tip)
+    limit = model.speed_limit
+    damping = "0.05 N m s/rad, 0.1 N m" if arm_name == "arm7" else \
+        f"{DAMPING:g} N m s/rad, {FRICTION:g} N m"
+    print(f"{arm_name}: S, E, W = {', '.join(arm.links)}; URDF friction: {damping}; "
+          f"{leg:g} s legs asked; the triangle x{scale:g}; {settle:g} s after the plan")
+    print("| failed joint | its friction | plan | corners [mm] | end [mm] | off the legs [mm] |"
+          " passive travel, measured / planned [rad] | planner's report | peak speed / limit:"
+          " active joints; the failed one |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     cases = [(None, True, "locked")]
     for j in joints:
-        for free in (True, False):
+        for free in frictions:
             cases += [(j, free, "locked"), (j, free, "disturbance")]
+    rows = []
     for failed, free, mode in cases:
-        run = run_triangle(failed, mode, free=free, leg=leg)
+        run = run_triangle(failed, mode, free=free, leg=leg, arm=arm, scale=scale,
+                           settle=settle)
         friction = "—" if failed is None else ("none (turns freely)" if free else "URDF")
         name = failed or "none"
+        row = {"arm": arm_name, "scale": scale, "failed": failed, "free": free, "plan": mode,
+               "refused": run.refused}
+        rows.append(row)
         if run.refused:
-            print(f"| {name} | {friction} | {mode} | refused: {run.refused} | | | |",
+            print(f"| {name} | {friction} | {mode} | refused: {run.refused} | | | | | |",
                   flush=True)
             continue
         e = triangle_errors(run, fk)
-        k = int(failed[-1]) - 1 if failed else 0
+        k = model.joint_index(failed) if failed else 0
         travel = (f"{np.ptp(run.q[:, k]):.3f} / {np.ptp(run.setpoints[:, k]):.3f}" if failed
                   else "—")
+        speed = np.abs(np.diff(run.q, axis=0)).max(axis=0) / np.diff(run.t[:2])[0] / limit
+        active = [i for i in range(model.nv) if i != (k if failed else -1)]
+        worst = active[int(np.argmax(speed[active]))]
+        failed_peak = f"; {speed[k]:.2f}" if failed else ""
         corners = ", ".join(f"{x:.2f}" for x in e["corner_mm"])
         if len(e["corner_mm"]) < 3:
             corners += " (last corner not passed in time)"
+        row.update(e, ending=ending(run), peak_speed=float(speed[worst]),
+                   peak_joint=model.joint_names[worst],
+                   failed_peak_speed=float(speed[k]) if failed else None)
         print(f"| {name} | {friction} | {mode} | {corners} | {e['end_mm']:.2f} | "
-              f"{e['path_mm']:.2f} | {travel} |", flush=True)
+              f"{e['path_mm']:.2f} | {travel} | {row['ending']} | "
+              f"{row['peak_speed']:.2f} ({row['peak_joint']}){failed_peak} |", flush=True)
+    return rows
+
+
+def summary(paths: list[Path]) -> None:
+    """Per arm, failed-joint rows by plan and friction: reached / stopped (stalled or
+    overran) / refused / other (not reported in the run's time), and the largest active
+    joint speed over the rows the plan ran."""
+    print("| arm | plan | failed joint's friction | reached | stopped | refused | not reported |"
+          " peak active speed / limit |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for path in paths:
+        rows = [r for r in json.loads(path.read_text()) if r["failed"]]
+        for plan in ("disturbance", "locked"):
+            for free in (True, False):
+                some = [r for r in rows if r["plan"] == plan and r["free"] == free]
+                if not some:
+                    continue
+                ran = [r for r in some if not r["refused"]]
+                count = {k: sum(r.get("ending", "").startswith(k) for r in ran)
+                         for k in ("reached", "stalled", "overran", "not reported")}
+                peak = max((r["peak_speed"] for r in ran), default=float("nan"))
+                scale = f" (x{some[0]['scale']:g})" if some[0].get("scale", 1.0) != 1.0 else ""
+                print(f"| {some[0]['arm']}{scale} | {plan} | "
+                      f"{'none' if free else 'URDF'} | {count['reached']} | "
+                      f"{count['stalled'] + count['overran']} | {len(some) - len(ran)} | "
+                      f"{count['not reported']} | {peak:.2f} |")
 
 
 def ideal_setpoints(model: RobotModel, dt: float = 0.01) -> list[tuple[np.ndarray, ...]]:
@@ -149,11 +245,37 @@ def prediction_table(joints: list[str]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--joints", nargs="+", default=["joint1", "joint3", "joint5"])
+    ap.add_argument("--arm", default="arm7", choices=["arm7", *(a for a in ARMS if a != "pr2")],
+                    help="the arm (the PR2's continuous joints are not handled by this bench)")
+    ap.add_argument("--joints", nargs="+", default=None,
+                    help="failed joints (default: arm7's joint1 joint3 joint5, another arm's "
+                    "seven)")
     ap.add_argument("--leg", type=float, default=6.0, help="duration asked per leg [s]")
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="the triangle's legs (0.1 m) and arm-angle swings (-90°, +45°) times "
+                    "this (an arm whose healthy plan refuses the patent's triangle)")
+    ap.add_argument("--settle", type=float, default=3.0,
+                    help="simulated after the planned motion [s] (a goal held on is reported "
+                    "SETTLE_HOLD = 1 s after its clock)")
+    ap.add_argument("--json", type=Path, help="write the rows here")
+    ap.add_argument("--summary", type=Path, nargs="+",
+                    help="only summarise these --json files (one table)")
     args = ap.parse_args()
-    closed_loop_table(args.joints, args.leg)
-    prediction_table(args.joints)
+    if args.summary:
+        summary(args.summary)
+        return
+    if args.arm == "arm7":
+        joints = args.joints or ["joint1", "joint3", "joint5"]
+    else:
+        arm = triangle_arm(args.arm)
+        joints = args.joints or list(RobotModel.from_urdf(arm.urdf, tip_link=arm.tip)
+                                     .joint_names)
+    rows = closed_loop_table(args.arm, joints, args.leg, scale=args.scale, settle=args.settle)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1, default=float))
+        print(f"wrote {args.json}")
+    if args.arm == "arm7":
+        prediction_table(joints)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ controller's joint law as the node runs it (``scenarios/resolver_failure.py``)."
 import numpy as np
 import pinocchio as pin
 import pytest
-from helpers import ARM7_PATH
+from helpers import ARM7_PATH, PANDA_Q0, issue_arm
 
 from underactuated_control import RobotModel
 from underactuated_control.jacobians import frame_placement
@@ -22,10 +22,12 @@ from underactuated_control.redundancy.functions import (
     OptimalJointMovement,
 )
 from underactuated_control.redundancy.resolver import ElbowPlanner, Settings, Waypoint
+from underactuated_control.scenarios.harness import only_joints
 from underactuated_control.scenarios.resolver_failure import (
     LINKS,
     POSITION_TASK,
     Q0,
+    TriangleArm,
     run_triangle,
     triangle,
     triangle_errors,
@@ -211,3 +213,69 @@ def test_failed_joint_held_by_its_friction():
         assert len(e["corner_mm"]) == 3 and max(e["corner_mm"]) < 1.0 and e["end_mm"] < 1.0
     assert errors["locked"]["path_mm"] < 1.0
     assert errors["disturbance"]["path_mm"] < 3.0
+
+
+def test_a_failed_elbow_the_arm_does_not_follow_is_stopped_not_chased():
+    """The panda (example-robot-data, never used to develop the resolver; issue 23's damping
+    and friction on every joint), its elbow ``panda_joint4`` failed and turning freely, zero
+    gravity: the J_D plan accepts the triangle, but the real elbow leaves the planned path
+    (the velocity term J_D leaves out: the elbow's angle changes the arm's inertia) and the
+    re-planned steps become near-singular, cut by the limits while the joints move (before
+    the stall rule: no report in 23 s, joints at 2.4 rad/s, the hand 181 mm from p0).
+    Judged with MuJoCo: the planner reports the motion stalled, not reached, within 10 s;
+    half a second after the report the active joints are at rest; no joint ever passes 1.2x
+    its URDF speed limit (issue 23's bound)."""
+    text = issue_arm("panda_description/urdf/panda.urdf")
+    arm = TriangleArm(text, "panda_hand_tcp", ("panda_link2", "panda_link4", "panda_link6"),
+                      np.array(PANDA_Q0))
+    run = run_triangle("panda_joint4", "disturbance", free=True, leg=6.0, settle=5.0,
+                       arm=arm)
+    assert not run.refused, run.refused
+    arrival = run.arrival
+    assert arrival is not None and arrival.stalled and not arrival.reached, arrival
+    assert arrival.elapsed < 10.0
+    model = RobotModel.from_urdf(text, tip_link="panda_hand_tcp")
+    dt = run.t[1] - run.t[0]
+    speed = np.abs(np.diff(run.q, axis=0)) / dt
+    after = speed[np.searchsorted(run.t, arrival.elapsed + 0.5):]
+    active = [i for i in range(7) if i != 3]
+    print(f"\n[panda, elbow failed] stalled at {arrival.elapsed:.2f} s, hand "
+          f"{1e3 * arrival.position_error:.0f} mm from the goal; peak speed / limit "
+          f"{(speed.max(axis=0) / model.speed_limit).max():.2f}; active joints after the "
+          f"report {after[:, active].max():.4f} rad/s")
+    assert np.all(speed.max(axis=0) <= 1.2 * model.speed_limit)
+    assert after[:, active].max() < 0.01
+
+
+def test_auto_plans_a_failed_joint_locked_where_the_disturbance_plan_is_refused():
+    """The Unitree G1's left arm (example-robot-data, never used to develop the resolver;
+    issue 23's damping and friction on every joint), its wrist pitch failed with that
+    friction, zero gravity: the J_D plan refuses the triangle (its dry run predicts the light
+    wrist swung to its limits); ``auto`` then plans it with the wrist locked, which its
+    friction nearly makes true, and MuJoCo's hand (Pinocchio's forward kinematics) passes
+    every corner within 1 mm and ends within 0.1 mm of p0, the goal reported reached."""
+    joints = [f"left_{j}_joint" for j in ("shoulder_pitch", "shoulder_roll", "shoulder_yaw",
+                                          "elbow", "wrist_roll", "wrist_pitch", "wrist_yaw")]
+    text = only_joints(issue_arm("g1_description/urdf/g1_29dof_rev_1_0.urdf"), joints)
+    arm = TriangleArm(text, "left_rubber_hand", ("left_shoulder_roll_link", "left_elbow_link",
+                                                 "left_wrist_pitch_link"),
+                      np.array([-0.45, 0.36, 0.33, -0.39, -0.98, -0.32, -0.83]))
+    refused = run_triangle("left_wrist_pitch_joint", "disturbance", free=False, arm=arm)
+    assert "position limit" in refused.refused, refused.refused
+    run = run_triangle("left_wrist_pitch_joint", "auto", free=False, leg=6.0, settle=3.0,
+                       arm=arm)
+    assert not run.refused, run.refused
+    pm = pin.buildModelFromXML(text)
+    pd, frame = pm.createData(), pm.getFrameId("left_rubber_hand")
+
+    def hand(q):
+        pin.framesForwardKinematics(pm, pd, q)
+        return pd.oMf[frame].translation.copy()
+
+    e = triangle_errors(run, hand)
+    print(f"\n[G1, wrist pitch failed, auto] the J_D plan: {refused.refused}; locked: corners "
+          f"{np.round(e['corner_mm'], 2)} mm, end {e['end_mm']:.2f} mm, wrist moved "
+          f"{np.ptp(run.q[:, 5]):.3f} rad")
+    assert len(e["corner_mm"]) == 3 and max(e["corner_mm"]) < 1.0
+    assert e["end_mm"] < 0.1
+    assert run.arrival is not None and run.arrival.reached

@@ -22,6 +22,8 @@ from underactuated_control.redundancy.resolver import (
     OVERRUN,
     OVERRUN_MARGIN,
     SETTLE_HOLD,
+    STALL_PACE,
+    STALL_WINDOW,
     Anchors,
     ElbowPlanner,
     Settings,
@@ -196,30 +198,81 @@ def test_a_goal_is_reached_within_its_planned_time(model):
     check_inside_limits(servo.setpoints)
 
 
+def held_still(scale: float, at_limit: tuple[str, ...] = ()):
+    """A limiter step that keeps the setpoint where it is and reports ``scale`` (the clock's
+    advance) and ``at_limit``."""
+    def step(q, v, dq, dt):
+        return LimitedStep(q=np.array(q, float), v=np.zeros(len(q)), a=-np.asarray(v) / dt,
+                           scale=scale, clipped=False, at_limit=at_limit)
+    return step
+
+
 def test_a_motion_that_never_settles_is_stopped_and_reported(model, monkeypatch):
-    """A goal whose every run-time step is cut to nothing (a motion slowed at the limits
-    without end: its clock never runs out; one run of the failed-joint triangle over DDS
-    chased its goal for 262 s) is stopped OVERRUN x its planned duration + OVERRUN_MARGIN on:
-    reported once, not reached, judged against its goal; the setpoint then held."""
+    """A goal whose every run-time step is cut to just above STALL_PACE (a motion slowed at
+    the limits without end: its clock runs out after 25 s; one run of the failed-joint
+    triangle over DDS chased its goal for 262 s) is stopped OVERRUN x its planned duration +
+    OVERRUN_MARGIN on: reported once, not reached, judged against its goal; the setpoint
+    then held."""
     planner = make(model)
     servo = Servo(planner)
     p0, R0, psi0 = fk(Q0)
     servo.start(Waypoint((p0, R0), psi0 + np.radians(20), 1.5))
-
-    def nothing(q, v, dq, dt):
-        return LimitedStep(q=np.array(q, float), v=np.zeros(len(q)), a=-np.asarray(v) / dt,
-                           scale=0.0, clipped=False, at_limit=())
-
-    monkeypatch.setattr(planner.config.limiter, "step", nothing)
+    monkeypatch.setattr(planner.config.limiter, "step", held_still(STALL_PACE + 0.01))
     limit = OVERRUN * 1.5 + OVERRUN_MARGIN
     arrival = servo.run(limit + 1.0, until_arrival=True)
     assert arrival is not None and arrival.overran and not arrival.reached
+    assert not arrival.stalled
     assert limit < arrival.elapsed <= limit + 2 * DT + 1e-9
     assert arrival.planned == 1.5
     assert abs(np.degrees(arrival.arm_angle_error) - 20.0) < 0.5  # it never left the start
     held = servo.q.copy()
     assert servo.run(1.0, until_arrival=True) is None  # reported once
     assert np.array_equal(servo.q, held)
+
+
+def test_a_motion_whose_steps_are_cut_to_nothing_is_stopped_as_stalled(model, monkeypatch):
+    """Every run-time step cut to nothing (near-singular steps the limits cut: a failed
+    panda elbow's plan, left by the real elbow, drove joints at their speed limits while its
+    clock stood still): stopped after one STALL_WINDOW, reported once as stalled, not reached,
+    the setpoint then held. Pressing a position limit is not a stall (reported as such)."""
+    planner = make(model)
+    servo = Servo(planner)
+    p0, R0, psi0 = fk(Q0)
+    servo.start(Waypoint((p0, R0), psi0 + np.radians(20), 1.5))
+    monkeypatch.setattr(planner.config.limiter, "step", held_still(0.0))
+    arrival = servo.run(3 * STALL_WINDOW, until_arrival=True)
+    assert arrival is not None and arrival.stalled and not arrival.reached
+    assert not arrival.overran
+    assert STALL_WINDOW - 2 * DT <= arrival.elapsed <= STALL_WINDOW + 2 * DT
+    assert abs(np.degrees(arrival.arm_angle_error) - 20.0) < 0.5  # it never left the start
+    held = servo.q.copy()
+    assert servo.run(1.0, until_arrival=True) is None  # reported once
+    assert np.array_equal(servo.q, held)
+
+    planner = make(model)
+    servo = Servo(planner)
+    servo.start(Waypoint((p0, R0), psi0 + np.radians(20), 1.5))
+    monkeypatch.setattr(planner.config.limiter, "step", held_still(0.0, ("joint4",)))
+    assert servo.run(3 * STALL_WINDOW, until_arrival=True) is None
+    assert not planner.motion.stalled
+
+
+def test_the_arrival_says_whether_the_measured_arm_followed(model):
+    """The same 5 cm goal with a servo that follows and one that never moves: both plans end
+    on the goal, and the arrival's measured hand error is Pinocchio's distance from where the
+    measured arm's hand is to the target (0, within the last sample's step the servo had not
+    yet taken when it was measured, and the whole 4.7 cm step)."""
+    p0, R0, psi0 = fk(Q0)
+    target = p0 + np.array([0.03, -0.03, 0.02])
+    for follow in (1.0, 0.0):
+        servo = Servo(make(model), follow=follow)
+        servo.start(Waypoint((target, R0), psi0, 1.0))
+        arrival = servo.run(4.0, until_arrival=True)
+        assert arrival is not None and arrival.reached
+        measured = np.linalg.norm(fk(servo.q)[0] - target)
+        assert abs(arrival.measured_position_error - measured) < 1e-6
+        assert arrival.followed == (follow == 1.0)
+    assert abs(arrival.measured_position_error - np.linalg.norm(target - p0)) < 1e-9
 
 
 def test_a_goal_held_while_the_plan_still_moves_is_reported_after_a_second(model, monkeypatch):

@@ -8,10 +8,13 @@
 * ``iterate_from: sensed`` (claims 1, 3) with a servo that follows only part of each step.
 * Desired joint velocities penalised by W_v (claims 11, 18, 20): self-motion in their
   direction with the hand held.
+* An arm that does not follow the setpoints is named in the goal's report.
 
 The robot is an ideal (or lagging) position servo in this process that answers each setpoint
 with /joint_states; results are judged with Pinocchio's forward kinematics of the same URDF.
 """
+
+import re
 
 import numpy as np
 import pinocchio as pin
@@ -98,6 +101,31 @@ def triangle(p0, psi0):
     return [(P1, psi0 + np.radians(-90)), (P2, psi0 + np.radians(45)), (p0, psi0)]
 
 
+def pose_message(position, rotation) -> PoseStamped:
+    """A ~/target_pose in the root frame."""
+    msg = PoseStamped()
+    msg.header.frame_id = "base_link"
+    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = map(float, position)
+    x, y, z, w = pin.Quaternion(rotation).coeffs()
+    msg.pose.orientation.x, msg.pose.orientation.y = float(x), float(y)
+    msg.pose.orientation.z, msg.pose.orientation.w = float(z), float(w)
+    return msg
+
+
+def five_cm_goal(ros, launch, follow: float, **params):
+    """The resolver launched (motion_duration 1 s, ``params``), a servo following ``follow``
+    of each setpoint, and a hand goal 5 cm from Q0's in x, -y, z sent (orientation kept):
+    (node, servo, target)."""
+    node = launch("elbow_redundancy_resolver", {**BASE, "motion_duration": 1.0, **params})
+    servo = Servo(ros, follow=follow)
+    pose_pub = ros.node.create_publisher(PoseStamped, f"{NODE}/target_pose", 10)
+    start(ros, servo, node, pose_pub)
+    p0, R0, _ = fk(Q0)
+    target = p0 + np.array([0.05, -0.05, 0.05])
+    pose_pub.publish(pose_message(target, R0))
+    return node, servo, target
+
+
 def wrap(x):
     return (x + np.pi) % (2 * np.pi) - np.pi
 
@@ -146,17 +174,11 @@ def test_triangle_of_single_goals_returns_the_joints(ros, launch):
     psi_pub = ros.node.create_publisher(Float64, f"{NODE}/target_arm_angle", 10)
     start(ros, servo, node, pose_pub, psi_pub)
     p0, R0, psi0 = fk(Q0)
-    x, y, z, w = pin.Quaternion(R0).coeffs()
     moved = 0.0
     for k, (P, psi) in enumerate(triangle(p0, psi0)):
         psi_pub.publish(Float64(data=float(wrap(psi))))  # kept as the goal's ψ
         ros.spin_for(0.05)
-        msg = PoseStamped()
-        msg.header.frame_id = "base_link"
-        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = map(float, P)
-        msg.pose.orientation.x, msg.pose.orientation.y = float(x), float(y)
-        msg.pose.orientation.z, msg.pose.orientation.w = float(z), float(w)
-        pose_pub.publish(msg)
+        pose_pub.publish(pose_message(P, R0))
         assert ros.wait_for(lambda k=k: node.log().count("goal reached") >= k + 1, 60), \
             node.log()
         settle(ros, servo, 3.0)
@@ -218,20 +240,8 @@ def test_every_function_at_once_and_bad_options_named(ros, launch):
 def test_sensed_iteration_with_a_lagging_servo(ros, launch):
     """The servo covers only 30 % of each step: starting each step from the sensed joints
     (claims 1, 3) still ends on the goal."""
-    node = launch("elbow_redundancy_resolver", {**BASE, "motion_duration": 1.0,
-                                                "iterate_from": "sensed"})
-    servo = Servo(ros, follow=0.3)
-    pose_pub = ros.node.create_publisher(PoseStamped, f"{NODE}/target_pose", 10)
-    start(ros, servo, node, pose_pub)
-    p0, R0, psi0 = fk(Q0)
-    target = p0 + np.array([0.05, -0.05, 0.05])
-    msg = PoseStamped()
-    msg.header.frame_id = "base_link"
-    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = map(float, target)
-    x, y, z, w = pin.Quaternion(R0).coeffs()
-    msg.pose.orientation.x, msg.pose.orientation.y = float(x), float(y)
-    msg.pose.orientation.z, msg.pose.orientation.w = float(z), float(w)
-    pose_pub.publish(msg)
+    node, servo, target = five_cm_goal(ros, launch, 0.3, iterate_from="sensed")
+    psi0 = fk(Q0)[2]
     ros.spin_for(4.0)
     settle(ros, servo, 3.0)
     p, _, psi = fk(servo.q)
@@ -239,6 +249,22 @@ def test_sensed_iteration_with_a_lagging_servo(ros, launch):
           f"from the goal")
     assert np.linalg.norm(p - target) < 1e-3
     assert abs(wrap(psi - psi0)) < np.radians(1.0)
+
+
+def test_an_arm_that_does_not_follow_the_setpoints_is_named_in_the_report(ros, launch):
+    """The servo never moves (no controller on the setpoints): the plan, from its last
+    setpoint, still ends on the goal, but the report says the measured hand is where it
+    started: its distance to the goal from Pinocchio's forward kinematics, within 0.1 mm."""
+    node, servo, target = five_cm_goal(ros, launch, 0.0)
+    p0 = fk(Q0)[0]
+    assert ros.wait_for(lambda: "goal reached" in node.log(), 20), node.log()
+    found = re.search(r"the measured hand is ([0-9.]+) mm from the goal, the setpoints' "
+                      r"[0-9.]+ mm: the arm did not follow them \(is a controller following "
+                      r"/\S+/joint_setpoints\?\)", node.log())
+    assert found, node.log()
+    print(f"\n[resolver, arm not following] {found.group(0)}")
+    assert abs(float(found.group(1)) - 1e3 * np.linalg.norm(target - p0)) < 0.1
+    assert np.array_equal(servo.q, Q0)
 
 
 def test_desired_joint_velocities_move_the_arm_in_its_null_space(ros, launch):

@@ -27,7 +27,8 @@ JointTrajectoryController or a position controller, and ``~/arm_angle`` (measure
 Passive joints (a failed motor) are planned by ``redundancy/resolver.py`` as
 ``passive_joint_motion`` says: moved by the active joints through the disturbance Jacobian
 (dθ_p = J_D dθ_a, steps with the generalized Jacobians; Jain & Rodriguez's claims 11, 22), or
-locked at their measured angle (a braked joint).
+locked at their measured angle (a braked joint), or (``auto``, the default) the first, and
+the second for a goal the first refuses.
 
 Every setpoint is inside the URDF's position and velocity limits and the ``acceleration_limit``
 (``redundancy/limits.py``): a step the limits do not allow is scaled down along its direction
@@ -62,6 +63,8 @@ from ..redundancy.resolver import (
     HAND_AXES,
     OVERRUN,
     OVERRUN_MARGIN,
+    STALL_PACE,
+    STALL_WINDOW,
     Arrival,
     ElbowPlanner,
     Settings,
@@ -178,11 +181,12 @@ PARAMETERS = table(
                   "start of each goal ('' off; claim 2)", validator=_check_link),
     ParameterSpec("orientation_weight", 1.0, "W_c of the link-orientation rows", unit="1", low=0.0,
                   high=1e9),
-    ParameterSpec("passive_joint_motion", "disturbance", "how the plan moves a passive joint: "
+    ParameterSpec("passive_joint_motion", "auto", "how the plan moves a passive joint: "
                   "disturbance (as the active joints' motion drives it, dθ_p = J_D dθ_a; steps "
                   "with the generalized Jacobians J_G = J_a + J_p J_D: patent US 5,377,310 "
-                  "claims 11, 22) or locked (held at its measured angle: a braked joint)",
-                  choices=("disturbance", "locked")),
+                  "claims 11, 22), locked (held at its measured angle: a braked joint) or auto "
+                  "(disturbance, and locked for a goal whose disturbance plan is refused)",
+                  choices=("auto", "disturbance", "locked")),
     ParameterSpec("desired_velocity_timeout", 0.5, "~/desired_joint_velocities older than this "
                   "are dropped", unit="s", low=0.0, high=60.0),
 )
@@ -341,6 +345,8 @@ class ElbowRedundancyResolver(Node):
                 name = "motion_duration" if single else f"{what} (waypoint {k + 1}): duration"
                 self.get_logger().info(f"{name} {requested:g} s stretched to {planned:.2f} s "
                                        "by the joint velocity/acceleration limits")
+            if result.plan.note:
+                self.get_logger().info(f"{what}: {result.plan.note}")
             self.planner.accept(result.plan, self.q_measured)
             goal = result.plan.goal
             self.goal_pose, self.goal_psi = (goal[0], goal[1]), goal[2]
@@ -533,6 +539,11 @@ class ElbowRedundancyResolver(Node):
         slowed = " (slowed down at the limits)" if arrival.slowed else ""
         summary = (f"hand {hand:.2f} mm, {turn:.2f}° and arm angle {psi_err:.2f}° from the "
                    f"target after {arrival.elapsed:.2f} s{slowed}")
+        if not arrival.followed:
+            self.get_logger().warning(
+                f"the measured hand is {1e3 * arrival.measured_position_error:.1f} mm from the "
+                f"goal, the setpoints' {hand:.2f} mm: the arm did not follow them (is a "
+                f"controller following {self.setpoint_pub.topic_name}?)")
         if arrival.reached:
             self.get_logger().info(f"goal reached: {summary}")
         else:
@@ -541,6 +552,10 @@ class ElbowRedundancyResolver(Node):
             if arrival.overran:
                 why += (f" (not settled {OVERRUN:g}x its planned {arrival.planned:.2f} s + "
                         f"{OVERRUN_MARGIN:g} s on: stopped, the last setpoint held)")
+            if arrival.stalled:
+                why += (f" (stalled: the limits cut its steps below {100 * STALL_PACE:g} % of "
+                        f"their pace for {STALL_WINDOW:g} s, near-singular steps: stopped, "
+                        "the last setpoint held)")
             self.get_logger().warning(f"goal not reached: {summary}{why}")
 
     def _publish_diagnostics(self) -> None:
@@ -554,14 +569,20 @@ class ElbowRedundancyResolver(Node):
                 f"held at a position limit: {', '.join(at_limit)}"
         elif motion is None:
             status.level, status.message = DiagnosticStatus.OK, "idle"
+        elif motion.halted:
+            status.level = DiagnosticStatus.WARN
+            status.message = "stopped: " + ("stalled" if motion.stalled else "overran")
         else:
             status.level = DiagnosticStatus.OK
             status.message = "moving" if not motion.reported else "holding the goal"
         segments = len(motion.segments) if motion is not None else 0
+        coupled = self.planner.config.running(motion).coupled  # J_D: with passive joints
+        passive = "" if not self.model.n_passive else "disturbance" if coupled else "locked"
         values = {"time_scale": f"{self.last_scale:.3f}", "last_rejection": self.last_rejection,
                   "joints_at_position_limit": ",".join(at_limit),
                   "waypoints_left": str(max(segments - 1, 0)),
                   "functions": ",".join(self.planner.function_names),
+                  "passive_joints_planned": passive,
                   **{k: str(v) for k, v in self.counts.items()}}
         status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
         msg = DiagnosticArray(status=[status])

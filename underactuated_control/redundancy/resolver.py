@@ -16,7 +16,7 @@ clock advances by the fraction of the step taken). It returns a ``Setpoint`` (po
 velocities, accelerations and what limited them), with an ``Arrival`` once per goal when the
 motion has settled.
 
-Passive joints (a failed motor; ``Settings.passive_joint_motion``): ``disturbance`` (default)
+Passive joints (a failed motor; ``Settings.passive_joint_motion``): ``disturbance``
 plans with the generalized Jacobians of Jain & Rodriguez (patent US 5,377,310 claims 11, 22):
 a passive joint moves by dθ_p = J_D dθ_a when the active joints move by dθ_a (first order of
 q̈_p = J_D q̈_a + drift, paper 6.12), every row of the step is its generalized row
@@ -26,7 +26,10 @@ corrected for the active joints' lag (``iterate_from: plan``) or from the measur
 (``sensed``), velocity J_D θ̇_a,set. Only the active setpoints are limited (nobody commands
 a passive joint); a dry run stretches its motion for the passive joints' predicted speeds too.
 ``locked``: a passive joint is held at its measured angle and planned as locked (a braked
-joint): its column is dropped and its setpoint is its measured angle, at rest.
+joint): its column is dropped and its setpoint is its measured angle, at rest. ``auto``
+(default): ``disturbance``, and for a goal whose disturbance plan is refused, ``locked`` (a
+failed joint held by its friction; on six arms never used to develop this, with the joints'
+friction, the locked plan reached as many goals or more: doc/nodes/elbow_redundancy_resolver.md).
 
 State is explicit: ``Motion`` (segments, clocks), ``q_plan``/``v_plan`` (the last setpoint)
 and ``Anchors`` (θ(0) of the goal: locked joints, spring rest angles, held link orientations,
@@ -65,7 +68,8 @@ from .functions import (
 )
 from .limits import SetpointLimiter, hand_errors, plan_motion, reach, wrap_angle
 
-__all__ = ["HAND_AXES", "MAX_DURATION", "OVERRUN", "OVERRUN_MARGIN", "SETTLE_HOLD", "Settings",
+__all__ = ["HAND_AXES", "MAX_DURATION", "OVERRUN", "OVERRUN_MARGIN", "SETTLE_HOLD", "STALL_PACE",
+           "STALL_WINDOW", "FOLLOWING_POSITION", "PLAN_PASSIVE_MOTIONS", "Settings",
            "Waypoint", "Segment", "Plan", "PlanResult", "Motion", "Anchors", "Arrival", "Setpoint",
            "Configuration", "ElbowPlanner"]
 
@@ -79,7 +83,17 @@ OVERRUN, OVERRUN_MARGIN = 4.0, 10.0
 # the plan still moves (answering a passive joint: the failed-joint triangle in CI, hand
 # 0.00 mm and arm angle 0.00° from its goal, never settled below 1e-3 rad/s)
 SETTLE_HOLD = 1.0
+# a running motion whose clock advanced less than STALL_PACE x STALL_WINDOW s over a window of
+# STALL_WINDOW s of setpoints (no joint at a position limit) is stopped and reported: its steps
+# were near-singular, cut by the limits (a failed elbow's plan left by the real passive motion
+# drove panda joints along such steps at their speed limits, the hand going nowhere)
+STALL_PACE, STALL_WINDOW = 0.05, 1.0
+# passive_joint_motion: the configuration step's two, or the planner's choice between them
+PLAN_PASSIVE_MOTIONS = ("auto", *PASSIVE_MOTIONS)
 ARRIVAL_POSITION, ARRIVAL_DEGREES = 1e-3, 0.5  # m, deg: a goal's hand (and arm angle) tolerance
+# m: a measured hand this much farther from the goal than the setpoints' is an arm that did not
+# follow them (no controller on ~/joint_reference, or one holding): said in the report
+FOLLOWING_POSITION = 0.01
 
 
 @dataclass(frozen=True)
@@ -109,7 +123,7 @@ class Settings:
     gravity_torque_weight: float = 1.0
     orientation_link: str = ""  # '' off (claim 2)
     orientation_weight: float = 1.0
-    passive_joint_motion: str = "disturbance"  # passive joints moved by J_D, or "locked"
+    passive_joint_motion: str = "auto"  # passive joints moved by J_D, "locked", or "auto"
 
     @classmethod
     def from_values(cls, values: Mapping) -> Settings:
@@ -158,6 +172,8 @@ class Plan:
     q: np.ndarray  # configuration the dry run started from
     segments: list[Segment]
     stretched: list[tuple[int, float, float]]  # (waypoint index, asked, planned duration [s])
+    locked: bool = False  # ``auto``: planned with the passive joints locked (J_D's refused)
+    note: str = ""  # why (``auto``: the disturbance plan's refusal)
 
     @property
     def goal(self) -> tuple:
@@ -191,7 +207,33 @@ class Motion:
     past_first: bool = False  # elbow targets move over the first segment only, then are held
     reported: bool = False  # the arrival has been reported
     overran: bool = False  # stopped unsettled past OVERRUN x its planned duration
+    stalled: bool = False  # stopped: its clock hardly advanced over STALL_WINDOW s
     on_goal_since: float | None = None  # elapsed [s] when the hand came onto its goal, moving
+    progress: float = 0.0  # s: the clocks' advance over all segments
+    locked: bool = False  # run with the passive joints locked (an ``auto`` plan's fallback)
+    window: tuple[float, float] = (0.0, 0.0)  # (elapsed, progress) where the window began
+
+    @property
+    def halted(self) -> bool:
+        """Stopped before it settled (overran or stalled): the last setpoint is held."""
+        return self.overran or self.stalled
+
+    def check_pace(self, scale: float, dt: float, pressing_a_limit: bool,
+                   running: bool) -> None:
+        """Count a setpoint that advanced the clock by ``scale`` x ``dt``; a window of
+        STALL_WINDOW s in which the clock advanced less than STALL_PACE of it stalls the motion.
+        A setpoint pressing a position limit (reported as such), or one past the last
+        segment's clock (``running`` False: settling, bounded by OVERRUN), starts a new
+        window."""
+        self.progress += scale * dt
+        if pressing_a_limit or not running:
+            self.window = (self.elapsed, self.progress)
+            return
+        start, done = self.window
+        if self.elapsed - start >= STALL_WINDOW - 1e-9:
+            if self.progress - done < STALL_PACE * (self.elapsed - start):
+                self.stalled = True
+            self.window = (self.elapsed, self.progress)
 
 
 @dataclass
@@ -255,12 +297,22 @@ class Arrival:
     at_limit: tuple[str, ...]  # joints held at a position limit
     overran: bool = False  # stopped before it settled, past OVERRUN x its planned duration
     planned: float = 0.0  # s: its planned duration
+    stalled: bool = False  # stopped: the limits cut its steps below STALL_PACE (near-singular)
+    measured_position_error: float = 0.0  # m: the measured arm's hand to the target
+    measured_orientation_error: float = 0.0  # rad
+
+    @property
+    def followed(self) -> bool:
+        """The measured hand is within FOLLOWING_POSITION of where the setpoints put it, as
+        far as the goal is concerned (a controller followed the setpoints)."""
+        return self.measured_position_error - self.position_error < FOLLOWING_POSITION
 
     @property
     def reached(self) -> bool:
         """Settled within 1 mm and 0.5° of the hand target."""
         return (self.position_error < ARRIVAL_POSITION
-                and np.degrees(self.orientation_error) < ARRIVAL_DEGREES and not self.overran)
+                and np.degrees(self.orientation_error) < ARRIVAL_DEGREES and not self.overran
+                and not self.stalled)
 
 
 @dataclass
@@ -293,6 +345,14 @@ class Configuration:
     planning: ConfigurationControl
     planning_limiter: SetpointLimiter
     planning_arm_angle: ArmAngle
+    locked: ConfigurationControl | None = None  # ``auto`` with passive joints: the fallback
+    locked_planning: ConfigurationControl | None = None
+
+    def running(self, motion: Motion | None) -> ConfigurationControl:
+        """The step a motion runs with (its plan's: the fallback for a locked one)."""
+        if motion is not None and motion.locked and self.locked is not None:
+            return self.locked
+        return self.control
 
 
 class ElbowPlanner:
@@ -324,18 +384,26 @@ class ElbowPlanner:
 
     def _configuration(self, settings: Settings, spheres: tuple[Sphere, ...]
                        ) -> Configuration:
-        control, limiter, arm_angle = self._build(settings, spheres)
-        planning, planning_limiter, planning_arm_angle = self._build(settings, spheres)
-        return Configuration(settings, spheres, control, limiter, arm_angle, planning,
-                             planning_limiter, planning_arm_angle)
+        if settings.passive_joint_motion not in PLAN_PASSIVE_MOTIONS:
+            raise ValueError(f"passive_joint_motion must be one of "
+                             f"{list(PLAN_PASSIVE_MOTIONS)}, got "
+                             f"'{settings.passive_joint_motion}'")
+        auto = settings.passive_joint_motion == "auto"
+        mode = "disturbance" if auto else settings.passive_joint_motion
+        control, limiter, arm_angle = self._build(settings, spheres, mode)
+        planning, planning_limiter, planning_arm_angle = self._build(settings, spheres, mode)
+        config = Configuration(settings, spheres, control, limiter, arm_angle, planning,
+                               planning_limiter, planning_arm_angle)
+        if auto and self.model.n_passive:
+            config.locked = self._build(settings, spheres, "locked")[0]
+            config.locked_planning = self._build(settings, spheres, "locked")[0]
+        return config
 
-    def _build(self, s: Settings, marker_spheres: Sequence[Sphere]
+    def _build(self, s: Settings, marker_spheres: Sequence[Sphere], passive_motion: str
                ) -> tuple[ConfigurationControl, SetpointLimiter, ArmAngle]:
-        """Every kinematic function the settings switch on (claim 13: several at once)."""
+        """Every kinematic function the settings switch on (claim 13: several at once), the
+        passive joints planned as ``passive_motion`` says."""
         m, tip = self.model, self.tip
-        if s.passive_joint_motion not in PASSIVE_MOTIONS:
-            raise ValueError(f"passive_joint_motion must be one of {list(PASSIVE_MOTIONS)}, "
-                             f"got '{s.passive_joint_motion}'")
         arm_angle = ArmAngle(m, *self.links, reference=self.reference)
         functions = [ArmAngleFunction(arm_angle, s.arm_angle_weight)]
         for axis in s.elbow_axes:
@@ -366,7 +434,7 @@ class ElbowPlanner:
             task_weights=per_joint("hand_weights", s.hand_weights, HAND_AXES),
             joint_velocity_weights=per_joint("joint_velocity_weights",
                                              s.joint_velocity_weights, m.joint_names),
-            passive_motion=s.passive_joint_motion)
+            passive_motion=passive_motion)
         limiter = SetpointLimiter(m, per_joint("acceleration_limit", s.acceleration_limit,
                                                m.joint_names))
         return control, limiter, arm_angle
@@ -374,7 +442,12 @@ class ElbowPlanner:
     def use(self, config: Configuration) -> None:
         """Switch to a configuration from ``configure``; a running goal keeps its anchors
         (locks, springs, held orientations)."""
-        Anchors.of(self.config.control).apply(config.control)
+        anchors = Anchors.of(self.config.running(self.motion))
+        for control in (config.control, config.locked):
+            if control is not None:
+                anchors.apply(control)
+        if self.motion is not None and self.motion.locked and config.locked is None:
+            self.motion.locked = False  # no fallback in the new settings: as configured
         self.config = config
 
     def warm_up(self) -> None:
@@ -385,7 +458,10 @@ class ElbowPlanner:
         q = self.config.limiter.clamp(np.where(
             np.isfinite(m.position_lower) & np.isfinite(m.position_upper),
             0.5 * (m.position_lower + m.position_upper), 0.0))
-        for control in (self.config.control, self.config.planning):
+        for control in (self.config.control, self.config.planning, self.config.locked,
+                        self.config.locked_planning):
+            if control is None:
+                continue
             ws = control.workspace
             ws.set_configuration(q)
             control.step(q, ws.frame_placement(self.tip))
@@ -444,10 +520,27 @@ class ElbowPlanner:
 
     def plan(self, waypoints: Sequence[Waypoint], q: np.ndarray) -> PlanResult:
         """Dry runs of the motion from ``q`` through ``waypoints``, each segment from where
-        the previous one ends. Uses only the planning copy of the step: may run on another
-        thread than ``step`` (not two at once)."""
+        the previous one ends. Uses only the planning copies of the step: may run on another
+        thread than ``step`` (not two at once). ``passive_joint_motion: auto``: planned with
+        the passive joints moved by J_D, and where that plan is refused, with them locked."""
         config = self.config
-        control, limiter = config.planning, config.planning_limiter
+        result = self._dry_runs(config.planning, config, waypoints, q)
+        if result.plan is not None or config.locked_planning is None or \
+                result.reason.startswith("the target is"):  # beyond reach: either way
+            return result
+        locked = self._dry_runs(config.locked_planning, config, waypoints, q)
+        if locked.plan is None:
+            return PlanResult(reason=f"{result.reason}; with the passive joints locked: "
+                              f"{locked.reason}", waypoint=result.waypoint)
+        locked.plan.locked = True
+        locked.plan.note = (f"planned with the passive joints locked: moved by the active "
+                            f"joints (J_D), {result.reason}")
+        return locked
+
+    def _dry_runs(self, control: ConfigurationControl, config: Configuration,
+                  waypoints: Sequence[Waypoint], q: np.ndarray) -> PlanResult:
+        """``plan`` with the planning step ``control``."""
+        limiter = config.planning_limiter
         if not waypoints:
             return PlanResult(reason="no waypoints")
         for k, wp in enumerate(waypoints):
@@ -513,11 +606,14 @@ class ElbowPlanner:
         first = segments[0]
         if not np.array_equal(q, plan.q):
             segments[0] = Segment((p0, R0, psi0), first.goal, first.duration)
-        Anchors.at(config.control, q).apply(config.control)  # θ(0) of the goal
+        motion = Motion(segments, sum(seg.duration for seg in segments), elbow_start,
+                        locked=plan.locked and config.locked is not None)
+        control = config.running(motion)
+        Anchors.at(control, q).apply(control)  # θ(0) of the goal
         if not moving:
             self.v_plan = np.zeros(self.model.nv)
         self.q_plan = q.copy()
-        self.motion = Motion(segments, sum(seg.duration for seg in segments), elbow_start)
+        self.motion = motion
 
     # ---------------------------------------------------------------- setpoints
     def step(self, q_measured: np.ndarray, dt: float, desired_dq: np.ndarray | None = None
@@ -528,7 +624,7 @@ class ElbowPlanner:
         if motion is None or self.q_plan is None:
             return None
         config = self.config
-        control, limiter = config.control, config.limiter
+        control, limiter = config.running(motion), config.limiter
         seg = motion.segments[0]
         t = motion.clock + dt
         p_d, R_d, psi_d = seg.trajectory(t)
@@ -553,7 +649,7 @@ class ElbowPlanner:
         if not (motion.reported or motion.overran) and \
                 motion.elapsed > OVERRUN * motion.total_duration + OVERRUN_MARGIN:
             motion.overran = True  # never settled (chasing its goal): stopped, reported
-        if failure or motion.overran:  # hold: stop the plan (at the acceleration limit),
+        if failure or motion.halted:  # hold: stop the plan (at the acceleration limit),
             dq = np.zeros(self.model.nv)  # keep its clock
         dq[passive] = 0.0  # the limits bound the active setpoints (nobody commands these)
         v_plan = self.v_plan
@@ -561,9 +657,12 @@ class ElbowPlanner:
             v_plan = v_plan.copy()
             v_plan[passive] = 0.0
         step = limiter.step(self.q_plan, v_plan, dq, dt)
-        if not (failure or motion.overran):
+        if not (failure or motion.halted):
             motion.clock += step.scale * dt  # stretched in time, the path kept
         motion.elapsed += dt
+        if not (failure or motion.halted or motion.reported):
+            motion.check_pace(step.scale, dt, bool(step.at_limit),
+                              len(motion.segments) > 1 or motion.clock < seg.duration)
         if motion.clock >= seg.duration and len(motion.segments) > 1:
             motion.segments.pop(0)  # on to the next waypoint (cycloidal: at rest there)
             motion.past_first = True
@@ -587,8 +686,8 @@ class ElbowPlanner:
             v_next[passive] = 0.0
             a_next[passive] = 0.0
         self.q_plan, self.v_plan = q_next, v_next
-        arrival = (self._arrival(res, psi_d, q_from)
-                   if res is not None and (len(motion.segments) == 1 or motion.overran)
+        arrival = (self._arrival(res, psi_d, q_from, limiter.clamp(q_measured))
+                   if res is not None and (len(motion.segments) == 1 or motion.halted)
                    else None)
         return Setpoint(q=q_next, v=v_next, a=a_next, scale=step.scale,
                         limited=step.scale < 1.0 - 1e-9 or step.clipped,
@@ -603,23 +702,25 @@ class ElbowPlanner:
             return q_measured[passive]
         return q_measured[passive] + self.J_D @ (self.q_plan[active] - q_measured[active])
 
-    def _arrival(self, res: StepResult, psi_goal: float, q: np.ndarray) -> Arrival | None:
+    def _arrival(self, res: StepResult, psi_goal: float, q: np.ndarray,
+                 q_measured: np.ndarray) -> Arrival | None:
         """Once per goal, when the motion's clock has run out and the plan has stopped, or
         its hand and arm angle have stayed on the goal for ``SETTLE_HOLD`` s while the plan
-        still answers a passive joint's small motion (the step ``res`` started from ``q``)."""
+        still answers a passive joint's small motion (the step ``res`` started from ``q``);
+        the measured arm's hand errors too."""
         motion = self.motion
         if motion.reported or (motion.clock < motion.segments[0].duration
-                               and not motion.overran):
+                               and not motion.halted):
             return None
         psi_now = float(res.values.get("arm_angle", [psi_goal])[0])
         e_p, e_o = res.position_error, res.orientation_error
         control = self.config.control
         weights = np.broadcast_to(np.asarray(control.task_weights, float), (6,))
-        goal = motion.segments[-1].goal  # an overrun motion: judged against its last goal
-        if motion.overran:
+        goal = motion.segments[-1].goal  # a halted motion: judged against its last goal
+        if motion.halted:
             psi_now = self.config.arm_angle.evaluate(q).psi
             psi_goal = goal[2]
-        if np.any(weights <= 0) or motion.overran:  # an axis not tracked is not judged
+        if np.any(weights <= 0) or motion.halted:  # an axis not tracked is not judged
             ws = control.workspace
             ws.set_configuration(q)
             p, R = ws.frame_placement(self.tip)
@@ -628,16 +729,20 @@ class ElbowPlanner:
         if np.abs(self.v_plan).max() > 1e-3 and not self.at_limit:
             on_goal = (e_p < ARRIVAL_POSITION
                        and np.degrees(max(e_o, psi_error)) < ARRIVAL_DEGREES)
-            if motion.overran or not on_goal:
+            if motion.halted or not on_goal:
                 motion.on_goal_since = None
-                return None  # still settling (an overrun motion: braking to rest)
+                return None  # still settling (a halted motion: braking to rest)
             if motion.on_goal_since is None:
                 motion.on_goal_since = motion.elapsed
             if motion.elapsed - motion.on_goal_since < SETTLE_HOLD:
                 return None
         motion.reported = True
+        ws = control.workspace
+        ws.set_configuration(q_measured)
+        e_pm, e_om = hand_errors(weights, goal[0], goal[1], *ws.frame_placement(self.tip))
         return Arrival(position_error=e_p, orientation_error=e_o, arm_angle_error=psi_error,
                        elapsed=motion.elapsed,
                        slowed=motion.elapsed > 1.05 * motion.total_duration + 0.05,
                        at_limit=self.at_limit, overran=motion.overran,
-                       planned=motion.total_duration)
+                       planned=motion.total_duration, stalled=motion.stalled,
+                       measured_position_error=e_pm, measured_orientation_error=e_om)

@@ -36,7 +36,7 @@ from ..jacobians import JacobianWorkspace
 __all__ = ["ScenarioRun", "demo_domain", "circle_path", "frame_positions", "reference_at",
            "stamp_seconds", "stream_path", "position_reference",
            "command_rate", "fixed_fingers", "joint_positions", "only_joints", "pyplot",
-           "with_joint_dynamics", "write_summary"]
+           "with_joint_dynamics", "without_joint_dynamics", "write_summary"]
 
 REFERENCE_TOPIC = f"/{CONTROLLER}/pose_reference"
 ESTIMATE_TOPIC = f"/{CONTROLLER}/base_estimate"
@@ -60,9 +60,26 @@ def demo_domain(environ: Mapping[str, str] | None = None) -> tuple[int, str]:
 
 def with_joint_dynamics(urdf: str, damping: float, friction: float) -> str:
     """``urdf`` (its text) with every ``<dynamics .../>`` element set to ``damping``
-    [N m s/rad] and dry ``friction`` [N m] (issue 23's arms: 0.3 and 0.05 on every joint)."""
-    return re.sub(r"<dynamics[^>]*/>", f'<dynamics damping="{damping}" friction="{friction}"/>',
-                  urdf)
+    [N m s/rad] and dry ``friction`` [N m], and one added to each movable joint that has none
+    (issue 23's arms: 0.3 and 0.05 on every joint; the Unitree G1's URDF declares none)."""
+    element = f'<dynamics damping="{damping}" friction="{friction}"/>'
+    text = re.sub(r"<dynamics[^>]*/>", element, urdf)
+
+    def add(match: re.Match) -> str:
+        block = match.group(0)
+        return block if "<dynamics" in block else block.replace("</joint>", f"  {element}\n"
+                                                                 "  </joint>")
+    movable = r'<joint\s[^>]*type="(?:revolute|continuous|prismatic)"[^>]*>.*?</joint>'
+    return re.sub(movable, add, text, flags=re.S)
+
+
+def without_joint_dynamics(urdf: str, joint: str) -> str:
+    """``urdf`` (its text) with ``joint``'s ``<dynamics .../>`` removed: a failed joint that
+    turns freely (unchanged if it has none). A joint the URDF has not is a ``ValueError``."""
+    if not re.search(rf'<joint\s+name="{re.escape(joint)}"', urdf):
+        raise ValueError(f"the URDF has no joint '{joint}'")
+    pattern = rf'(<joint\s+name="{re.escape(joint)}"(?:(?!</joint>).)*?)<dynamics[^>]*/>'
+    return re.sub(pattern, r"\1", urdf, count=1, flags=re.S)
 
 
 def fixed_fingers(urdf: str) -> str:
