@@ -28,8 +28,9 @@ a passive joint); a dry run stretches its motion for the passive joints' predict
 ``locked``: a passive joint is held at its measured angle and planned as locked (a braked
 joint): its column is dropped and its setpoint is its measured angle, at rest. ``auto``
 (default): ``disturbance``, and for a goal whose disturbance plan is refused, ``locked`` (a
-failed joint held by its friction; on six arms never used to develop this, with the joints'
-friction, the locked plan reached as many goals or more: doc/nodes/elbow_redundancy_resolver.md).
+failed joint held by its friction; on seven arms never used to develop this, with the
+joints' friction, the locked plan reached as many goals or more:
+doc/nodes/elbow_redundancy_resolver.md).
 
 State is explicit: ``Motion`` (segments, clocks), ``q_plan``/``v_plan`` (the last setpoint)
 and ``Anchors`` (θ(0) of the goal: locked joints, spring rest angles, held link orientations,
@@ -524,9 +525,14 @@ class ElbowPlanner:
         thread than ``step`` (not two at once). ``passive_joint_motion: auto``: planned with
         the passive joints moved by J_D, and where that plan is refused, with them locked."""
         config = self.config
+        if not waypoints:
+            return PlanResult(reason="no waypoints")
+        for k, wp in enumerate(waypoints):
+            reason = "" if wp.pose is None else self.beyond_reach(wp.pose[0])
+            if reason:
+                return PlanResult(reason=reason, waypoint=k)
         result = self._dry_runs(config.planning, config, waypoints, q)
-        if result.plan is not None or config.locked_planning is None or \
-                result.reason.startswith("the target is"):  # beyond reach: either way
+        if result.plan is not None or config.locked_planning is None:
             return result
         locked = self._dry_runs(config.locked_planning, config, waypoints, q)
         if locked.plan is None:
@@ -539,14 +545,8 @@ class ElbowPlanner:
 
     def _dry_runs(self, control: ConfigurationControl, config: Configuration,
                   waypoints: Sequence[Waypoint], q: np.ndarray) -> PlanResult:
-        """``plan`` with the planning step ``control``."""
+        """``plan``'s dry runs with the planning step ``control``."""
         limiter = config.planning_limiter
-        if not waypoints:
-            return PlanResult(reason="no waypoints")
-        for k, wp in enumerate(waypoints):
-            reason = "" if wp.pose is None else self.beyond_reach(wp.pose[0])
-            if reason:
-                return PlanResult(reason=reason, waypoint=k)
         q = limiter.clamp(np.asarray(q, dtype=float))
         p0, R0, psi0, elbow_start = self._start_values(control, config.planning_arm_angle,
                                                        config.settings, q)
