@@ -17,7 +17,9 @@ and how fast it still turns when the active joints have stopped.
 resolver; the set-up's damping and friction on every joint, "URDF" below; S, E, W the links
 after its joints 2, 4 and 6) instead of arm7; its every joint by default, the first table only
 (the second is arm7's). Columns added for every arm: how the planner reported the end, and the
-largest joint speed MuJoCo measured against the URDF's limit.
+largest joint speed MuJoCo measured against the URDF's limit. ``--summary`` counts the rows of
+``--json`` files by outcome, and the goals each plan reached (``auto``: the disturbance plan's
+row, the locked one's where it was refused).
 """
 
 from __future__ import annotations
@@ -167,6 +169,25 @@ def summary(paths: list[Path]) -> None:
                       f"{'none' if free else 'URDF'} | {count['reached']} | "
                       f"{count['stalled'] + count['overran']} | {len(some) - len(ran)} | "
                       f"{count['not reported']} | {peak:.2f} |")
+    print("\nGoals reached by plan; auto: the disturbance plan's row, the locked one's where "
+          "it was refused (the same dry runs and steps)")
+    print("| arm | failed joint's friction | disturbance | locked | auto |")
+    print("| --- | --- | --- | --- | --- |")
+    for path in paths:
+        rows = [r for r in json.loads(path.read_text()) if r["failed"]]
+        for free in (True, False):
+            def reached(r: dict) -> bool:
+                return r.get("ending", "").startswith("reached")
+
+            by = {(r["failed"], r["plan"]): r for r in rows if r["free"] == free}
+            joints = sorted({j for j, _ in by})
+            auto = [by[j, "locked"] if by[j, "disturbance"]["refused"] else by[j, "disturbance"]
+                    for j in joints]
+            count = {plan: sum(reached(by[j, plan]) for j in joints)
+                     for plan in ("disturbance", "locked")}
+            print(f"| {rows[0]['arm']} | {'none' if free else 'URDF'} | "
+                  f"{count['disturbance']} of {len(joints)} | {count['locked']} | "
+                  f"{sum(map(reached, auto))} |")
 
 
 def ideal_setpoints(model: RobotModel, dt: float = 0.01) -> list[tuple[np.ndarray, ...]]:
