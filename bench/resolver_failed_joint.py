@@ -54,12 +54,6 @@ from failure_cases import ARMS, DAMPING, FRICTION, arm_text  # noqa: E402
 PM = pin.buildModelFromUrdf(str(bundled("urdf", "arm7.urdf")))
 PM.gravity.linear[:] = 0.0
 PD = PM.createData()
-TOOL = PM.getFrameId("tool")
-
-
-def fk(q: np.ndarray) -> np.ndarray:
-    pin.framesForwardKinematics(PM, PD, q)
-    return PD.oMf[TOOL].translation.copy()
 
 
 def triangle_arm(name: str) -> TriangleArm:
@@ -153,8 +147,8 @@ def summary(paths: list[Path]) -> None:
     print("| arm | plan | failed joint's friction | reached | stopped | refused | not reported |"
           " peak active speed / limit |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for path in paths:
-        rows = [r for r in json.loads(path.read_text()) if r["failed"]]
+    tables = [[r for r in json.loads(path.read_text()) if r["failed"]] for path in paths]
+    for rows in tables:
         for plan in ("disturbance", "locked"):
             for free in (True, False):
                 some = [r for r in rows if r["plan"] == plan and r["free"] == free]
@@ -173,8 +167,7 @@ def summary(paths: list[Path]) -> None:
           "it was refused (the same dry runs and steps)")
     print("| arm | failed joint's friction | disturbance | locked | auto |")
     print("| --- | --- | --- | --- | --- |")
-    for path in paths:
-        rows = [r for r in json.loads(path.read_text()) if r["failed"]]
+    for rows in tables:
         for free in (True, False):
             def reached(r: dict) -> bool:
                 return r.get("ending", "").startswith("reached")
