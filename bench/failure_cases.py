@@ -631,11 +631,12 @@ def locked(path: str):
 
 
 def warm_arrest_planner(urdf: str, q0: np.ndarray, frame: str) -> None:
-    """One arrest plan and one swing plan of this arm, untimed, before the rows: the
-    reaction's planners (box DDP through the derivatives) have a wall-time budget, and after
-    any edit of the package numba compiles their kernels for a minute or two on the first
-    plan (the set-up's ``underactuated-control warm-up`` compiles them), which would judge
-    the first falling or swinging row by a plan stopped at its budget."""
+    """One arrest plan, one swing plan and one pose plan of this arm, moving, untimed, before
+    the rows: the reaction's planners (box DDP through the derivatives) have a wall-time
+    budget, and after any edit of the package numba compiles their kernels for a minute or
+    two on the first plan (the set-up's ``underactuated-control warm-up`` compiles them),
+    which would judge the first falling or swinging row by a plan stopped at its budget (a
+    swing plan at rest left kernels uncompiled: a kept task's first plan then took 70-76 s)."""
     model = RobotModel.from_urdf(urdf)
     failed = model.with_passive([model.joint_names[1]])
     v = np.zeros(model.nv)
@@ -645,7 +646,10 @@ def warm_arrest_planner(urdf: str, q0: np.ndarray, frame: str) -> None:
     swing = failure_reaction.PlannedSwing(failed, frame, budget=600.0)  # its path cost too
     ws = JacobianWorkspace(failed)
     ws.set_configuration(q0)
-    swing.plan(q0, np.zeros(model.nv), ws.frame_placement(frame)[0], np.zeros(3))
+    hand, rotation = ws.frame_placement(frame)
+    swing.plan(q0, v, hand, np.zeros(3))  # moving: every kernel runs
+    pose = failure_reaction.PlannedTask(failed, frame, budget=600.0, pose=True)  # rotations
+    pose.plan(q0, v, hand, np.zeros(3), rotation, np.zeros(3))
     print(f"(the failure planners' kernels compiled or loaded: {time.perf_counter() - t0:.1f} s)",
           flush=True)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from underactuated_control.scenarios.harness import fixed_fingers, with_joint_dynamics
+from underactuated_control.scenarios.harness import fixed_fingers, only_joints, with_joint_dynamics
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 ARM7_PATH = ROOT / "urdf/arm7.urdf"
@@ -17,6 +17,9 @@ SPACE_ARM_PATH = ROOT / "urdf/space_arm.urdf"
 EXAMPLE_ROBOTS = Path(sysconfig.get_paths()["purelib"]) / \
     "cmeel.prefix/share/example-robot-data/robots"  # installed with the test extra
 PANDA_Q0 = [0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8]  # the panda's hand held bent (arm7's start)
+G1_LEFT_ARM = [f"left_{j}_joint" for j in ("shoulder_pitch", "shoulder_roll", "shoulder_yaw",
+                                           "elbow", "wrist_roll", "wrist_pitch", "wrist_yaw")]
+G1_Q0 = np.array([-0.45, 0.36, 0.33, -0.39, -0.98, -0.32, -0.83])  # bench/failure_cases.py's
 
 
 def issue_arm(path: str | Path, damping: float = 0.3, friction: float = 0.05) -> str:
@@ -26,6 +29,13 @@ def issue_arm(path: str | Path, damping: float = 0.3, friction: float = 0.05) ->
     joint)."""
     text = (EXAMPLE_ROBOTS / path).read_text()
     return fixed_fingers(with_joint_dynamics(text, damping, friction))
+
+
+def g1_left_arm() -> tuple[str, str, np.ndarray]:
+    """The Unitree G1's left arm (example-robot-data, issue 23's <dynamics>), the rest of the
+    humanoid rigid: (URDF text, hand frame, start configuration)."""
+    text = only_joints(issue_arm("g1_description/urdf/g1_29dof_rev_1_0.urdf"), G1_LEFT_ARM)
+    return text, "left_rubber_hand", G1_Q0.copy()
 
 
 def scaled_tolerance(reference, tol: float, floor: float = 1.0) -> float:

@@ -441,3 +441,56 @@ def test_box_cost_is_zero_inside_and_its_derivatives_match_finite_differences():
     assert box.total(xs, np.zeros((3, 1))) == pytest.approx(sum(box.value(r, None) for r in xs))
     with pytest.raises(ValueError, match="lower <= upper"):
         BoxCost([1.0], [0.0], 1.0)
+
+
+def test_a_light_passive_joints_friction_is_widened_until_the_step_resolves_it():
+    """``resolved_passive_forces`` (the failure reaction's plans): the Unitree G1's wrist yaw
+    (example-robot-data, issue 23's damping 0.3 N m s/rad and dry friction 0.05 N m; never
+    used to develop the planner) failed, zero gravity, the 2.5 ms knots of the kept task's
+    plan. With the URDF's Coulomb width (0.01 rad/s) the semi-implicit step cannot resolve
+    the friction of so light a joint (dt (M⁻¹)_ii f_c/v_s ≈ 12): the free wrist, set turning
+    at 0.05 rad/s with the other joints held, chatters, its velocity changing sign at knot
+    after knot (the premise). Widened, dt (M⁻¹)_ii (d + f_c/v_s) ≤ 1 at the start, so its
+    damping is resolved: the wrist slows to rest without once reversing, as a damper and a
+    dry friction do. The heavier elbow keeps its width (resolved already), and so does the
+    wrist at knots fine enough."""
+    from helpers import g1_left_arm
+
+    from underactuated_control.dynamics import mass_matrix
+    from underactuated_control.optimal_control.dynamics import resolved_passive_forces
+    from underactuated_control.passive_forces import PassiveForceModel
+
+    text, _, q0 = g1_left_arm()
+    model = RobotModel.from_urdf(text, gravity=(0.0, 0.0, 0.0),
+                                 passive_joints=["left_wrist_yaw_joint"])
+    dt, wrist = 0.0025, model.joint_dofs("left_wrist_yaw_joint")[0]
+    inverse = np.linalg.inv(mass_matrix(model, q0))[wrist, wrist]
+
+    def turns(forces: PassiveForceModel) -> tuple[int, float]:
+        """(sign changes of the wrist's velocity over 0.2 s, its last |velocity|)."""
+        step = HybridStep(model, dt, forces)
+        x = np.concatenate([q0, np.zeros(model.nv)])
+        x[model.nv + wrist] = 0.05
+        hold, velocities = step.holding_torques(q0), []
+        for _ in range(80):
+            x = step(x, hold)
+            velocities.append(x[model.nv + wrist])
+        signs = np.sign(velocities)
+        return int(np.count_nonzero(signs[1:] != signs[:-1])), abs(velocities[-1])
+
+    urdf = PassiveForceModel(model)
+    resolved = resolved_passive_forces(model, q0, dt)
+    d, f, width = resolved.coefficients()[:3, wrist]
+    print(f"\n[G1 wrist yaw] dt (M^-1)_ii (d + f/v_s): URDF width "
+          f"{dt * inverse * (d + f / 0.01):.1f}, widened to {width:.3f} rad/s: "
+          f"{dt * inverse * (d + f / width):.2f}; sign changes {turns(urdf)[0]} -> "
+          f"{turns(resolved)[0]}")
+    assert dt * inverse * (d + f / 0.01) > 2.0  # the premise: not even stable at rest
+    assert turns(urdf)[0] >= 20
+    assert dt * inverse * (d + f / width) <= 1.0 + 1e-12
+    changes, last = turns(resolved)
+    assert changes == 0 and last < 0.01  # slowed to (near) rest, never reversed
+    elbow = RobotModel.from_urdf(text, passive_joints=["left_elbow_joint"])
+    k = elbow.joint_dofs("left_elbow_joint")[0]
+    assert resolved_passive_forces(elbow, q0, dt).coefficients()[2, k] == 0.01
+    assert resolved_passive_forces(model, q0, 1e-5).coefficients()[2, wrist] == 0.01

@@ -9,7 +9,7 @@ controller's joint law as the node runs it (``scenarios/resolver_failure.py``)."
 import numpy as np
 import pinocchio as pin
 import pytest
-from helpers import ARM7_PATH, PANDA_Q0, issue_arm
+from helpers import ARM7_PATH, PANDA_Q0, g1_left_arm, issue_arm
 
 from underactuated_control import RobotModel
 from underactuated_control.jacobians import frame_placement
@@ -22,7 +22,6 @@ from underactuated_control.redundancy.functions import (
     OptimalJointMovement,
 )
 from underactuated_control.redundancy.resolver import ElbowPlanner, Settings, Waypoint
-from underactuated_control.scenarios.harness import only_joints
 from underactuated_control.scenarios.resolver_failure import (
     LINKS,
     POSITION_TASK,
@@ -254,12 +253,9 @@ def test_auto_plans_a_failed_joint_locked_where_the_disturbance_plan_is_refused(
     wrist swung to its limits); ``auto`` then plans it with the wrist locked, which its
     friction nearly makes true, and MuJoCo's hand (Pinocchio's forward kinematics) passes
     every corner within 1 mm and ends within 0.1 mm of p0, the goal reported reached."""
-    joints = [f"left_{j}_joint" for j in ("shoulder_pitch", "shoulder_roll", "shoulder_yaw",
-                                          "elbow", "wrist_roll", "wrist_pitch", "wrist_yaw")]
-    text = only_joints(issue_arm("g1_description/urdf/g1_29dof_rev_1_0.urdf"), joints)
-    arm = TriangleArm(text, "left_rubber_hand", ("left_shoulder_roll_link", "left_elbow_link",
-                                                 "left_wrist_pitch_link"),
-                      np.array([-0.45, 0.36, 0.33, -0.39, -0.98, -0.32, -0.83]))
+    text, hand, q0 = g1_left_arm()
+    arm = TriangleArm(text, hand, ("left_shoulder_roll_link", "left_elbow_link",
+                                   "left_wrist_pitch_link"), q0)
     refused = run_triangle("left_wrist_pitch_joint", "disturbance", free=False, arm=arm)
     assert "position limit" in refused.refused, refused.refused
     run = run_triangle("left_wrist_pitch_joint", "auto", free=False, leg=6.0, settle=3.0,

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 import pytest
-from helpers import PANDA_Q0, ROOT, issue_arm
+from helpers import G1_LEFT_ARM, G1_Q0, PANDA_Q0, ROOT, issue_arm
 
 from underactuated_control.nodes.bags import read_bag
 from underactuated_control.scenarios import run_scenario
@@ -24,7 +24,9 @@ ARMS = {  # example-robot-data arms: URDF under its robots/, hand frame, start c
     "xarm7": ("xarm_description/urdf/xarm7.urdf", "link_eef", XARM7_Q0),
     "panda": ("panda_description/urdf/panda.urdf", "panda_hand", PANDA_Q0),
     "tiago": ("tiago_description/robots/tiago.urdf", "hand_grasping_frame",
-              [0.2, 0.3, -1.0, 1.5, 0.0, 0.5, 0.0], [f"arm_{i}_joint" for i in range(1, 8)])}
+              [0.2, 0.3, -1.0, 1.5, 0.0, 0.5, 0.0], [f"arm_{i}_joint" for i in range(1, 8)]),
+    "g1": ("g1_description/urdf/g1_29dof_rev_1_0.urdf", "left_rubber_hand", G1_Q0.tolist(),
+           G1_LEFT_ARM)}
 
 
 def _arm_failure(tmp_path: Path, domain: int, arm: str, failing: str, period: float,
@@ -184,6 +186,30 @@ def test_tiago_upper_arm_roll_failure_in_zero_gravity_keeps_the_pose_along_a_pla
     assert m["hand_rms_after_failure_mm"] <= 10.0
     assert m["peak_speed_ratio_after_failure"] <= 1.2
     assert m["failed_joint_command_after_Nm"] == 0.0
+
+
+@pytest.mark.parametrize("failing", ["left_elbow_joint", "left_wrist_yaw_joint"])
+def test_g1_failure_in_zero_gravity_keeps_the_hand_along_a_plan(tmp_path, domain, failing):
+    """Issue 23's zero-g goal for `task:=pose` (hand RMS ≤ 10 mm after any single failure)
+    over DDS on the Unitree G1's left arm (example-robot-data, the rest of the humanoid rigid,
+    the issue's <dynamics>), a joint failing half-way round the 5 cm circle, the two rows the
+    reaction lost until 2026-12-06 (in-process 86.7 and 85.1 mm): the elbow, whose position
+    rows are near rank loss at the failure (kept only where the kept task's plan keeps them,
+    else the safe posture), and the wrist yaw, the arm's lightest joint, whose friction the
+    plan's 2.5 ms step did not resolve (the planned wrist chattered; doc/failure_analysis.md,
+    "A light wrist's friction in the plans"). The orientation is given up for the position,
+    kept along the plan. Judged by the scenario's figures from the recorded states."""
+    m, reactions = _arm_failure(tmp_path, domain, "g1", failing, 8.0, gravity=False,
+                                task="pose")
+    print(f"\n[G1 zero g, pose, {failing} fails] hand RMS before "
+          f"{m['hand_rms_before_failure_mm']:.2f} mm, after {m['hand_rms_after_failure_mm']:.2f}"
+          f" mm; peak v/v_max {m['peak_speed_ratio_after_failure']:.2f}; "
+          + " | ".join(r[:200] for r in sorted(reactions)))
+    assert m["nonfinite_commands"] == 0
+    assert any("the position task kept by a receding plan" in r for r in reactions)
+    assert m["hand_rms_after_failure_mm"] <= 10.0
+    assert m["peak_speed_ratio_after_failure"] <= 1.2
+    assert m["limit_overrun_after_failure_rad"] <= 0.05
 
 
 @pytest.mark.parametrize("failing", ["panda_joint2", "panda_joint6"])

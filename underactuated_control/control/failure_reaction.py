@@ -15,7 +15,11 @@ measured state and picks what is still attainable (doc/failure_analysis.md, "Fai
   freed redundancy damps the failed joints through J_D (6.12) toward it, or, where they hold
   their loads where they are (zero gravity), lets them move as ``keep_task`` does (auto:
   ``settle_failed`` takes the other way, or counts less on their reaction, where the loop
-  linearised at the failure is more stable so);
+  linearised at the failure is more stable so). Position rows near rank loss (σ_min between
+  ``ESCALATE_SIGMA`` ε, where the run-time check gives a task up, and ε) with the loads held:
+  chosen only if the kept task's receding plan (``PlannedTask``) keeps the hand, else
+  ``hold`` (``Decision.planned_only``; the Unitree G1's elbow, pose task in zero g: σ_min
+  0.009 at the failure);
 - ``hold`` (the safe posture): the active joints are braked to rest and held where they stop
   (qdd_a = -kd v_a - kp (q_a - q_a,hold), then T_a from the hybrid recursion, section 5);
   the failed joints settle under gravity and their own damping. Nothing is chased. Where
@@ -120,6 +124,7 @@ class Decision:
     let_move: bool = False  # the failed joints left to move (settle_failed), not held
     swing_peak: float = np.inf  # their largest |v|/v_max predicted with the arm braked
     swing_dofs: tuple[int, ...] = ()  # let swing to the balance: escalate's own bound
+    planned_only: bool = False  # position rows near rank loss: kept only if a plan keeps them
 
     @property
     def status(self) -> str:
@@ -231,6 +236,9 @@ def decide(model: RobotModel, failed: Sequence[str], q: np.ndarray, frame: str, 
         if ok and np.abs(target - q).max() <= REACH:
             return made("position", why + "; a balanced configuration with this hand position "
                         "is near", target)
+    elif sigma_p >= ESCALATE_SIGMA * eps and holdable:  # the predictive layer decides
+        return replace(made("position", why + f"; position σ_min {sigma_p:.3f} near rank "
+                            "loss, static load held: kept if planned"), planned_only=True)
     return made("hold", why + "; no attainable task: active joints braked, "
                 "failed joints settle")
 
@@ -719,6 +727,7 @@ class PlannedSwing:
     iterations = SWING_ITERATIONS  # box DDP, the first solve
     deviation = np.inf  # of a speed limit: a joint's velocity this far off the plan's drops it
     judge_replans = False  # a re-plan past the limits drops the plan (else it is followed)
+    resolve_friction = False  # the passive friction widened until the 2.5 ms step resolves it
     what = "the swing planned with the hand kept"  # the status's words
     kind = "swing"
 
@@ -776,7 +785,8 @@ class PlannedSwing:
             self.problem = p = swing_problem(self.model, q, v, self.frame,
                                              self._targets(position, velocity), SWING_DT,
                                              rotations=self._rotations(rotation,
-                                                                       angular_velocity))
+                                                                       angular_velocity),
+                                             resolve_friction=self.resolve_friction)
             sol = solve_box_ddp(p.step, p.x0, p.us_init, p.running, p.terminal,
                                 max_iterations=self.iterations,
                                 deadline=start + self.budget)
@@ -954,6 +964,10 @@ class PlannedTask(PlannedSwing):
     deviation = TASK_PLAN_DEVIATION
     runaway = PLAN_SPEED
     judge_replans = True  # Tiago Pro's wrist in zero g: a re-plan at 35x the limits followed
+    # the failed joints unloaded: their friction resolved (the G1's wrist yaw chattered at the
+    # URDF's width and a re-plan drove the wrist roll into its limit; a loaded swing's and an
+    # arrest plan keep the URDF's: doc/failure_analysis.md, "A light wrist's friction")
+    resolve_friction = True
     kind = "task"
 
     @property

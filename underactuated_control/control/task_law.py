@@ -427,6 +427,8 @@ class TaskLaw(ControlLaw):
         if at_failure and d.mode != "hold" and tracker.task in ("position", "pose") \
                 and d.target is None and not d.forced and self._swing is None:
             d = self._plan_ahead(PlannedTask, d, q, v)  # unloaded failed joints: planned task
+            if d.planned_only and self._swing is None:  # rows near rank loss, not planned
+                d = replace(d, mode="hold", reason=d.reason + "; not planned: hold")
         self.reaction = d
         if d.mode == "hold":
             plan = None

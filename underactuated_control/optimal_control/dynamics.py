@@ -22,12 +22,49 @@ from __future__ import annotations
 import numpy as np
 
 from ..derivatives import dwork_size
-from ..dynamics import OK, HybridDynamics
+from ..dynamics import OK, HybridDynamics, mass_matrix
 from ..model import RobotModel
-from ..passive_forces import PassiveForceModel
+from ..passive_forces import JointForceParameters, PassiveForceModel
 from .kernels import linearize_kernel, rollout_kernel
 
-__all__ = ["DiscreteDynamics", "HybridStep", "FilteredTorques"]
+__all__ = ["DiscreteDynamics", "HybridStep", "FilteredTorques", "resolved_passive_forces"]
+
+RESOLVED_FLOOR = 0.25  # the share of the monotone bound left to a DOF's friction at the least
+
+
+def resolved_passive_forces(model: RobotModel, q: np.ndarray, dt: float,
+                            forces: PassiveForceModel | None = None) -> PassiveForceModel:
+    """``forces`` (default: the URDF's) with each passive DOF's smooth-Coulomb width v_s
+    widened where the step of ``dt`` would not resolve it at ``q``. At rest the Coulomb term
+    −f_c tanh(v/v_s) acts as a damper of slope f_c/v_s, and the semi-implicit step (D2) damps
+    DOF i, of inverse inertia (M⁻¹)_ii, without overshoot only while
+
+        dt (M⁻¹)_ii (d_i + f_c,i / v_s,i) ≤ 1          (past 2 it diverges)
+
+    (the Unitree G1's wrist yaw, (M⁻¹)_ii ≈ 970 1/(kg·m²), d 0.3, f_c 0.05, v_s 0.01 at 2.5 ms:
+    12.8; the planned wrist chattered at every knot and a re-plan swung the wrist roll into its
+    limit on it). So v_s,i ≥ f_c,i dt (M⁻¹)_ii / max(1 − dt (M⁻¹)_ii d_i, ``RESOLVED_FLOOR``):
+    the friction keeps what the damping leaves of the bound (at least its floor, where the
+    damping alone nearly or already passes it: a light joint the step cannot resolve at all).
+    DOF the step resolves keep their width; a model with no passive friction is returned
+    as it is."""
+    base = forces if forces is not None else PassiveForceModel(model)
+    damping, coulomb, scale, stiffness, rest = base.coefficients()
+    passive = [i for i in model.passive_dofs if coulomb[i] > 0.0]
+    if not passive or model.nq != model.nv:  # (HybridStep refuses multi-DOF joints)
+        return base
+    inverse = np.diag(np.linalg.inv(mass_matrix(model, np.asarray(q, float))))
+    overrides = dict(base.overrides)
+    for i in passive:
+        reach = dt * inverse[i]  # s/(kg m²): dt (M⁻¹)_ii
+        width = coulomb[i] * reach / max(1.0 - reach * damping[i], RESOLVED_FLOOR)
+        if width > scale[i]:
+            name = model.dof_names[i]
+            overrides[name] = JointForceParameters(
+                damping=float(damping[i]), coulomb=float(coulomb[i]),
+                stiffness=float(stiffness[i]), rest_position=float(rest[i]),
+                coulomb_velocity_scale=float(width))
+    return PassiveForceModel(model, overrides)
 
 
 class DiscreteDynamics:

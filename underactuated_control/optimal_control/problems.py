@@ -21,7 +21,7 @@ from ..dynamics import HybridDynamics
 from ..model import RobotModel
 from .costs import BoxCost, ControlCost, Cost, CostSum, FrameCost, FramePathCost, StateCost
 from .ddp import Solution
-from .dynamics import HybridStep
+from .dynamics import HybridStep, resolved_passive_forces
 
 __all__ = ["Problem", "goal_problem", "arrest_problem", "swing_problem", "write_solution"]
 
@@ -56,14 +56,15 @@ def goal_problem(model: RobotModel, goal: Sequence[float] | None = None,
     """Reach ``goal`` (joint positions, at rest) and/or put ``frame`` at ``position`` at the
     end of ``horizon`` [s], from ``start`` (at rest); costs: the final error (weights
     ``goal_weight``, ``velocity_weight``), torque ``torque_weight`` Σ u², and a small
-    ``state_weight`` on the distance to the goal along the way."""
+    ``state_weight`` on the distance to the goal along the way. The passive joints'
+    friction is resolved for the step (``resolved_passive_forces``)."""
     if not (np.isfinite(horizon) and horizon > 0 and np.isfinite(dt) and 0 < dt <= horizon):
         raise ValueError(f"horizon ({horizon} s) and dt ({dt} s) must be > 0, dt <= horizon")
     if goal is None and frame is None:
         raise ValueError("give a goal configuration (--goal) or a frame and position")
-    step = HybridStep(model, dt)
     n = model.nv
     x0 = np.concatenate([_per_joint(start, model, "start"), np.zeros(n)])
+    step = _step(model, x0[:n], dt, True)  # the friction resolved (a plan to a goal)
     target = np.concatenate([_per_joint(goal, model, "goal") if goal is not None
                              else x0[:n], np.zeros(n)])
     final_q = goal_weight if goal is not None else 0.0
@@ -98,9 +99,9 @@ def arrest_problem(model: RobotModel, q: Sequence[float], v: Sequence[float],
     are (qdd_a = −kd v_a − kp (q_a − q_a(0)), T_a from the hybrid recursion)."""
     if not (np.isfinite(horizon) and horizon > 0 and np.isfinite(dt) and 0 < dt <= horizon):
         raise ValueError(f"horizon ({horizon} s) and dt ({dt} s) must be > 0, dt <= horizon")
-    step = HybridStep(model, dt)
     n = model.nv
     x0 = _start_state(model, q, v)
+    step = HybridStep(model, dt)
     box, scale = _limit_box(model, x0, speed_fraction, limit_margin, box_weight)
     target = np.concatenate([x0[:n], np.zeros(n)])
     running = CostSum([StateCost(target, np.concatenate([np.full(n, stay_weight),
@@ -125,6 +126,12 @@ def arrest_problem(model: RobotModel, q: Sequence[float], v: Sequence[float],
             us[k:] = us[k - 1] if k else 0.0
             break
     return Problem(step, x0, us, running, terminal, xs)
+
+
+def _step(model: RobotModel, q: np.ndarray, dt: float, resolve_friction: bool) -> HybridStep:
+    """The problem's step, its passive friction resolved at ``q`` or the URDF's."""
+    return HybridStep(model, dt, resolved_passive_forces(model, q, dt)
+                      if resolve_friction else None)
 
 
 def _start_state(model: RobotModel, q: Sequence[float], v: Sequence[float]) -> np.ndarray:
@@ -155,7 +162,8 @@ def swing_problem(model: RobotModel, q: Sequence[float], v: Sequence[float], fra
                   speed_fraction: float = 0.9, limit_margin: float = 0.05,
                   box_weight: float = 1e4, speed_weight: float = 0.1, rest_weight: float = 10.0,
                   torque_weight: float = 1e-3, rotations: np.ndarray | None = None,
-                  rotation_weight: float | None = None) -> Problem:
+                  rotation_weight: float | None = None, resolve_friction: bool = False
+                  ) -> Problem:
     """Keep ``frame`` at ``targets`` [m] (N + 1 positions, root coordinates: knot k's at
     k dt after the start) from (``q``, ``v``) while the passive joints (a motor that failed
     under a load) swing free, torque-limited: costs ``path_weight`` ½|p_k − p*_k|² at every
@@ -166,7 +174,8 @@ def swing_problem(model: RobotModel, q: Sequence[float], v: Sequence[float], fra
     and ``rest_weight`` at the end (the swing brought to rest), ``torque_weight`` |u|², and
     ``box_weight`` on any excess over ``speed_fraction`` of each joint's URDF speed limit or
     within ``limit_margin`` [rad|m] of its position limits. The first guess: the torques that
-    hold the start configuration still."""
+    hold the start configuration still. ``resolve_friction``: the passive joints' friction
+    widened until the step resolves it (``resolved_passive_forces``); else the URDF's."""
     targets = np.asarray(targets, dtype=float)
     if targets.ndim != 2 or targets.shape[0] < 2 or targets.shape[1] != 3:
         raise ValueError(f"targets: give N + 1 >= 2 positions (rows x y z), got shape "
@@ -180,9 +189,9 @@ def swing_problem(model: RobotModel, q: Sequence[float], v: Sequence[float], fra
                              f"({len(targets)}), got shape {rotations.shape}")
     if rotation_weight is None:
         rotation_weight = 0.5 * path_weight * ROTATION_LENGTH**2
-    step = HybridStep(model, dt)
     n = model.nv
     x0 = _start_state(model, q, v)
+    step = _step(model, x0[:n], dt, resolve_friction)
     box, scale = _limit_box(model, x0, speed_fraction, limit_margin, box_weight)
     rest = np.zeros(2 * n)
     running = CostSum([FramePathCost(model, frame, targets[:-1], path_weight,
