@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from helpers import PANDA_Q0, issue_arm
+from helpers import PANDA_Q0, g1_left_arm, issue_arm
 
 from underactuated_control import RobotModel
 from underactuated_control.control.command import CommandShaper
@@ -1086,8 +1086,6 @@ def test_a_light_wrists_failure_is_planned_with_its_friction_resolved(monkeypatc
     lost). The kept task's plans' friction widened until the step resolves it
     (``resolved_passive_forces``): MuJoCo's hand within the zero-g pose goal (10 mm RMS),
     every joint within half its speed limit."""
-    from helpers import g1_left_arm
-
     from underactuated_control.optimal_control import problems
     from underactuated_control.passive_forces import PassiveForceModel
 
@@ -1116,8 +1114,6 @@ def test_position_rows_near_rank_loss_are_kept_only_by_a_plan():
     (the premise: before, every such failure was held so); with a budget the position task is
     kept along its receding plan and MuJoCo's hand stays within the zero-g pose goal (10 mm
     RMS), every joint within half its speed limit."""
-    from helpers import g1_left_arm
-
     robot = g1_left_arm()
     held, planned = (_circle("pose", "left_elbow_joint", 8.0, "auto", False, robot=robot,
                              stamped=True, failure_plan_budget=budget) for budget in (0.0, 600.0))

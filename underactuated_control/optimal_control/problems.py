@@ -99,9 +99,9 @@ def arrest_problem(model: RobotModel, q: Sequence[float], v: Sequence[float],
     are (qdd_a = −kd v_a − kp (q_a − q_a(0)), T_a from the hybrid recursion)."""
     if not (np.isfinite(horizon) and horizon > 0 and np.isfinite(dt) and 0 < dt <= horizon):
         raise ValueError(f"horizon ({horizon} s) and dt ({dt} s) must be > 0, dt <= horizon")
+    step = HybridStep(model, dt)
     n = model.nv
     x0 = _start_state(model, q, v)
-    step = HybridStep(model, dt)
     box, scale = _limit_box(model, x0, speed_fraction, limit_margin, box_weight)
     target = np.concatenate([x0[:n], np.zeros(n)])
     running = CostSum([StateCost(target, np.concatenate([np.full(n, stay_weight),
