@@ -796,6 +796,17 @@ def test_a_loaded_forearm_roll_is_let_move_on_an_arm_it_was_not_tuned_on(task):
     _let_move_against_held("panda_joint5, gravity", task, "panda_joint5", True, _panda(), **hold)
 
 
+def _circle_as_is_and_patched(monkeypatch: pytest.MonkeyPatch, patch,
+                              **run) -> tuple[dict, dict]:
+    """``_circle(**run)`` with the code as it is, then again with ``patch(context)`` applied
+    in a monkeypatch context (the code before a change: a test's premise)."""
+    as_is = _circle(**run)
+    with monkeypatch.context() as context:
+        patch(context)
+        patched = _circle(**run)
+    return as_is, patched
+
+
 def _talos_left_arm() -> tuple[str, str, np.ndarray]:
     """The Talos humanoid's left arm (example-robot-data, the issue's <dynamics>), the rest of
     the body rigid (scenarios.harness.only_joints), elbow bent, hand in front: a light wrist
@@ -846,6 +857,46 @@ def test_an_unloaded_failed_joint_keeps_the_position_task_along_a_receding_plan(
     assert any("the position task kept by a receding plan" in s for s in planned["statuses"])
     assert planned["hand_rms_mm"] <= 5.0
     assert planned["peak_speed_ratio"] <= 1.0
+
+
+def _pr2_left_arm() -> tuple[str, str, np.ndarray]:
+    """The PR2's left arm (example-robot-data, the issue's <dynamics>), the rest of the robot
+    rigid, elbow bent, hand in front (bench/failure_cases.py's start)."""
+    from underactuated_control.scenarios.harness import only_joints
+
+    joints = ["l_shoulder_pan_joint", "l_shoulder_lift_joint", "l_upper_arm_roll_joint",
+              "l_elbow_flex_joint", "l_forearm_roll_joint", "l_wrist_flex_joint",
+              "l_wrist_roll_joint"]
+    text = only_joints(issue_arm("pr2_description/urdf/pr2.urdf"), joints)
+    return text, "l_gripper_tool_frame", np.array([0.3, 0.2, 0.3, -1.3, 0.0, -0.8, 0.0])
+
+
+@pytest.mark.parametrize("robot, joint", [(_talos_left_arm, "arm_left_1_joint"),
+                                          (_pr2_left_arm, "l_shoulder_lift_joint")])
+def test_a_kept_tasks_plan_sees_the_hand_moving_to_its_horizon(monkeypatch, robot, joint):
+    """Zero gravity, `task:=position`, the 8 s circle stamped, a shoulder failing half-way
+    (Talos' shoulder yaw, the PR2's shoulder lift: free, they take the position rows of J_G
+    toward rank loss as the hand goes round). The kept task's plan carries the setpoint's
+    velocity over its whole 1 s horizon (``PlannedTask.path_lead``). With the swing's 0.3 s
+    lead (the hand seen stopping 0.3 s ahead; the premise, as before 2026-12-06) the hand is
+    lost beyond the zero-g position goal (bench/failure_cases.py's rows, traced: the PR2's
+    re-plans steered the arm into that rank loss just past the lead, their predicted hand
+    error growing to 13 mm and MuJoCo's with it; Talos' first plans refused, 6 and 16 mm
+    off, the law alone drove its wrist pitch into a limit). With the whole horizon MuJoCo's
+    hand stays within it (5 mm RMS) and every joint within its speed limit."""
+    from underactuated_control.control.failure_reaction import SWING_LEAD, PlannedTask
+
+    whole, short = _circle_as_is_and_patched(
+        monkeypatch, lambda patch: patch.setattr(PlannedTask, "path_lead", SWING_LEAD),
+        task="position", failing=joint, period=8.0, reaction="auto", gravity=False,
+        robot=robot(), stamped=True, failure_plan_budget=600.0)
+    print(f"\n[{joint}, zero g] position task: lead over the horizon {whole['hand_rms_mm']:.2f}"
+          f" mm RMS, peak v/v_max {whole['peak_speed_ratio']:.2f}; {SWING_LEAD:g} s lead "
+          f"{short['hand_rms_mm']:.1f} mm")
+    assert short["hand_rms_mm"] > 5.0  # the premise
+    assert any("the position task kept by a receding plan" in s for s in whole["statuses"])
+    assert whole["hand_rms_mm"] <= 5.0
+    assert whole["peak_speed_ratio"] <= 1.0
 
 
 def test_an_unloaded_failed_joint_keeps_the_pose_task_along_a_receding_plan():
@@ -1090,13 +1141,12 @@ def test_a_light_wrists_failure_is_planned_with_its_friction_resolved(monkeypatc
     from underactuated_control.passive_forces import PassiveForceModel
 
     robot = g1_left_arm()
-    resolved = _circle("pose", "left_wrist_yaw_joint", 8.0, "auto", False, robot=robot,
-                       stamped=True, failure_plan_budget=600.0)
-    with monkeypatch.context() as patch:
-        patch.setattr(problems, "resolved_passive_forces",
-                      lambda model, q, dt, forces=None: PassiveForceModel(model))
-        chattering = _circle("pose", "left_wrist_yaw_joint", 8.0, "auto", False, robot=robot,
-                             stamped=True, failure_plan_budget=600.0)
+    resolved, chattering = _circle_as_is_and_patched(
+        monkeypatch, lambda patch: patch.setattr(
+            problems, "resolved_passive_forces",
+            lambda model, q, dt, forces=None: PassiveForceModel(model)),
+        task="pose", failing="left_wrist_yaw_joint", period=8.0, reaction="auto",
+        gravity=False, robot=robot, stamped=True, failure_plan_budget=600.0)
     print(f"\n[G1 wrist yaw, zero g] pose task: friction resolved {resolved['hand_rms_mm']:.2f}"
           f" mm RMS, peak v/v_max {resolved['peak_speed_ratio']:.2f}; URDF width "
           f"{chattering['hand_rms_mm']:.1f} mm, {chattering['peak_speed_ratio']:.2f}")

@@ -89,6 +89,8 @@ SWING_DT = 0.0025  # s between the swing plan's knots: the semi-implicit step mu
 # the plan said 0.90; at 0.005 some plans part from MuJoCo's motion within 50 ms)
 SWING_REPLAN = 0.1  # s between its solves, each from the measured state (a receding horizon)
 SWING_LEAD = 0.3  # s: the setpoint's velocity carried this far ahead as the hand's path
+TASK_PLAN_LEAD = SWING_TIME  # s: a kept task's, over its whole horizon (at 0.3 s its plans saw
+# the hand stop and led it into a rank loss: the PR2's shoulder lift 6.0 -> 1.3 mm)
 SWING_ITERATIONS, SWING_REPLAN_ITERATIONS = 150, 30  # box DDP: the first solve, the others
 REPLAN_LEAD_MARGIN = 1.25  # a background re-plan starts this many times the last one's time
 REPLAN_LEAD_MAX = 0.25  # (at most, s) ahead of its request: where the arm will be when it is done
@@ -712,20 +714,22 @@ class PlannedSwing:
     (``optimal_control.problems.swing_problem``, ``SWING_TIME`` ahead, knots ``SWING_DT``
     apart) is solved again from the measured state, warm-started by the last solution followed
     with its Riccati gains; the hand's path is the setpoint carried ahead at its velocity for
-    ``SWING_LEAD`` s. With ``inline`` False (``failure_replan_inline``) the re-plans run in a
-    background thread: each starts from the state the followed plan predicts ``lead`` s after
-    the request (1.25 of the last one's time, in the law's time), is followed from then on, and
-    is discarded if it comes late with the arm off it; the cycles follow the last solution
-    meanwhile, and the next is requested once it is done (every ``SWING_REPLAN`` at most). The
-    first solve always runs in the cycle that decides the reaction. Between solves the command
-    is u = ū(t) + K_k (x − x̄(t)) (ū, x̄ interpolated between the knots), within the effort
-    limits (doc/failure_analysis.md, "The predictive layer keeps the hand")."""
+    ``path_lead`` s (``SWING_LEAD``). With ``inline`` False (``failure_replan_inline``) the
+    re-plans run in a background thread: each starts from the state the followed plan predicts
+    ``lead`` s after the request (1.25 of the last one's time, in the law's time), is followed
+    from then on, and is discarded if it comes late with the arm off it; the cycles follow the
+    last solution meanwhile, and the next is requested once it is done (every ``SWING_REPLAN``
+    at most). The first solve always runs in the cycle that decides the reaction. Between
+    solves the command is u = ū(t) + K_k (x − x̄(t)) (ū, x̄ interpolated between the knots),
+    within the effort limits (doc/failure_analysis.md, "The predictive layer keeps the
+    hand")."""
 
     duration = SWING_TIME  # s: followed this long from its first command, then the task
     hand_tolerance = SWING_HAND  # m: the first plan's hand off its path at most
     runaway = RUNAWAY_SPEED  # of a speed limit: a joint faster drops the plan
     iterations = SWING_ITERATIONS  # box DDP, the first solve
     deviation = np.inf  # of a speed limit: a joint's velocity this far off the plan's drops it
+    path_lead = SWING_LEAD  # s: the setpoint's velocity carried this far ahead (the hand's path)
     judge_replans = False  # a re-plan past the limits drops the plan (else it is followed)
     resolve_friction = False  # the passive friction widened until the 2.5 ms step resolves it
     what = "the swing planned with the hand kept"  # the status's words
@@ -754,8 +758,8 @@ class PlannedSwing:
 
     def _leads(self) -> np.ndarray:
         """s: how far ahead of the setpoint each knot's target is (its velocity carried for
-        ``SWING_LEAD`` at most)."""
-        return np.minimum(np.arange(self.n_knots + 1) * SWING_DT, SWING_LEAD)
+        ``path_lead`` at most)."""
+        return np.minimum(np.arange(self.n_knots + 1) * SWING_DT, self.path_lead)
 
     def _targets(self, position: np.ndarray, velocity: np.ndarray) -> np.ndarray:
         return np.asarray(position, float) + self._leads()[:, None] * np.asarray(velocity,
@@ -963,6 +967,8 @@ class PlannedTask(PlannedSwing):
     iterations = TASK_PLAN_ITERATIONS
     deviation = TASK_PLAN_DEVIATION
     runaway = PLAN_SPEED
+    path_lead = TASK_PLAN_LEAD  # the hand seen moving to the horizon (at 0.3 s, then stopped,
+    # the plans let the position rows lose rank just past it: doc/failure_analysis.md)
     judge_replans = True  # Tiago Pro's wrist in zero g: a re-plan at 35x the limits followed
     # the failed joints unloaded: their friction resolved (the G1's wrist yaw chattered at the
     # URDF's width and a re-plan drove the wrist roll into its limit; a loaded swing's and an
