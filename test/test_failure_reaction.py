@@ -954,6 +954,29 @@ def _plan_at_rest(kind, inline: bool = True):
     return plan, q, v, hand
 
 
+def test_a_plan_that_cannot_be_posed_is_named_by_its_kind(monkeypatch):
+    """A plan whose problem cannot be made or solved (the solver raises: the xarm7's hand roll,
+    whose first guess diverges at the 2.5 ms step) is not used, and the note names the plan's
+    kind: a kept task's says "no task plan", a swing's "no swing plan" (before 2026-12-06 both
+    said "swing")."""
+    from underactuated_control.control import failure_reaction
+    from underactuated_control.control.failure_reaction import PlannedSwing, PlannedTask
+
+    def diverging(*args, **kwargs):
+        raise RuntimeError("the initial controls drive the state to non-finite values")
+
+    monkeypatch.setattr(failure_reaction, "solve_box_ddp", diverging)
+    model = RobotModel.from_urdf(XARM7, gravity=(0.0, 0.0, 0.0)).with_passive(["joint7"])
+    ws = JacobianWorkspace(model)
+    ws.set_configuration(Q0)
+    hand = ws.frame_placement(FRAME)[0].copy()
+    for kind, word in ((PlannedTask, "task"), (PlannedSwing, "swing")):
+        used, note = kind(model, FRAME).plan(Q0, np.zeros(7), hand, np.zeros(3))
+        assert not used
+        assert note == f"no {word} plan (the initial controls drive the state to non-finite " \
+                       "values)"
+
+
 def test_the_kept_tasks_plan_is_dropped_where_the_arm_leaves_it():
     """The kept position task's plan (PlannedTask) is followed while every joint's velocity
     stays within TASK_PLAN_DEVIATION of its speed limit of the plan's, and dropped (None,

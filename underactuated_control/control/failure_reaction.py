@@ -795,7 +795,7 @@ class PlannedSwing:
                                 max_iterations=self.iterations,
                                 deadline=start + self.budget)
         except (ValueError, RuntimeError, np.linalg.LinAlgError) as exc:
-            return False, f"no swing plan ({exc})"
+            return False, f"no {self.kind} plan ({exc})"
         self.seconds, self.solves = time.perf_counter() - start, 1
         self.peak_speed, over, _ = trajectory_excess(self.model, sol.xs)
         hand, turn = self._hand_error(sol.xs, p.running.terms[0])
