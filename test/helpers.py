@@ -22,19 +22,22 @@ G1_LEFT_ARM = [f"left_{j}_joint" for j in ("shoulder_pitch", "shoulder_roll", "s
 G1_Q0 = np.array([-0.45, 0.36, 0.33, -0.39, -0.98, -0.32, -0.83])  # bench/failure_cases.py's
 
 
-def issue_arm(path: str | Path, damping: float = 0.3, friction: float = 0.05) -> str:
+def issue_arm(path: str | Path, damping: float = 0.3, friction: float = 0.05,
+              joints: list[str] | None = None) -> str:
     """An example-robot-data arm's URDF text (``path`` under its robots/, or absolute) with
     issue 23's <dynamics> on every joint (damping 0.3 N m s/rad, dry friction 0.05 N m by
     default); a gripper's prismatic finger joints fixed (the package refuses their mimic
-    joint)."""
-    text = (EXAMPLE_ROBOTS / path).read_text()
-    return fixed_fingers(with_joint_dynamics(text, damping, friction))
+    joint); with ``joints``, those alone movable, the rest of the robot rigid
+    (``harness.only_joints``: one arm of a humanoid or a mobile manipulator)."""
+    text = fixed_fingers(with_joint_dynamics((EXAMPLE_ROBOTS / path).read_text(), damping,
+                                             friction))
+    return text if joints is None else only_joints(text, joints)
 
 
 def g1_left_arm() -> tuple[str, str, np.ndarray]:
     """The Unitree G1's left arm (example-robot-data, issue 23's <dynamics>), the rest of the
     humanoid rigid: (URDF text, hand frame, start configuration)."""
-    text = only_joints(issue_arm("g1_description/urdf/g1_29dof_rev_1_0.urdf"), G1_LEFT_ARM)
+    text = issue_arm("g1_description/urdf/g1_29dof_rev_1_0.urdf", joints=G1_LEFT_ARM)
     return text, "left_rubber_hand", G1_Q0.copy()
 
 

@@ -468,9 +468,8 @@ def _baxter() -> tuple[str, str, np.ndarray]:
     """example-robot-data's Baxter, its left arm alone (the rest of the body rigid,
     ``harness.only_joints``), the issue's <dynamics>, elbow bent, hand in front: an arm the
     failure reaction was not developed on."""
-    from underactuated_control.scenarios.harness import only_joints
     joints = ["left_s0", "left_s1", "left_e0", "left_e1", "left_w0", "left_w1", "left_w2"]
-    text = only_joints(issue_arm("baxter_description/urdf/baxter.urdf"), joints)
+    text = issue_arm("baxter_description/urdf/baxter.urdf", joints=joints)
     return text, "left_gripper", np.array([0.0, -0.55, 0.0, 1.3, 0.0, 0.8, 0.0])
 
 
@@ -811,10 +810,8 @@ def _talos_left_arm() -> tuple[str, str, np.ndarray]:
     """The Talos humanoid's left arm (example-robot-data, the issue's <dynamics>), the rest of
     the body rigid (scenarios.harness.only_joints), elbow bent, hand in front: a light wrist
     (3–6.6 N m, 1.76–1.95 rad/s) the reaction was not developed on."""
-    from underactuated_control.scenarios.harness import only_joints
-
-    text = only_joints(issue_arm("talos_data/robots/talos_reduced.urdf"),
-                       [f"arm_left_{i}_joint" for i in range(1, 8)])
+    text = issue_arm("talos_data/robots/talos_reduced.urdf",
+                     joints=[f"arm_left_{i}_joint" for i in range(1, 8)])
     return text, "arm_left_7_link", np.array([0.0, 0.4, 0.0, -1.2, 0.0, 0.4, 0.0])
 
 
@@ -834,10 +831,8 @@ def _with_and_without_plans(task: str, joint: str, gravity: bool,
 def _tiago_arm() -> tuple[str, str, np.ndarray]:
     """Tiago's arm (example-robot-data, the issue's <dynamics>), the rest of the mobile
     manipulator rigid, elbow bent, hand in front."""
-    from underactuated_control.scenarios.harness import only_joints
-
-    text = only_joints(issue_arm("tiago_description/robots/tiago.urdf"),
-                       [f"arm_{i}_joint" for i in range(1, 8)])
+    text = issue_arm("tiago_description/robots/tiago.urdf",
+                     joints=[f"arm_{i}_joint" for i in range(1, 8)])
     return text, "hand_grasping_frame", np.array([0.2, 0.3, -1.0, 1.5, 0.0, 0.5, 0.0])
 
 
@@ -862,12 +857,10 @@ def test_an_unloaded_failed_joint_keeps_the_position_task_along_a_receding_plan(
 def _pr2_left_arm() -> tuple[str, str, np.ndarray]:
     """The PR2's left arm (example-robot-data, the issue's <dynamics>), the rest of the robot
     rigid, elbow bent, hand in front (bench/failure_cases.py's start)."""
-    from underactuated_control.scenarios.harness import only_joints
-
     joints = ["l_shoulder_pan_joint", "l_shoulder_lift_joint", "l_upper_arm_roll_joint",
               "l_elbow_flex_joint", "l_forearm_roll_joint", "l_wrist_flex_joint",
               "l_wrist_roll_joint"]
-    text = only_joints(issue_arm("pr2_description/urdf/pr2.urdf"), joints)
+    text = issue_arm("pr2_description/urdf/pr2.urdf", joints=joints)
     return text, "l_gripper_tool_frame", np.array([0.3, 0.2, 0.3, -1.3, 0.0, -0.8, 0.0])
 
 

@@ -14,7 +14,7 @@ from helpers import G1_LEFT_ARM, G1_Q0, PANDA_Q0, ROOT, issue_arm
 from underactuated_control.nodes.bags import read_bag
 from underactuated_control.scenarios import run_scenario
 from underactuated_control.scenarios.arm import run_arm
-from underactuated_control.scenarios.harness import only_joints, stamp_seconds
+from underactuated_control.scenarios.harness import stamp_seconds
 
 NODE = "/hybrid_dynamics_controller"
 CONTROLLER = NODE[1:]
@@ -40,7 +40,7 @@ def _arm_failure(tmp_path: Path, domain: int, arm: str, failing: str, period: fl
     reported."""
     path, frame, q0, *joints = ARMS[arm]
     urdf = tmp_path / f"{arm}.urdf"
-    urdf.write_text(only_joints(issue_arm(path), joints[0]) if joints else issue_arm(path))
+    urdf.write_text(issue_arm(path, joints=joints[0] if joints else None))
     sim, law = {"initial_positions": q0}, {"tip_link": frame, **controller}
     if not gravity:
         sim["gravity"] = law["gravity"] = [0.0, 0.0, 0.0]
