@@ -105,6 +105,25 @@ def test_bringup_puts_every_node_on_the_simulators_clock(tmp_path):
     assert "use_sim_time" not in controller.parameters and sim.parameters["use_sim_time"]
 
 
+def test_bringup_hears_the_resolvers_setpoints_best_effort(tmp_path):
+    """Fed by the resolver's 100 Hz setpoints the controller takes ~/joint_reference best
+    effort (a reliable reader holds every point behind a lost one until the writer's next
+    heartbeat); alone it keeps the default, reliable (JointTrajectoryController's); a
+    controller file that sets reference_reliability is left to it."""
+    from underactuated_control.bringup import bringup_nodes
+
+    urdf = str(ARM7_PATH)
+    controller, *_ = bringup_nodes(urdf, sim=True, resolver=True)
+    assert controller.parameters["reference_reliability"] == "best_effort"
+    controller, _ = bringup_nodes(urdf, sim=True)
+    assert "reference_reliability" not in controller.parameters
+    own = tmp_path / "controller.yaml"
+    own.write_text("hybrid_dynamics_controller:\n  ros__parameters:\n"
+                   "    reference_reliability: reliable\n")
+    controller, _ = bringup_nodes(urdf, str(own), resolver=True)
+    assert "reference_reliability" not in controller.parameters
+
+
 def _config_with_passive(tmp_path, joints):
     text = (ROOT / "config/arm7_controller.yaml").read_text()
     path = tmp_path / "controller.yaml"

@@ -205,6 +205,9 @@ def bringup_nodes(urdf_path: str, config: str | None = None, *, sim: bool = Fals
             params.update(zip(("shoulder_link", "elbow_link", "wrist_link"), resolver_links))
         nodes.append(NodeLaunch(RESOLVER, pick(resolver_config, RESOLVER), params, []))
         controller.parameters["mode"] = "joint"
+        if not any("reference_reliability" in node_section(f, CONTROLLER)
+                   for f in controller_files):  # a 100 Hz stream: a lost point is skipped
+            controller.parameters["reference_reliability"] = "best_effort"
         controller.remappings.append(REFERENCE_REMAP)
     if sim or sim_clock:  # every node on the simulator's /clock (as gz_ros2_control's
         # launches do): a simulation slower than wall time on a loaded machine then slows the

@@ -101,6 +101,16 @@ class Ros:
                 return True
         return predicate()
 
+    def subscription_reliability(self, topic: str, node_name: str, timeout: float = 10.0
+                                 ) -> set:
+        """The reliability policies ``node_name``'s subscriptions to ``topic`` asked for, as
+        discovered over DDS (waiting up to ``timeout`` for them to be discovered)."""
+        def found() -> set:
+            return {i.qos_profile.reliability for i in self.node.get_subscriptions_info_by_topic(
+                topic) if i.node_name == node_name}
+        self.wait_for(lambda: bool(found()), timeout)
+        return found()
+
     def close(self) -> None:
         self.executor.remove_node(self.node)
         self.executor.shutdown()

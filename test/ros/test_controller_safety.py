@@ -242,6 +242,11 @@ def test_best_effort_states_are_heard_and_other_publishers_reported(ros, launch)
     assert ros.wait_for(lambda: sensor.get_subscription_count() > 0, 30), node.log()
     driver.state_pub = sensor  # the Driver's messages, sent best effort
     assert_converges(driver, Q0, holding(Q0))
+    # the references keep JointTrajectoryController's reliable QoS unless told otherwise
+    for topic in ("joint_reference", "pose_reference"):
+        assert ros.subscription_reliability(f"/hybrid_dynamics_controller/{topic}",
+                                            "hybrid_dynamics_controller") == {
+            ReliabilityPolicy.RELIABLE}, topic
     assert ros.wait_for(lambda: driver.diagnostics and driver.latest_diagnostic_values()[1]
                         .get("command_publishers") == "2", 5,
                         step=lambda: driver.publish_state(Q0, np.zeros(7)))

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import rclpy
 from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
 from ..so3 import quaternion_matrix  # re-exported: nodes.common.quaternion_matrix
@@ -23,6 +24,13 @@ _IMPORTED = time.monotonic()
 # sender catches up after a stall; a queue of 10 kept the burst's last 10 points and the hand
 # stood still until their stamps
 POSE_REFERENCE_DEPTH = 100
+# a stream whose latest message is what counts (/joint_states at the controller's rate, 100 Hz
+# setpoints): best effort hears reliable and best-effort publishers alike, and a message lost on
+# the wire is skipped, where a reliable reader delivers in order and holds every later message
+# until the writer's next heartbeat re-sends the lost one (Fast DDS: every 3 s by default)
+STREAM_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
+RELIABILITY = {"reliable": ReliabilityPolicy.RELIABLE,
+               "best_effort": ReliabilityPolicy.BEST_EFFORT}  # a parameter's value -> policy
 
 __all__ = ["matrix_message", "pose_from_message", "process_age", "quaternion_matrix", "spin_node",
            "run_node"]

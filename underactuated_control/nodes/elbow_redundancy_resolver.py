@@ -70,7 +70,7 @@ from ..redundancy.resolver import (
     Settings,
     Waypoint,
 )
-from .common import pose_from_message, process_age, quaternion_matrix, run_node
+from .common import STREAM_QOS, pose_from_message, process_age, quaternion_matrix, run_node
 from .parameters import NodeParameters
 from .robot import load_robot, robot_parameters, with_passive
 
@@ -222,7 +222,7 @@ class ElbowRedundancyResolver(Node):
         self.psi_pub = self.create_publisher(Float64, "~/arm_angle", 10)
         self.marker_pub = self.create_publisher(MarkerArray, "~/obstacle_markers", 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.create_subscription(JointState, "/joint_states", self._on_state, 10)
+        self.create_subscription(JointState, "/joint_states", self._on_state, STREAM_QOS)
         self.create_subscription(PoseStamped, "~/target_pose", self._on_pose, 10)
         self.create_subscription(Float64, "~/target_arm_angle", self._on_psi, 10)
         self.create_subscription(PointStamped, "~/target_elbow", self._on_elbow, 10)

@@ -27,7 +27,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Point, PoseStamped, WrenchStamped
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.qos import QoSProfile
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -67,6 +67,8 @@ from ..payload_identification import (
 from ..warmup import KernelWorker, warm_law
 from .common import (
     POSE_REFERENCE_DEPTH,
+    RELIABILITY,
+    STREAM_QOS,
     matrix_message,
     pose_from_message,
     process_age,
@@ -161,6 +163,14 @@ PARAMETERS = table(
     ParameterSpec("command_joints", [""], "joint order of the effort command (empty: the "
                   "active joints in model order)", read_only=True,
                   validator=check_joint_names("command_joints")),
+    ParameterSpec("reference_reliability", "reliable", "QoS reliability of ~/joint_reference "
+                  "and ~/pose_reference: reliable (as JointTrajectoryController's topic: a "
+                  "message lost on the wire is re-sent, and the ones after it wait for it, up "
+                  "to the DDS writer's heartbeat period, 3 s by default in Fast DDS) or "
+                  "best_effort (for a stream such as the resolver's 100 Hz setpoints: a lost "
+                  "message is skipped and the next one arrives on time; reliable publishers "
+                  "are heard too; a single trajectory that must arrive: the action "
+                  "~/follow_joint_trajectory)", choices=tuple(RELIABILITY), read_only=True),
     ParameterSpec("mode", "hold", "control law", choices=MODES),
     ParameterSpec("task_frame", "", "link tracked in task mode and whose J_G is published "
                   "(empty: tip_link or the last body)", validator=_check_frame),
@@ -333,14 +343,13 @@ class HybridDynamicsController(Node):
         self.jg_pub = self.create_publisher(Float64MultiArray, "~/generalized_jacobian", 10)
         self.jd_pub = self.create_publisher(Float64MultiArray, "~/disturbance_jacobian", 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        # best effort hears both reliable and best-effort (sensor-data QoS) publishers
-        sensor_qos = self._sensor_qos = QoSProfile(depth=10,
-                                                   reliability=ReliabilityPolicy.BEST_EFFORT)
+        sensor_qos = self._sensor_qos = STREAM_QOS
         self.create_subscription(JointState, "/joint_states", self._on_joint_states, sensor_qos)
+        reliability = RELIABILITY[p["reference_reliability"]]
         self.create_subscription(JointTrajectory, "~/joint_reference", self._on_joint_reference,
-                                 10)
+                                 QoSProfile(depth=10, reliability=reliability))
         self.create_subscription(PoseStamped, "~/pose_reference", self._on_pose_reference,
-                                 POSE_REFERENCE_DEPTH)
+                                 QoSProfile(depth=POSE_REFERENCE_DEPTH, reliability=reliability))
         self.measured_wrench: np.ndarray | None = None
         self._init_wrench_sensor(p)
         self._wrench_ws = JacobianWorkspace(self.base_model)  # the plausibility check's J

@@ -49,7 +49,8 @@ def run_demo(urdf_path: Path, out_dir: Path, motion: float = 4.0, settle: float 
             SIMULATOR: {"initial_positions": Q0, "use_sim_time": True, "publish_every": 2,
                         "lockstep": True, "lockstep_timeout": 0.25},
             CONTROLLER: {"mode": "joint", "kp": [400.0], "kd": [40.0],
-                         "publish_jacobians": False, "use_sim_time": True},
+                         "publish_jacobians": False, "use_sim_time": True,
+                         "reference_reliability": "best_effort"},  # as bringup
             RESOLVER: {"tip_link": "tool", "shoulder_link": "link2", "elbow_link": "link4",
                        "wrist_link": "link6", "motion_duration": motion, "rate": 100.0,
                        "setpoint_lead": SIM_SETPOINT_LEAD, "use_sim_time": True}},
