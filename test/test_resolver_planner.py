@@ -19,6 +19,8 @@ from underactuated_control import RobotModel
 from underactuated_control.redundancy.arm_angle import arm_angle_from_points
 from underactuated_control.redundancy.limits import LimitedStep
 from underactuated_control.redundancy.resolver import (
+    FOLLOW_TOLERANCE,
+    FOLLOW_WINDOW,
     OVERRUN,
     OVERRUN_MARGIN,
     SETTLE_HOLD,
@@ -26,6 +28,7 @@ from underactuated_control.redundancy.resolver import (
     STALL_WINDOW,
     Anchors,
     ElbowPlanner,
+    FollowingCheck,
     Settings,
     Waypoint,
 )
@@ -273,6 +276,46 @@ def test_the_arrival_says_whether_the_measured_arm_followed(model):
         assert abs(arrival.measured_position_error - measured) < 1e-6
         assert arrival.followed == (follow == 1.0)
     assert abs(arrival.measured_position_error - np.linalg.norm(target - p0)) < 1e-9
+
+
+def test_an_arm_not_following_the_setpoints_is_seen_while_it_moves(model):
+    """FollowingCheck on a 60° elbow swing's stream (1.5 s), the window FOLLOW_WINDOW plus a
+    4-sample delay: an arm at the setpoint of 4 samples ago is on a setpoint of the window
+    (0 rad); one held at the start (no controller, or a stream held on the way) is, once the
+    plan has rested a window at its goal, exactly its largest active joint change away, named
+    by that joint; an arm held for 0.5 s mid-swing and then following again is not seen
+    within the window's length, then is (exactly its distance to the window's nearest
+    setpoint), and is on the window again after."""
+    delay, window = 4, FOLLOW_WINDOW + 4 * DT
+    p0, R0, psi0 = fk(Q0)
+    servo = Servo(make(model))
+    servo.start(Waypoint((p0, R0), psi0 + np.radians(60), 1.5))
+    servo.run(1.5 + 2 * window)
+    stream = [q for q, _, _ in servo.setpoints]  # the motion's setpoints and its rest after it
+    assert np.abs(stream[-1] - Q0).max() > 5 * FOLLOW_TOLERANCE  # a swing, not a wiggle
+
+    def gaps(arm):  # the check's (distance, joint) at each sample, the arm at arm(k)
+        check = FollowingCheck(model.active_dofs)
+        return [check.update(k * DT, q, arm(k), window) for k, q in enumerate(stream)]
+
+    late = gaps(lambda k: stream[max(k - delay, 0)])
+    assert max(g for g, _ in late) == 0.0
+    held = gaps(lambda k: Q0)
+    change = np.abs(stream[-1] - Q0)
+    assert held[-1][0] == pytest.approx(change.max(), abs=1e-12)
+    assert held[-1][1] == int(change.argmax())
+    k0, k1 = round(0.4 / DT), round(0.9 / DT)  # held mid-swing, then following again
+    paused = gaps(lambda k: stream[k0] if k0 <= k < k1 else stream[max(k - delay, 0)])
+    # a hold shorter than the window is not seen: the arm is on one of its setpoints
+    assert max(g for g, _ in paused[:k0 + round(window / DT) + 1]) == 0.0
+    last = k1 - 1  # the hold's last sample: the setpoints sent within the window before it
+    inside = [stream[k] for k in range(last + 1) if k * DT >= last * DT - window]
+    moved = np.abs(np.array(inside) - stream[k0]).max(axis=1).min()
+    assert moved > FOLLOW_TOLERANCE  # every setpoint of the window farther than that
+    assert paused[k1 - 1][0] == pytest.approx(moved, abs=1e-12)
+    assert max(g for g, _ in paused[k1 + round(window / DT) + delay:]) == 0.0
+    print(f"\n[following] held at the start: {held[-1][0]:.3f} rad; held 0.5 s mid-swing: "
+          f"{paused[k1 - 1][0]:.3f} rad at its end")
 
 
 def test_a_goal_held_while_the_plan_still_moves_is_reported_after_a_second(model, monkeypatch):

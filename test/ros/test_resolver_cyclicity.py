@@ -28,6 +28,7 @@ from std_msgs.msg import Float64, Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 from underactuated_control.redundancy.arm_angle import arm_angle_from_points
+from underactuated_control.redundancy.resolver import FOLLOW_TOLERANCE
 
 ARM7 = ROOT / "urdf/arm7.urdf"
 NODE = "/elbow_redundancy_resolver"
@@ -69,6 +70,7 @@ class Servo:
         self.ros, self.follow = ros, follow
         self.q = Q0.copy()
         self.setpoints = 0
+        self.last_setpoint = Q0.copy()
         n = ros.node
         self.pub = n.create_publisher(JointState, "/joint_states", 10)
         n.create_subscription(JointTrajectory, f"{NODE}/joint_setpoints", self.on_setpoint, 10)
@@ -80,7 +82,7 @@ class Servo:
 
     def on_setpoint(self, msg: JointTrajectory) -> None:
         idx = [msg.joint_names.index(j) for j in NAMES]
-        target = np.array(msg.points[0].positions)[idx]
+        target = self.last_setpoint = np.array(msg.points[0].positions)[idx]
         self.q = self.q + self.follow * (target - self.q)
         self.setpoints += 1
         self.publish()
@@ -249,6 +251,7 @@ def test_sensed_iteration_with_a_lagging_servo(ros, launch):
           f"from the goal")
     assert np.linalg.norm(p - target) < 1e-3
     assert abs(wrap(psi - psi0)) < np.radians(1.0)
+    assert "not following" not in node.log()  # late, but on the setpoints' way
 
 
 def test_an_arm_that_does_not_follow_the_setpoints_is_named_in_the_report(ros, launch):
@@ -265,6 +268,15 @@ def test_an_arm_that_does_not_follow_the_setpoints_is_named_in_the_report(ros, l
     print(f"\n[resolver, arm not following] {found.group(0)}")
     assert abs(float(found.group(1)) - 1e3 * np.linalg.norm(target - p0)) < 0.1
     assert np.array_equal(servo.q, Q0)
+    # and while it moved: the setpoints went farther than FOLLOW_TOLERANCE from the arm
+    change = np.abs(servo.last_setpoint - Q0).max()
+    assert change > FOLLOW_TOLERANCE
+    running = re.search(r"the arm is not following the setpoints: 'joint\d' is ([0-9.]+) rad "
+                        r"from every setpoint of the last [0-9.]+ s \(is a controller following "
+                        r"/\S+/joint_setpoints on time\?\)", node.log())
+    assert running and FOLLOW_TOLERANCE < float(running.group(1)) <= change, node.log()
+    print(f"[resolver, arm not following] setpoints {change:.3f} rad from the arm at most; "
+          f"{running.group(0)}")
 
 
 def test_desired_joint_velocities_move_the_arm_in_its_null_space(ros, launch):

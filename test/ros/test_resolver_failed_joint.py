@@ -116,6 +116,7 @@ def test_triangle_with_a_failed_joint_on_the_simulated_arm(ros, launch, tmp_path
             (("resolver", resolver), ("controller", controller), ("simulator", sim))))
     waited = time.monotonic() - started
     assert resolver.log().count("rejected") == 1, resolver.log()
+    assert "not following" not in resolver.log(), resolver.log()[-3000:]  # on time throughout
     assert "goal not reached" not in resolver.log(), (
         f"resolver diagnostics {resolver_status}\n{resolver.log()[-3000:]}")
     ros.spin_for(1.0)

@@ -60,6 +60,8 @@ from ..model import RobotModel
 from ..parameters import ParameterError, ParameterSpec, per_joint, table
 from ..redundancy.functions import Sphere
 from ..redundancy.resolver import (
+    FOLLOW_TOLERANCE,
+    FOLLOW_WINDOW,
     HAND_AXES,
     OVERRUN,
     OVERRUN_MARGIN,
@@ -67,6 +69,7 @@ from ..redundancy.resolver import (
     STALL_WINDOW,
     Arrival,
     ElbowPlanner,
+    FollowingCheck,
     Settings,
     Waypoint,
 )
@@ -242,8 +245,10 @@ class ElbowRedundancyResolver(Node):
         self.desired_v: np.ndarray | None = None
         self.desired_stamp = 0.0
         self.stamp_ns: int | None = None  # the last setpoint's tick (setpoint_lead > 0)
+        self.following = FollowingCheck(self.model.active_dofs)
         self.counts = {"limited_samples": 0, "samples_at_position_limit": 0,
-                       "non_finite_steps": 0, "rejected_goals": 0, "rejected_markers": 0}
+                       "non_finite_steps": 0, "rejected_goals": 0, "rejected_markers": 0,
+                       "samples_not_followed": 0}
         self.last_rejection = ""
         self.last_scale = 1.0
         self.get_logger().info(
@@ -485,6 +490,7 @@ class ElbowRedundancyResolver(Node):
         self._publish_markers()
         if self.planner.motion is None:
             self.stamp_ns = None  # the next motion's first setpoint starts a new stream
+            self.following.reset()
             return
         dt = 1.0 / self.params["rate"]
         desired = None
@@ -519,8 +525,22 @@ class ElbowRedundancyResolver(Node):
         pt.time_from_start = Duration(nanoseconds=round((dt + lead) * 1e9)).to_msg()
         msg.points = [pt]
         self.setpoint_pub.publish(msg)
+        self._check_following(sp.q, dt + lead)
         if sp.arrival is not None:
             self._report_motion(sp.arrival)
+
+    def _check_following(self, q_setpoint: np.ndarray, delay: float) -> None:
+        """Warn while the measured arm is far from every setpoint of the last FOLLOW_WINDOW s
+        (plus the stream's ``delay``): the setpoints are not reaching a controller on time."""
+        now = self.get_clock().now().nanoseconds * 1e-9
+        gap, j = self.following.update(now, q_setpoint, self.q_measured, FOLLOW_WINDOW + delay)
+        if gap > FOLLOW_TOLERANCE:
+            self.counts["samples_not_followed"] += 1
+            self.get_logger().warning(
+                f"the arm is not following the setpoints: '{self.model.dof_names[j]}' is "
+                f"{gap:.3f} rad from every setpoint of the last {FOLLOW_WINDOW + delay:.2f} s "
+                f"(is a controller following {self.setpoint_pub.topic_name} on time?)",
+                throttle_duration_sec=2.0)
 
     def _setpoint_stamp(self, dt: float, lead: float) -> TimeMessage:
         """This setpoint's tick: the last one's plus dt, as the plan's clock advances, kept

@@ -70,7 +70,8 @@ from .functions import (
 from .limits import SetpointLimiter, hand_errors, plan_motion, reach, wrap_angle
 
 __all__ = ["HAND_AXES", "MAX_DURATION", "OVERRUN", "OVERRUN_MARGIN", "SETTLE_HOLD", "STALL_PACE",
-           "STALL_WINDOW", "FOLLOWING_POSITION", "PLAN_PASSIVE_MOTIONS", "Settings",
+           "STALL_WINDOW", "FOLLOWING_POSITION", "FOLLOW_TOLERANCE", "FOLLOW_WINDOW",
+           "PLAN_PASSIVE_MOTIONS", "Settings", "FollowingCheck",
            "Waypoint", "Segment", "Plan", "PlanResult", "Motion", "Anchors", "Arrival", "Setpoint",
            "Configuration", "ElbowPlanner"]
 
@@ -95,6 +96,10 @@ ARRIVAL_POSITION, ARRIVAL_DEGREES = 1e-3, 0.5  # m, deg: a goal's hand (and arm 
 # m: a measured hand this much farther from the goal than the setpoints' is an arm that did not
 # follow them (no controller on ~/joint_reference, or one holding): said in the report
 FOLLOWING_POSITION = 0.01
+# rad, s: measured active joints farther than FOLLOW_TOLERANCE (in some joint) from every
+# setpoint of the last FOLLOW_WINDOW s plus the stream's own delay are an arm not following
+# them while it moves (a stream held on the way, no controller, one holding): said at once
+FOLLOW_TOLERANCE, FOLLOW_WINDOW = 0.1, 0.3
 
 
 @dataclass(frozen=True)
@@ -314,6 +319,46 @@ class Arrival:
         return (self.position_error < ARRIVAL_POSITION
                 and np.degrees(self.orientation_error) < ARRIVAL_DEGREES and not self.overran
                 and not self.stalled)
+
+
+class FollowingCheck:
+    """How far the measured active joints are from the nearest setpoint of the recent past:
+    an arm that follows the stream, however late within the window, is at one of them. The
+    setpoints are kept in preallocated arrays (grown when a window holds more)."""
+
+    def __init__(self, active: np.ndarray, capacity: int = 64) -> None:
+        self.active = np.asarray(active, dtype=int)
+        self.times = np.empty(capacity)  # s: when each kept setpoint was sent
+        self.points = np.empty((capacity, self.active.size))  # its active joints
+        self.first = self.end = 0  # the window's setpoints: [first, end)
+
+    def reset(self) -> None:
+        """A new stream: no setpoint yet."""
+        self.first = self.end = 0
+
+    def update(self, now: float, q_setpoint: np.ndarray, q_measured: np.ndarray,
+               window: float) -> tuple[float, int]:
+        """Take the setpoint sent at ``now`` [s]; (the measured active joints' distance in their
+        worst joint to the nearest setpoint of the last ``window`` s [rad], that joint's
+        index in the model)."""
+        if self.end == len(self.times):  # full: move the window's setpoints to the front
+            kept = self.end - self.first
+            if kept > len(self.times) // 2:
+                self.times = np.resize(self.times, 2 * len(self.times))
+                self.points = np.resize(self.points, (2 * len(self.points), self.active.size))
+            self.times[:kept] = self.times[self.first:self.end].copy()
+            self.points[:kept] = self.points[self.first:self.end].copy()
+            self.first, self.end = 0, kept
+        self.times[self.end] = now
+        self.points[self.end] = q_setpoint[self.active]
+        self.end += 1
+        times = self.times
+        while not now - window <= times[self.first] <= now:  # older, or a clock that went back
+            self.first += 1
+        gaps = np.abs(self.points[self.first:self.end] - q_measured[self.active])
+        worst = gaps.max(axis=1)
+        k = int(worst.argmin())
+        return float(worst[k]), int(self.active[int(gaps[k].argmax())])
 
 
 @dataclass
