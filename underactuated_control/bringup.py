@@ -106,6 +106,11 @@ class NodeLaunch:
     parameters: dict[str, Any]  # after the files: -p name:=value
     remappings: list[tuple[str, str]]
 
+    def set_unless_given(self, values: dict[str, Any]) -> None:
+        """``values`` into ``parameters``, but not those its parameter files set."""
+        given = set().union(*(node_section(f, self.executable) for f in self.params_files))
+        self.parameters.update({k: v for k, v in values.items() if k not in given})
+
     def ros_args(self) -> list[str]:
         args = ["--ros-args"]
         for f in self.params_files:
@@ -205,9 +210,8 @@ def bringup_nodes(urdf_path: str, config: str | None = None, *, sim: bool = Fals
             params.update(zip(("shoulder_link", "elbow_link", "wrist_link"), resolver_links))
         nodes.append(NodeLaunch(RESOLVER, pick(resolver_config, RESOLVER), params, []))
         controller.parameters["mode"] = "joint"
-        if not any("reference_reliability" in node_section(f, CONTROLLER)
-                   for f in controller_files):  # a 100 Hz stream: a lost point is skipped
-            controller.parameters["reference_reliability"] = "best_effort"
+        # a 100 Hz stream: a lost point is skipped, not waited for
+        controller.set_unless_given({"reference_reliability": "best_effort"})
         controller.remappings.append(REFERENCE_REMAP)
     if sim or sim_clock:  # every node on the simulator's /clock (as gz_ros2_control's
         # launches do): a simulation slower than wall time on a loaded machine then slows the
@@ -216,8 +220,7 @@ def bringup_nodes(urdf_path: str, config: str | None = None, *, sim: bool = Fals
             on_clock = {"use_sim_time": True}
             if node.executable == RESOLVER:
                 on_clock["setpoint_lead"] = SIM_SETPOINT_LEAD
-            given = set().union(*(node_section(f, node.executable) for f in node.params_files))
-            node.parameters.update({k: v for k, v in on_clock.items() if k not in given})
+            node.set_unless_given(on_clock)
     return nodes
 
 

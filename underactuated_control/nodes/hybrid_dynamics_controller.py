@@ -343,8 +343,7 @@ class HybridDynamicsController(Node):
         self.jg_pub = self.create_publisher(Float64MultiArray, "~/generalized_jacobian", 10)
         self.jd_pub = self.create_publisher(Float64MultiArray, "~/disturbance_jacobian", 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        sensor_qos = self._sensor_qos = STREAM_QOS
-        self.create_subscription(JointState, "/joint_states", self._on_joint_states, sensor_qos)
+        self.create_subscription(JointState, "/joint_states", self._on_joint_states, STREAM_QOS)
         reliability = RELIABILITY[p["reference_reliability"]]
         self.create_subscription(JointTrajectory, "~/joint_reference", self._on_joint_reference,
                                  QoSProfile(depth=10, reliability=reliability))
@@ -354,7 +353,7 @@ class HybridDynamicsController(Node):
         self._init_wrench_sensor(p)
         self._wrench_ws = JacobianWorkspace(self.base_model)  # the plausibility check's J
         self._last_q = self.base_model.neutral_configuration()  # of the last good state
-        self.create_subscription(WrenchStamped, p["wrench_topic"], self._on_wrench, sensor_qos)
+        self.create_subscription(WrenchStamped, p["wrench_topic"], self._on_wrench, STREAM_QOS)
         self.estimated_wrench_pub = self.create_publisher(WrenchStamped, "~/estimated_wrench",
                                                           10)
         self._applied = np.zeros(self.plan.model.n_active)  # efforts held since the last state
@@ -517,7 +516,7 @@ class HybridDynamicsController(Node):
         if self._odometry_subscription is not None:
             self.destroy_subscription(self._odometry_subscription)
         self._odometry_subscription = self.create_subscription(
-            Odometry, self.params["base_odometry_topic"], self._on_odometry, self._sensor_qos)
+            Odometry, self.params["base_odometry_topic"], self._on_odometry, STREAM_QOS)
         self._odometry_subscribed = time.monotonic()
 
     def _on_odometry(self, msg: Odometry) -> None:
