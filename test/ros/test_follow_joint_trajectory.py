@@ -325,6 +325,11 @@ def test_goal_runs_on_simulated_time_and_query_state_samples_it(ros, launch):
     assert ros.wait_for(lambda: sim.stamps, 30), "no stamped /joint_states"
     query = ros.node.create_client(QueryTrajectoryState, f"{NODE}/query_state")
     assert query.wait_for_service(timeout_sec=20), "no ~/query_state"
+    # the "before" query asks at the first stamp this test heard, which can come just before
+    # the goal when its subscription matched late, and then need not precede the goal's start
+    # on the controller's clock (its /clock): 0.5 s of simulated time between them
+    assert ros.wait_for(lambda: sim.now_ns - sim.stamps[0] > 500_000_000, 30), \
+        "the simulated time does not advance"
     q0 = client.q.copy()
     A = q0 + np.array([0.05, -0.05, 0.05, 0.05, -0.05, 0.05, 0.05])
     B = A + np.array([0.2, -0.15, 0.2, 0.2, -0.2, 0.2, 0.3])
@@ -350,7 +355,8 @@ def test_goal_runs_on_simulated_time_and_query_state_samples_it(ros, launch):
     status, result = client.result(handle, timeout=60)
     wall = time.monotonic() - wall0
     print(f"\n[fjt] sim time: {result.error_string}; {wall:.2f} s of wall time for a 2.8 s goal "
-          f"at real_time_factor 0.5; query: {mid.success} {after.success} {before.success}")
+          f"at real_time_factor 0.5; query: {mid.success} {after.success} {before.success}; "
+          f"before ({sim.stamps[0] * 1e-9:.3f} s): '{before.message}'")
     assert status == SUCCEEDED, result.error_string
     assert wall > 1.5 * 2.8  # the goal ran on the simulated clock, at half real time
     p, v, a = minimum_jerk(A, B, 2.0, 1.0)
@@ -360,7 +366,9 @@ def test_goal_runs_on_simulated_time_and_query_state_samples_it(ros, launch):
     np.testing.assert_allclose(mid.acceleration, a, atol=1e-9)
     assert not after.success and "last point" in after.message
     np.testing.assert_allclose(after.position, B, atol=1e-12)  # the held end, as JTC
-    assert not before.success and "precedes" in before.message
+    assert not before.success and "precedes" in before.message, \
+        f"at {sim.stamps[0] * 1e-9:.3f} s (the goal sent at " \
+        f"{(start_ns - 300_000_000) * 1e-9:.3f} s): success {before.success}, '{before.message}'"
     # each feedback between the points: the closed form at its stamp (the controller's clock)
     checked = 0
     for f in feedback:

@@ -493,9 +493,10 @@ class ElbowRedundancyResolver(Node):
             self.following.reset()
             return
         dt = 1.0 / self.params["rate"]
+        now_ns = self.get_clock().now().nanoseconds  # this tick's time, read once
         desired = None
         if self.desired_v is not None:
-            age = self.get_clock().now().nanoseconds * 1e-9 - self.desired_stamp
+            age = now_ns * 1e-9 - self.desired_stamp
             if age <= self.params["desired_velocity_timeout"]:
                 desired = self.desired_v * dt
         sp = self.planner.step(self.q_measured, dt, desired)
@@ -520,20 +521,20 @@ class ElbowRedundancyResolver(Node):
                                   accelerations=sp.a.tolist())
         lead = self.params["setpoint_lead"]
         if lead > 0.0:  # stamped, reached dt + lead after its tick
-            msg.header.stamp = self._setpoint_stamp(dt, lead)
+            msg.header.stamp = self._setpoint_stamp(now_ns, dt, lead)
         # unstamped: dt after the receiver's next cycle
         pt.time_from_start = Duration(nanoseconds=round((dt + lead) * 1e9)).to_msg()
         msg.points = [pt]
         self.setpoint_pub.publish(msg)
-        self._check_following(sp.q, dt + lead)
+        self._check_following(now_ns, sp.q, dt + lead)
         if sp.arrival is not None:
             self._report_motion(sp.arrival)
 
-    def _check_following(self, q_setpoint: np.ndarray, delay: float) -> None:
+    def _check_following(self, now_ns: int, q_setpoint: np.ndarray, delay: float) -> None:
         """Warn while the measured arm is far from every setpoint of the last FOLLOW_WINDOW s
         (plus the stream's ``delay``): the setpoints are not reaching a controller on time."""
-        now = self.get_clock().now().nanoseconds * 1e-9
-        gap, j = self.following.update(now, q_setpoint, self.q_measured, FOLLOW_WINDOW + delay)
+        gap, j = self.following.update(now_ns * 1e-9, q_setpoint, self.q_measured,
+                                       FOLLOW_WINDOW + delay)
         if gap > FOLLOW_TOLERANCE:
             self.counts["samples_not_followed"] += 1
             self.get_logger().warning(
@@ -542,11 +543,11 @@ class ElbowRedundancyResolver(Node):
                 f"(is a controller following {self.setpoint_pub.topic_name} on time?)",
                 throttle_duration_sec=2.0)
 
-    def _setpoint_stamp(self, dt: float, lead: float) -> TimeMessage:
+    def _setpoint_stamp(self, now: int, dt: float, lead: float) -> TimeMessage:
         """This setpoint's tick: the last one's plus dt, as the plan's clock advances, kept
-        within lead/2 of this node's clock (a tick that ran late or early moves no point
-        closer than dt + lead/2 to now, so the receiver is never asked for a speed spike)."""
-        now = self.get_clock().now().nanoseconds
+        within lead/2 of this node's clock (``now``, ns: a tick that ran late or early moves no
+        point closer than dt + lead/2 to now, so the receiver is never asked for a speed
+        spike)."""
         tick = now if self.stamp_ns is None else self.stamp_ns + round(dt * 1e9)
         half = round(lead * 5e8)
         self.stamp_ns = min(max(tick, now - half), now + half)
