@@ -18,11 +18,9 @@ from underactuated_control.control.command import CommandShaper
 from underactuated_control.control.failure_reaction import (
     CAUTION,
     Decision,
-    carried_path,
     decide,
     escalate,
     swing_peak,
-    turn_rate,
 )
 from underactuated_control.control.joint_space import EffortMapper
 from underactuated_control.control.registry import default_settings
@@ -892,77 +890,6 @@ def test_a_kept_tasks_plan_sees_the_hand_moving_to_its_horizon(monkeypatch, robo
     assert any("the position task kept by a receding plan" in s for s in whole["statuses"])
     assert whole["hand_rms_mm"] <= 5.0
     assert whole["peak_speed_ratio"] <= 1.0
-
-
-def test_the_carried_path_goes_on_along_a_circle_its_turn_measured_on_the_path():
-    """``carried_path`` against the closed form of a circle in a tilted plane (radius 5 cm,
-    8 s a turn, as the tests' path): carried 1 s ahead with the turn ``turn_rate`` measures
-    between its velocities 0.1 s apart (a stream's newest two segments: 0.01 s), the setpoint
-    stays on the circle, where its velocity
-    carried straight ahead leaves it by 12 mm; along a line the turn is zero and the path
-    straight; the turn is capped, and none without a velocity."""
-    from underactuated_control.so3 import exp
-
-    R = exp(np.array([0.3, 0.6, -0.15]))  # the circle's plane: R's first two columns
-    centre, r, w, phase = np.array([0.4, -0.1, 0.6]), 0.05, 2 * np.pi / 8.0, 0.3
-    t = np.linspace(0.0, 1.0, 101)
-
-    def on_circle(time):
-        angle = phase + w * np.asarray(time, float)
-        return centre + r * (np.cos(angle)[..., None] * R[:, 0] + np.sin(angle)[..., None]
-                             * R[:, 1])
-
-    def velocity(time):
-        angle = phase + w * time
-        return r * w * (-np.sin(angle) * R[:, 0] + np.cos(angle) * R[:, 1])
-
-    p, v = on_circle(0.0), velocity(0.0)
-    turn = turn_rate(velocity(-0.1), v, 0.1, np.inf)
-    np.testing.assert_allclose(turn, w * R[:, 2], atol=1e-14)  # the plane's normal, 8 s a turn
-    np.testing.assert_allclose(carried_path(p, v, turn, t), on_circle(t), atol=1e-15)
-    straight = p + t[:, None] * v
-    assert np.linalg.norm(straight[-1] - on_circle(1.0)) > 0.011
-    np.testing.assert_allclose(carried_path(p, v, None, t), straight, atol=1e-15)
-    np.testing.assert_allclose(carried_path(p, v, turn_rate(0.5 * v, 2.0 * v, 0.1, np.inf), t),
-                               straight, atol=1e-15)
-    assert np.linalg.norm(turn_rate(velocity(-0.1), v, 0.1, 0.5)) == pytest.approx(0.5)
-    assert turn_rate(np.zeros(3), v, 0.1, np.inf) is None
-
-
-def _tiago_pro_left_arm() -> tuple[str, str, np.ndarray]:
-    """Tiago Pro's left arm (example-robot-data, the issue's <dynamics>), the rest rigid."""
-    text = issue_arm("tiago_pro_description/robots/tiago_pro.urdf",
-                     joints=[f"arm_left_{i}_joint" for i in range(1, 8)])
-    return text, "arm_left_tool_link", np.array([0.5, -0.6, 0.0, -1.2, 0.0, 0.5, 0.0])
-
-
-@pytest.mark.parametrize("robot, joint, task", [
-    (_tiago_arm, "arm_1_joint", "pose"),
-    (_tiago_pro_left_arm, "arm_left_2_joint", "position")])
-def test_a_kept_tasks_replans_see_the_path_turn(monkeypatch, robot, joint, task):
-    """Zero gravity, the 8 s circle stamped, a free shoulder failing half-way (Tiago's
-    shoulder yaw, pose task; Tiago Pro's shoulder pitch, position task: both take the
-    position rows of J_G toward rank loss as the hand goes round). A kept task's re-plans
-    carry the setpoint along the arc on which the stream's path turns (``carried_path``,
-    ``PoseSetpointFollower.stream_velocities``). Carried straight instead (``_path_turn``
-    None, as before; the premise), the plans aim the hand off the circle, by up to 12 mm 1 s
-    ahead, and MuJoCo's hand misses the zero-g goal of the task; along the arc it meets it,
-    every joint within its speed limit."""
-    from underactuated_control.control.failure_reaction import PlannedSwing
-
-    goal = 10.0 if task == "pose" else 5.0
-    turning, straight = _circle_as_is_and_patched(
-        monkeypatch, lambda patch: patch.setattr(PlannedSwing, "_path_turn",
-                                                 lambda self, stream: None),
-        task=task, failing=joint, period=8.0, reaction="auto", gravity=False,
-        robot=robot(), stamped=True, failure_plan_budget=600.0)
-    print(f"\n[{joint}, zero g] {task} task: re-plans along the arc "
-          f"{turning['hand_rms_mm']:.2f} mm RMS, peak v/v_max "
-          f"{turning['peak_speed_ratio']:.2f}; straight {straight['hand_rms_mm']:.1f} mm")
-    assert straight["hand_rms_mm"] > goal  # the premise
-    assert any(f"the {task} task kept by a receding plan" in s for s in turning["statuses"])
-    assert turning["hand_rms_mm"] <= goal
-    assert turning["peak_speed_ratio"] <= 1.0
 
 
 def test_an_unloaded_failed_joint_keeps_the_pose_task_along_a_receding_plan():

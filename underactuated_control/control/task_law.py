@@ -367,8 +367,7 @@ class TaskLaw(ControlLaw):
         then act)."""
         swing = self._swing
         u = swing.command(q, v, t, setpoint.position, setpoint.linear_velocity,
-                          setpoint.rotation, setpoint.angular_velocity,
-                          self.follower.stream_velocities())
+                          setpoint.rotation, setpoint.angular_velocity)
         if u is None or not np.all(np.isfinite(u)):
             self._swing = None
             return None
