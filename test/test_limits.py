@@ -87,6 +87,32 @@ def test_a_stamped_stream_is_followed_as_its_path():
     assert np.linalg.norm(sp.linear_velocity) <= 5 * a_max * dt * (1 + 1e-9)
 
 
+def test_the_streams_velocities_are_its_samples_not_the_setpoints():
+    """``stream_velocities``: the two newest segments of the stamped samples (along x at
+    0.1 m/s, then turning to y), older first, and the time between their middles; the
+    path's, also while the setpoint, restarted at rest, is still catching up with it. None for
+    unstamped goals and before a third sample."""
+    follower = PoseSetpointFollower(0.5, 2.0, 1.5, 6.0)
+    follower.reset(np.zeros(3), np.eye(3))
+    corners = [[0.0, 0.0, 0.0], [0.001, 0.0, 0.0], [0.002, 0.0, 0.0], [0.002, 0.002, 0.0]]
+    for k, corner in enumerate(corners):
+        assert (follower.stream_velocities() is None) == (k < 3)
+        goal = TaskReference(position=np.array(corner), rotation=np.eye(3),
+                             stamp=1.0 + 0.01 * k)
+        sp = follower.step(goal, 1e-3, now=1.0 + 0.01 * k)
+    older, newer, between = follower.stream_velocities()
+    np.testing.assert_allclose(older, [0.1, 0.0, 0.0], atol=1e-12)
+    np.testing.assert_allclose(newer, [0.0, 0.2, 0.0], atol=1e-12)
+    assert between == pytest.approx(0.01)
+    assert np.linalg.norm(sp.linear_velocity - newer) > 0.05  # the setpoint: not on the path
+    unstamped = PoseSetpointFollower(0.5, 2.0, 1.5, 6.0)
+    unstamped.reset(np.zeros(3), np.eye(3))
+    for k, corner in enumerate(corners):
+        unstamped.step(TaskReference(position=np.array(corner), rotation=np.eye(3)), 1e-3,
+                       now=1.0 + 0.01 * k)
+    assert unstamped.stream_velocities() is None
+
+
 def test_a_sample_reaching_the_law_late_changes_nothing_within_half_a_spacing():
     """Samples reaching the follower up to 4 ms after their stamps (a sender that stamps
     when it publishes, a control period's quantisation): the same setpoints as on time."""

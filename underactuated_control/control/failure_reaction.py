@@ -52,7 +52,7 @@ from ..optimal_control.background import BackgroundPlanner
 from ..optimal_control.problems import arrest_problem, swing_problem
 from ..passive_forces import PassiveForceModel
 from ..so3 import exp as rotation_exp
-from ..so3 import rotation_angle, rotation_error
+from ..so3 import left_jacobian, rotation_angle, rotation_error
 from .task_space import TaskReference
 
 __all__ = ["REACTIONS", "CAUTION", "Decision", "decide", "escalate", "at_least", "newly_passive",
@@ -705,6 +705,35 @@ def planned_motion(workspace: JacobianWorkspace, step: HybridStep, q: np.ndarray
     return workspace.dynamics.compute(q, v, qdd[step.active], step.passive_forces(q, v))
 
 
+def carried_path(position: np.ndarray, velocity: np.ndarray, turn_rate: np.ndarray | None,
+                 times: np.ndarray) -> np.ndarray:
+    """(len(times), 3): the hand's setpoint carried ``times`` [s] ahead at its speed, its
+    velocity turning at ``turn_rate`` Ω [rad/s] (a constant twist: p + t V(Ω t) v, V the left
+    Jacobian of SO(3)): a circle's path, given its turn, is carried on exactly; with Ω None
+    the velocity carried straight ahead."""
+    p, v = np.asarray(position, float), np.asarray(velocity, float)
+    times = np.asarray(times, float)
+    if turn_rate is None:
+        return p + times[:, None] * v
+    return p + np.array([t * (left_jacobian(t * turn_rate) @ v) for t in times])
+
+
+def turn_rate(before: np.ndarray, after: np.ndarray, dt: float, largest: float
+              ) -> np.ndarray | None:
+    """rad/s: the rotation that turns the direction of the velocity ``before`` into that of
+    ``after``, ``dt`` [s] later, per second, at most ``largest``; None where either is ~0."""
+    a, b = np.asarray(before, float), np.asarray(after, float)
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    if not (na > 1e-9 and nb > 1e-9 and dt > 0.0):
+        return None
+    axis = np.cross(a, b)
+    sine = float(np.linalg.norm(axis))
+    if sine < 1e-15 * na * nb:
+        return np.zeros(3)
+    rate = min(np.arctan2(sine, float(a @ b)) / dt, largest)
+    return axis * (rate / sine)
+
+
 class PlannedSwing:
     """The predictive layer of a reaction that lets a loaded failed joint swing to where it
     hangs with the hand kept (``position``, ``decision.swing_dofs``): the swing, planned so that
@@ -714,15 +743,16 @@ class PlannedSwing:
     (``optimal_control.problems.swing_problem``, ``SWING_TIME`` ahead, knots ``SWING_DT``
     apart) is solved again from the measured state, warm-started by the last solution followed
     with its Riccati gains; the hand's path is the setpoint carried ahead at its velocity for
-    ``path_lead`` s (``SWING_LEAD``). With ``inline`` False (``failure_replan_inline``) the
-    re-plans run in a background thread: each starts from the state the followed plan predicts
-    ``lead`` s after the request (1.25 of the last one's time, in the law's time), is followed
-    from then on, and is discarded if it comes late with the arm off it; the cycles follow the
-    last solution meanwhile, and the next is requested once it is done (every ``SWING_REPLAN``
-    at most). The first solve always runs in the cycle that decides the reaction. Between
-    solves the command is u = ū(t) + K_k (x − x̄(t)) (ū, x̄ interpolated between the knots),
-    within the effort limits (doc/failure_analysis.md, "The predictive layer keeps the
-    hand")."""
+    ``path_lead`` s (``SWING_LEAD``) straight on; a kept task's re-plans (``path_turns``)
+    carry it along the arc on which a stream's path turns (``carried_path``). With ``inline``
+    False (``failure_replan_inline``) the re-plans run in a background thread: each starts
+    from the state the followed plan predicts ``lead`` s after the request (1.25 of the last
+    one's time, in the law's time), is followed from then on, and is discarded if it comes
+    late with the arm off it; the cycles follow the last solution meanwhile, and the next is
+    requested once it is done (every ``SWING_REPLAN`` at most). The first solve always runs in the
+    cycle that decides the reaction. Between solves the command is u = ū(t) + K_k (x − x̄(t))
+    (ū, x̄ interpolated between the knots), within the effort limits (doc/failure_analysis.md,
+    "The predictive layer keeps the hand")."""
 
     duration = SWING_TIME  # s: followed this long from its first command, then the task
     hand_tolerance = SWING_HAND  # m: the first plan's hand off its path at most
@@ -730,6 +760,8 @@ class PlannedSwing:
     iterations = SWING_ITERATIONS  # box DDP, the first solve
     deviation = np.inf  # of a speed limit: a joint's velocity this far off the plan's drops it
     path_lead = SWING_LEAD  # s: the setpoint's velocity carried this far ahead (the hand's path)
+    path_turns = False  # re-plans carry it along a stream's turn (a loaded swing's 0.3 s:
+    # straight; along the turn Talos' forearm roll under gravity swung to 3.94 of a limit)
     judge_replans = False  # a re-plan past the limits drops the plan (else it is followed)
     resolve_friction = False  # the passive friction widened until the 2.5 ms step resolves it
     what = "the swing planned with the hand kept"  # the status's words
@@ -761,9 +793,11 @@ class PlannedSwing:
         ``path_lead`` at most)."""
         return np.minimum(np.arange(self.n_knots + 1) * SWING_DT, self.path_lead)
 
-    def _targets(self, position: np.ndarray, velocity: np.ndarray) -> np.ndarray:
-        return np.asarray(position, float) + self._leads()[:, None] * np.asarray(velocity,
-                                                                                 float)
+    def _targets(self, position: np.ndarray, velocity: np.ndarray,
+                 turn: np.ndarray | None, ahead: float = 0.0) -> np.ndarray:
+        """The hand's path per knot: the setpoint carried ahead (``carried_path``) from
+        ``ahead`` s after its time (a background re-plan's lead)."""
+        return carried_path(position, velocity, turn, ahead + self._leads())
 
     def _rotations(self, rotation: np.ndarray | None, angular_velocity: np.ndarray | None,
                    ahead: float = 0.0) -> np.ndarray | None:
@@ -787,7 +821,8 @@ class PlannedSwing:
         start = time.perf_counter()
         try:
             self.problem = p = swing_problem(self.model, q, v, self.frame,
-                                             self._targets(position, velocity), SWING_DT,
+                                             self._targets(position, velocity, None),
+                                             SWING_DT,
                                              rotations=self._rotations(rotation,
                                                                        angular_velocity),
                                              resolve_friction=self.resolve_friction)
@@ -814,6 +849,19 @@ class PlannedSwing:
                       "iterations, "
                       f"{self.seconds:.1f} s; re-planned every {SWING_REPLAN:g} s)")
 
+    def _path_turn(self, stream: tuple[np.ndarray, np.ndarray, float] | None
+                   ) -> np.ndarray | None:
+        """rad/s: how fast a stream's path turns (``PoseSetpointFollower.stream_velocities``:
+        between its two newest segments), at most a quarter turn over ``path_lead``; a re-plan
+        carries the setpoint along that arc (``carried_path``). None (straight on) without a
+        stream. The setpoint's own velocity is no measure of it where the setpoint catches up
+        with the path (restarted at the measured hand: Talos' elbow in zero g, carried along
+        the setpoint's turn measured between solves, lost the hand). None too unless
+        ``path_turns``."""
+        if stream is None or not self.path_turns:
+            return None
+        return turn_rate(*stream, 0.5 * np.pi / self.path_lead)
+
     def _hand_error(self, xs: np.ndarray, path) -> tuple[float, float]:
         """The plan's hand off its path at most: (m, rad; the turn 0 without rotations)."""
         ws, rotations = path.workspace, path.rotations
@@ -827,9 +875,10 @@ class PlannedSwing:
         return worst, turn
 
     def _solve_again(self, q: np.ndarray, v: np.ndarray, elapsed: float, position: np.ndarray,
-                     velocity: np.ndarray, rotation: np.ndarray | None,
-                     angular_velocity: np.ndarray | None, sol: Solution, solved_at: float,
-                     lead: float) -> tuple[Solution | None, float] | None:
+                     velocity: np.ndarray, turn: np.ndarray | None,
+                     rotation: np.ndarray | None, angular_velocity: np.ndarray | None,
+                     sol: Solution, solved_at: float, lead: float
+                     ) -> tuple[Solution | None, float] | None:
         """A solve from the state ``lead`` s after (q, v) at ``elapsed``: ``sol`` (solved at
         ``solved_at``) from then on (its last knot repeated to the horizon), rolled out from
         (q, v) with its gains, predicts that state and is the first guess after it; (the
@@ -849,7 +898,7 @@ class PlannedSwing:
                               sol.xs[np.append(index, len(sol.us))], sol.K[index],
                               np.zeros_like(us), 0.0, p.step.lower, p.step.upper, xs, us):
             return None
-        targets = self._targets(position + ahead * SWING_DT * velocity, velocity)
+        targets = self._targets(position, velocity, turn, ahead * SWING_DT)
         p.running.terms[0].targets = targets[:-1]
         p.terminal.terms[0].position = targets[-1]
         if self.pose:
@@ -906,11 +955,14 @@ class PlannedSwing:
 
     def command(self, q: np.ndarray, v: np.ndarray, t: float, position: np.ndarray,
                 velocity: np.ndarray, rotation: np.ndarray | None = None,
-                angular_velocity: np.ndarray | None = None) -> np.ndarray | None:
+                angular_velocity: np.ndarray | None = None,
+                stream: tuple[np.ndarray, np.ndarray, float] | None = None
+                ) -> np.ndarray | None:
         """The active joints' torques at the law's time ``t`` for the measured state and the
         hand's setpoint (``position``, ``velocity``; a pose plan's ``rotation``,
-        ``angular_velocity`` too); None once the swing's time is over or a
-        joint passes ``runaway`` of its speed limit (the caller then drops the plan)."""
+        ``angular_velocity`` too; ``stream``: a stream's newest velocities, for its turn); None
+        once the swing's time is over or a joint passes ``runaway`` of its speed limit (the
+        caller then drops the plan)."""
         if np.any(np.abs(v) > self.runaway * self._speed_limits):
             return None
         if self._start is None:
@@ -924,6 +976,7 @@ class PlannedSwing:
             self._tried_at = elapsed  # every SWING_REPLAN, kept or not (the request's time)
             self._replans.request(q.copy(), v.copy(), elapsed, np.array(position, float),
                                   np.array(velocity, float),
+                                  self._path_turn(stream),
                                   None if rotation is None else np.array(rotation, float),
                                   None if angular_velocity is None
                                   else np.array(angular_velocity, float),
@@ -969,6 +1022,7 @@ class PlannedTask(PlannedSwing):
     runaway = PLAN_SPEED
     path_lead = TASK_PLAN_LEAD  # the hand seen moving to the horizon (at 0.3 s, then stopped,
     # the plans let the position rows lose rank just past it: doc/failure_analysis.md)
+    path_turns = True  # over the whole horizon a line leaves the 5 cm circle by 12 mm
     judge_replans = True  # Tiago Pro's wrist in zero g: a re-plan at 35x the limits followed
     # the failed joints unloaded: their friction resolved (the G1's wrist yaw chattered at the
     # URDF's width and a re-plan drove the wrist roll into its limit; a loaded swing's and an

@@ -270,6 +270,21 @@ class PoseSetpointFollower:
                                       angular_acceleration=alpha)
         self._stream[:] = 0.0
 
+    def stream_velocities(self) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """The velocities (m/s) of the stamped samples' two newest segments, older first (v_s
+        of the module docstring: the path's own, not the setpoint's, which may be catching up
+        with it), and the time [s] between their middles; None where no stream of three
+        samples is followed (unstamped goals, the first two samples, a gap)."""
+        stream = self._stream
+        if stream[_SEEN] < 3.0:
+            return None
+        t0, t1, t2 = stream[_STAMP], stream[_SAMPLE + _STAMP], stream[2 * _SAMPLE + _STAMP]
+        if not (0.0 < t0 - t1 <= STREAM_INTERVAL and 0.0 < t1 - t2 <= STREAM_INTERVAL):
+            return None
+        p0, p1 = stream[:_R], stream[_SAMPLE:_SAMPLE + _R]
+        p2 = stream[2 * _SAMPLE:2 * _SAMPLE + _R]
+        return (p1 - p2) / (t1 - t2), (p0 - p1) / (t0 - t1), 0.5 * (t0 - t2)
+
     def resume(self, other: PoseSetpointFollower) -> None:
         """Go on from ``other``'s setpoint: its pose, velocities and accelerations, and the
         stamped samples it has seen (a law rebuilt for new gains continues the one it

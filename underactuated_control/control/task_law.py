@@ -367,7 +367,8 @@ class TaskLaw(ControlLaw):
         then act)."""
         swing = self._swing
         u = swing.command(q, v, t, setpoint.position, setpoint.linear_velocity,
-                          setpoint.rotation, setpoint.angular_velocity)
+                          setpoint.rotation, setpoint.angular_velocity,
+                          self.follower.stream_velocities())
         if u is None or not np.all(np.isfinite(u)):
             self._swing = None
             return None
