@@ -705,6 +705,11 @@ def planned_motion(workspace: JacobianWorkspace, step: HybridStep, q: np.ndarray
     return workspace.dynamics.compute(q, v, qdd[step.active], step.passive_forces(q, v))
 
 
+StreamVelocities = Callable[[], "tuple[np.ndarray, np.ndarray, float] | None"]
+"""A stream's two newest segment velocities and the time between them, or None
+(``PoseSetpointFollower.stream_velocities``)."""
+
+
 def carried_path(position: np.ndarray, velocity: np.ndarray, turn_rate: np.ndarray | None,
                  times: np.ndarray) -> np.ndarray:
     """(len(times), 3): the hand's setpoint carried ``times`` [s] ahead at its speed, its
@@ -849,18 +854,21 @@ class PlannedSwing:
                       "iterations, "
                       f"{self.seconds:.1f} s; re-planned every {SWING_REPLAN:g} s)")
 
-    def _path_turn(self, stream: tuple[np.ndarray, np.ndarray, float] | None
-                   ) -> np.ndarray | None:
-        """rad/s: how fast a stream's path turns (``PoseSetpointFollower.stream_velocities``:
-        between its two newest segments), at most a quarter turn over ``path_lead``; a re-plan
-        carries the setpoint along that arc (``carried_path``). None (straight on) without a
-        stream. The setpoint's own velocity is no measure of it where the setpoint catches up
-        with the path (restarted at the measured hand: Talos' elbow in zero g, carried along
-        the setpoint's turn measured between solves, lost the hand). None too unless
-        ``path_turns``."""
+    def _path_turn(self, stream: StreamVelocities | None) -> np.ndarray | None:
+        """rad/s: how fast a stream's path turns (``stream()``,
+        ``PoseSetpointFollower.stream_velocities``: between its two newest segments), at most
+        a quarter turn over ``path_lead``; a re-plan carries the setpoint along that arc
+        (``carried_path``). None (straight on) without a stream, and unless ``path_turns``
+        (asked only then, at a re-plan's request). The setpoint's own velocity is no measure
+        of it where the setpoint catches up with the path (restarted at the measured hand:
+        Talos' elbow in zero g, carried along the setpoint's turn measured between solves,
+        lost the hand)."""
         if stream is None or not self.path_turns:
             return None
-        return turn_rate(*stream, 0.5 * np.pi / self.path_lead)
+        velocities = stream()
+        if velocities is None:
+            return None
+        return turn_rate(*velocities, 0.5 * np.pi / self.path_lead)
 
     def _hand_error(self, xs: np.ndarray, path) -> tuple[float, float]:
         """The plan's hand off its path at most: (m, rad; the turn 0 without rotations)."""
@@ -956,13 +964,12 @@ class PlannedSwing:
     def command(self, q: np.ndarray, v: np.ndarray, t: float, position: np.ndarray,
                 velocity: np.ndarray, rotation: np.ndarray | None = None,
                 angular_velocity: np.ndarray | None = None,
-                stream: tuple[np.ndarray, np.ndarray, float] | None = None
-                ) -> np.ndarray | None:
+                stream: StreamVelocities | None = None) -> np.ndarray | None:
         """The active joints' torques at the law's time ``t`` for the measured state and the
         hand's setpoint (``position``, ``velocity``; a pose plan's ``rotation``,
-        ``angular_velocity`` too; ``stream``: a stream's newest velocities, for its turn); None
-        once the swing's time is over or a joint passes ``runaway`` of its speed limit (the
-        caller then drops the plan)."""
+        ``angular_velocity`` too; ``stream``: a stream's newest velocities, asked for its turn
+        when a re-plan is requested); None once the swing's time is over or a joint passes
+        ``runaway`` of its speed limit (the caller then drops the plan)."""
         if np.any(np.abs(v) > self.runaway * self._speed_limits):
             return None
         if self._start is None:

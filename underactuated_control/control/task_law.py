@@ -368,7 +368,7 @@ class TaskLaw(ControlLaw):
         swing = self._swing
         u = swing.command(q, v, t, setpoint.position, setpoint.linear_velocity,
                           setpoint.rotation, setpoint.angular_velocity,
-                          self.follower.stream_velocities())
+                          self.follower.stream_velocities)
         if u is None or not np.all(np.isfinite(u)):
             self._swing = None
             return None
