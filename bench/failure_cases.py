@@ -18,7 +18,8 @@ records what decides "physics or law" (doc/failure_analysis.md):
   secondary damping lambda leaves;
 - the passive joint's excursion while the hand is still fine (zero dynamics left unmanaged).
 
-    PYTHONPATH=. .venv/bin/python bench/failure_cases.py [--arm xarm7|panda|baxter|talos|tiago|pr2]
+    PYTHONPATH=. .venv/bin/python bench/failure_cases.py
+        [--arm xarm7|panda|baxter|talos|tiago|tiago_pro|g1|pr2]
         [--setups pose-g position-g ...]
         [--joints 1 2 ...] [--period 8] [--free-flyer] [--json bench/results/failure_cases.json]
     PYTHONPATH=. .venv/bin/python bench/failure_cases.py --goals RUN.json ...   # goals met

@@ -98,8 +98,9 @@ SWING_HAND = 0.025  # m: a first plan leaving the hand further from its path is 
 # re-plans then follow the setpoint as it moves: Talos' wrist, 16 mm planned, 1.1 mm RMS)
 TASK_PLAN_ITERATIONS = 250  # box DDP, the kept task's first solve (Talos' elbow in zero g from
 # the tests' failure state: 150 left the hand 43 mm off its path, 250 2.5 mm, 3.1 s)
-TASK_PLAN_DEVIATION = 0.25  # of a speed limit: a joint this far off the kept task's plan drops
-# it (Tiago Pro's wrist roll in zero g left the plan, peak 0.15, for 2.04 of a limit in 24 ms)
+TASK_PLAN_DEVIATION = 0.4  # of a speed limit: a joint this far off the kept task's plan drops
+# it (Tiago Pro's wrist roll in zero g left the plan, peak 0.15, for 2.04 of a limit in 24 ms;
+# at 0.25 Talos' light wrist, 0.26 off a re-plan for a moment, dropped its elbow's: 2.2 -> 160 mm)
 TASK_PLAN_HAND = 0.003  # m: the kept position task's first plan, likewise (every row it gained
 # had one within 2.7 mm; at 4.6 mm the panda's shoulder over DDS was kept to 10.3 mm, where the
 # law alone keeps 1 mm; at 10 mm Tiago's shoulder yaw was planned, 21.8 mm: 50 against 13.7 mm)
@@ -764,6 +765,7 @@ class PlannedSwing:
     runaway = RUNAWAY_SPEED  # of a speed limit: a joint faster drops the plan
     iterations = SWING_ITERATIONS  # box DDP, the first solve
     deviation = np.inf  # of a speed limit: a joint's velocity this far off the plan's drops it
+    hand_lost = np.inf  # m: the hand this far off its setpoint drops the plan (TaskLaw)
     path_lead = SWING_LEAD  # s: the setpoint's velocity carried this far ahead (the hand's path)
     path_turns = False  # re-plans carry it along a stream's turn (a loaded swing's 0.3 s:
     # straight; along the turn Talos' forearm roll under gravity swung to 3.94 of a limit)
@@ -1001,6 +1003,14 @@ class PlannedSwing:
         u = sol.us[k] + sol.K[k] @ (x - x_ref)
         return np.clip(u, step.lower, step.upper)
 
+    def speed_share(self, v: np.ndarray) -> float:
+        """The largest |v_i| / v_max,i (a joint without a limit: 0)."""
+        return float(np.max(np.abs(v) / self._speed_limits))
+
+    def followed(self, t: float) -> float:
+        """s: how long the plan has been followed at the law's time ``t``."""
+        return 0.0 if self._start is None else t - self._start
+
     def intended_velocity(self) -> np.ndarray:
         """The active joints' planned velocity at the last command's knot (the friction
         stage's intent)."""
@@ -1026,6 +1036,8 @@ class PlannedTask(PlannedSwing):
     duration = np.inf
     iterations = TASK_PLAN_ITERATIONS
     deviation = TASK_PLAN_DEVIATION
+    hand_lost = ESCALATE_ERROR  # followed on, Tiago's free shoulder yaw was carried to its
+    # limit, where the path is out of reach: the hand 62 mm off, the status saying it kept
     runaway = PLAN_SPEED
     path_lead = TASK_PLAN_LEAD  # the hand seen moving to the horizon (at 0.3 s, then stopped,
     # the plans let the position rows lose rank just past it: doc/failure_analysis.md)

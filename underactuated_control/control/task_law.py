@@ -23,6 +23,7 @@ from ..parameters import ParameterSpec
 from ..so3 import exp
 from .failure_reaction import (
     ESCALATE_ERROR,
+    ESCALATE_SPEED,
     PLAN_BUDGET,
     REACTIONS,
     RUNAWAY_SPEED,
@@ -215,6 +216,7 @@ class TaskLaw(ControlLaw):
         self._failed: list[str] = []
         self._floor: Decision | None = None  # the reaction in force when more joints failed
         self._posture: SafePosture | None = None
+        self._dropped = ""  # why the plan was dropped, in the cycle it was (else empty)
         self._swing: PlannedSwing | None = None  # a loaded failed joint's swing, planned
         self._continues: TaskLaw | None = None  # the law replaced (carry_reference)
         self._carried_at_failure = False  # its moving setpoint taken over at a failure
@@ -312,10 +314,13 @@ class TaskLaw(ControlLaw):
             nxt = escalate(self.reaction, res.sigma_min, v, self.model,
                            self.tracker.singular_threshold, res.position_error_norm, held_back)
             if nxt is not None:
+                if self._dropped:  # in the cycle its plan was dropped: said with it
+                    nxt = replace(nxt, reason=f"{nxt.reason} ({self._dropped})")
                 if nxt.mode == "position" and res.position_error_norm > ESCALATE_ERROR:
                     self._relatch(q, v)
                 self._apply(nxt, q, v)
             status = f"{status}; {self.reaction.status}" if status else self.reaction.status
+        self._dropped = ""
         # LawOutput's fields in their order (keywords cost a third more, every cycle): no
         # Λ⁻¹ nor point, not friction-compensated; the safety layer keeps the task rows with
         # the other joints (not after a failure: the reaction decides what is attainable)
@@ -363,16 +368,33 @@ class TaskLaw(ControlLaw):
                       ) -> LawOutput | None:
         """The planned swing's (or kept task's) command this cycle (T_a = u, qdd_p from the
         hybrid recursion); None, and the plan dropped, once its time is over or a joint
-        passes its ``runaway`` share of its speed limit (the task and its run-time check
-        then act)."""
+        passes its ``runaway`` share of its speed limit, or a kept task's plan loses the hand
+        as the law's run-time check (``escalate``) judges the law: more than its
+        ``hand_lost`` (``PlannedTask``: ``ESCALATE_ERROR``) off its setpoint, a position
+        task's with a joint past ``ESCALATE_SPEED`` of its speed limit too (Tiago's shoulder
+        yaw in zero g: the free shoulder carried to its limit, where the path is out of reach;
+        doc/failure_analysis.md). The task and its run-time check then act, and the
+        reaction's reason says when and why."""
         swing = self._swing
-        u = swing.command(q, v, t, setpoint.position, setpoint.linear_velocity,
-                          setpoint.rotation, setpoint.angular_velocity,
-                          self.follower.stream_velocities)
-        if u is None or not np.all(np.isfinite(u)):
-            self._swing = None
-            return None
         ws = self.workspace
+        why = ""
+        if swing.hand_lost < np.inf:  # the law's run-time check (escalate) on the plan
+            ws.set_configuration(q)
+            off = _length(ws.frame_placement(self.frame)[0] - setpoint.position)
+            speed = swing.speed_share(v)
+            if off > swing.hand_lost and (swing.pose or speed > ESCALATE_SPEED):
+                why = (f" (the hand {1e3 * off:.0f} mm off its setpoint, a joint at "
+                       f"{speed:.2f} of its speed limit)")
+        u = None if why else swing.command(q, v, t, setpoint.position,
+                                           setpoint.linear_velocity, setpoint.rotation,
+                                           setpoint.angular_velocity,
+                                           self.follower.stream_velocities)
+        if u is None or not np.all(np.isfinite(u)):
+            self._swing = None  # the status says so from now on (and the node logs it)
+            self._dropped = f"its plan followed {swing.followed(t):.2f} s{why}, then the law alone"
+            self.reaction = replace(self.reaction,
+                                    reason=f"{self.reaction.reason}; {self._dropped}")
+            return None
         res = planned_motion(ws, swing.step, q, v, u)
         ws.generalized(self.frame, q)
         return LawOutput(res.tau_active.copy(), res.qdd_passive.copy(), ws.J_G, ws.J_D,
