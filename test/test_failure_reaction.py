@@ -21,6 +21,7 @@ from underactuated_control.control.failure_reaction import (
     carried_path,
     decide,
     escalate,
+    losing_hand,
     swing_peak,
     turn_rate,
 )
@@ -464,6 +465,26 @@ def test_a_kept_pose_that_loses_the_hand_steps_down_to_its_position():
     assert check(pose, 1.15, 0.002).mode == "hold"
     assert check(position, 0.2, 0.012, 0.012) is None
     assert check(position, 0.9, 0.012).mode == "hold"
+
+
+def test_a_kept_tasks_plan_and_its_law_lose_the_hand_by_one_rule():
+    """``losing_hand``, the test ``TaskLaw._follow_swing`` drops a kept task's plan by, is the
+    one ``escalate`` gives the task up by (below the runaway speed, σ_min fine): over a grid
+    of hand errors and joint speeds, pose and position, the two agree case by case."""
+    model = RobotModel.from_urdf(XARM7, gravity=(0.0, 0.0, 0.0)).with_passive(["joint3"])
+    vmax = np.asarray(model.velocity_limit, float)
+    pose = Decision("keep_task", "test", ("joint3",), 0.05, 0.0, None, "pose")
+    cases = 0
+    for decision in (pose, replace(pose, task="position")):
+        for ratio in (0.0, 0.5, 0.79, 0.81, 1.05):
+            for error in (0.0, 0.009, 0.011, 0.05):
+                v = np.zeros(7)
+                v[1] = ratio * vmax[1]
+                given_up = escalate(decision, 0.05, v, model, 1e-2, error) is not None
+                lost = losing_hand(error, ratio, decision.task == "pose")
+                assert lost == given_up, (decision.task, ratio, error)
+                cases += lost
+    assert 0 < cases < 40  # both outcomes seen
 
 
 def _baxter() -> tuple[str, str, np.ndarray]:

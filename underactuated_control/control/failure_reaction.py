@@ -59,7 +59,7 @@ __all__ = ["REACTIONS", "CAUTION", "Decision", "decide", "escalate", "at_least",
            "least_gravity_moment", "release_passive", "stabilise_passive", "SafePosture",
            "closed_loop_growth", "settle_failed", "swing_peak",
            "ArrestPlan", "arrest_plan", "trajectory_excess", "PlannedSwing", "PlannedTask",
-           "planned_motion"]
+           "planned_motion", "losing_hand", "speed_limits"]
 
 REACTIONS = ("auto", "keep_task", "position", "hold")
 CAUTION = {"keep_task": 0, "position": 1, "hold": 2}  # a later failure never goes back down
@@ -256,6 +256,21 @@ def at_least(decision: Decision, floor: Decision | None) -> Decision:
                    reason=f"{decision.reason}; {floor.mode} kept from the earlier failure")
 
 
+def speed_limits(model: RobotModel) -> np.ndarray:
+    """rad/s (m/s): each DOF's speed limit, inf where the model gives none (no bound)."""
+    limits = np.asarray(model.velocity_limit, float)
+    return np.where(limits > 0.0, limits, np.inf)
+
+
+def losing_hand(position_error: float, speed_share: float, pose: bool,
+                error: float = ESCALATE_ERROR) -> bool:
+    """The run-time check's test of a kept task, the law's (``escalate``) and its plan's
+    (``TaskLaw._follow_swing``) alike: the hand more than ``error`` [m] off its setpoint, a
+    position task's with a joint past ``ESCALATE_SPEED`` of its speed limit too
+    (``speed_share``: the largest |v_i| / v_max,i)."""
+    return position_error > error and (pose or speed_share > ESCALATE_SPEED)
+
+
 def escalate(decision: Decision, sigma_min: float, v: np.ndarray, model: RobotModel,
              singular_threshold: float, position_error: float = 0.0,
              held_back: float = 0.0) -> Decision | None:
@@ -284,8 +299,7 @@ def escalate(decision: Decision, sigma_min: float, v: np.ndarray, model: RobotMo
     joint, when an arrest plan can still slow it (1.12–1.17 then; at 1.2, 1.22–1.24)."""
     if decision.mode == "hold" or decision.forced:
         return None
-    vmax = np.asarray(model.velocity_limit, float)
-    ratio = np.abs(v) / np.where(vmax > 0, vmax, np.inf)
+    ratio = np.abs(v) / speed_limits(model)
     speed = float(np.max(ratio))
     swing = 0.0
     if decision.swing_dofs:  # the swing's joints: its own bound
@@ -295,9 +309,9 @@ def escalate(decision: Decision, sigma_min: float, v: np.ndarray, model: RobotMo
     others = float(np.max(ratio))
     swing_bound = SWING_RUNAWAY if decision.swing_peak <= RUNAWAY_SPEED else RUNAWAY_SPEED
     eps = ESCALATE_SIGMA * singular_threshold
-    losing = others > ESCALATE_SPEED and position_error > ESCALATE_ERROR
+    losing = losing_hand(position_error, others, pose=False)
     pose = decision.mode == "keep_task" and decision.task == "pose"
-    pose_lost = pose and max(position_error, held_back) > ESCALATE_ERROR
+    pose_lost = pose and losing_hand(max(position_error, held_back), others, pose=True)
     if sigma_min >= eps and not losing and not pose_lost and others <= RUNAWAY_SPEED \
             and swing <= swing_bound:
         return None
@@ -792,8 +806,7 @@ class PlannedSwing:
         self.seconds = 0.0  # wall time of the solves so far
         self.solves = 0
         self.peak_speed = np.inf
-        limits = np.asarray(model.velocity_limit, float)
-        self._speed_limits = np.where(limits > 0.0, limits, np.inf)  # (no limit: no bound)
+        self._speed_limits = speed_limits(model)
 
     def _leads(self) -> np.ndarray:
         """s: how far ahead of the setpoint each knot's target is (its velocity carried for

@@ -23,7 +23,6 @@ from ..parameters import ParameterSpec
 from ..so3 import exp
 from .failure_reaction import (
     ESCALATE_ERROR,
-    ESCALATE_SPEED,
     PLAN_BUDGET,
     REACTIONS,
     RUNAWAY_SPEED,
@@ -35,6 +34,7 @@ from .failure_reaction import (
     at_least,
     decide,
     escalate,
+    losing_hand,
     newly_passive,
     planned_motion,
     settle_failed,
@@ -369,7 +369,7 @@ class TaskLaw(ControlLaw):
         """The planned swing's (or kept task's) command this cycle (T_a = u, qdd_p from the
         hybrid recursion); None, and the plan dropped, once its time is over or a joint
         passes its ``runaway`` share of its speed limit, or a kept task's plan loses the hand
-        as the law's run-time check (``escalate``) judges the law: more than its
+        as the law's run-time check (``escalate``) judges the law (``losing_hand``): more than its
         ``hand_lost`` (``PlannedTask``: ``ESCALATE_ERROR``) off its setpoint, a position
         task's with a joint past ``ESCALATE_SPEED`` of its speed limit too (Tiago's shoulder
         yaw in zero g: the free shoulder carried to its limit, where the path is out of reach;
@@ -377,12 +377,12 @@ class TaskLaw(ControlLaw):
         reaction's reason says when and why."""
         swing = self._swing
         ws = self.workspace
+        J_G, J_D = ws.generalized(self.frame, q)  # (q configured: the placement below too)
         why = ""
         if swing.hand_lost < np.inf:  # the law's run-time check (escalate) on the plan
-            ws.set_configuration(q)
             off = _length(ws.frame_placement(self.frame)[0] - setpoint.position)
             speed = swing.speed_share(v)
-            if off > swing.hand_lost and (swing.pose or speed > ESCALATE_SPEED):
+            if losing_hand(off, speed, swing.pose, swing.hand_lost):
                 why = (f" (the hand {1e3 * off:.0f} mm off its setpoint, a joint at "
                        f"{speed:.2f} of its speed limit)")
         u = None if why else swing.command(q, v, t, setpoint.position,
@@ -396,8 +396,7 @@ class TaskLaw(ControlLaw):
                                     reason=f"{self.reaction.reason}; {self._dropped}")
             return None
         res = planned_motion(ws, swing.step, q, v, u)
-        ws.generalized(self.frame, q)
-        return LawOutput(res.tau_active.copy(), res.qdd_passive.copy(), ws.J_G, ws.J_D,
+        return LawOutput(res.tau_active.copy(), res.qdd_passive.copy(), J_G, J_D,
                          self.reaction.status, intended_velocity=swing.intended_velocity(),
                          planned=True)
 
