@@ -59,7 +59,7 @@ __all__ = ["REACTIONS", "CAUTION", "Decision", "decide", "escalate", "at_least",
            "least_gravity_moment", "release_passive", "stabilise_passive", "SafePosture",
            "closed_loop_growth", "settle_failed", "swing_peak",
            "ArrestPlan", "arrest_plan", "trajectory_excess", "PlannedSwing", "PlannedTask",
-           "planned_motion", "losing_hand", "speed_limits"]
+           "planned_motion", "losing_hand"]
 
 REACTIONS = ("auto", "keep_task", "position", "hold")
 CAUTION = {"keep_task": 0, "position": 1, "hold": 2}  # a later failure never goes back down
@@ -256,12 +256,6 @@ def at_least(decision: Decision, floor: Decision | None) -> Decision:
                    reason=f"{decision.reason}; {floor.mode} kept from the earlier failure")
 
 
-def speed_limits(model: RobotModel) -> np.ndarray:
-    """rad/s (m/s): each DOF's speed limit, inf where the model gives none (no bound)."""
-    limits = np.asarray(model.velocity_limit, float)
-    return np.where(limits > 0.0, limits, np.inf)
-
-
 def losing_hand(position_error: float, speed_share: float, pose: bool,
                 error: float = ESCALATE_ERROR) -> bool:
     """The run-time check's test of a kept task, the law's (``escalate``) and its plan's
@@ -299,7 +293,7 @@ def escalate(decision: Decision, sigma_min: float, v: np.ndarray, model: RobotMo
     joint, when an arrest plan can still slow it (1.12–1.17 then; at 1.2, 1.22–1.24)."""
     if decision.mode == "hold" or decision.forced:
         return None
-    ratio = np.abs(v) / speed_limits(model)
+    ratio = np.abs(v) / model.speed_limit
     speed = float(np.max(ratio))
     swing = 0.0
     if decision.swing_dofs:  # the swing's joints: its own bound
@@ -517,8 +511,7 @@ def swing_peak(model: RobotModel, q: np.ndarray, v: np.ndarray, failed: Sequence
     xs = arrest_problem(model, q, v, PLAN_HORIZON, PLAN_DT, brake_kp=HOLD_KP,
                         brake_kd=HOLD_KD).first_guess
     dofs = [model.joint_dofs(n)[0] for n in failed]
-    vmax = np.asarray(model.velocity_limit, float)[dofs]
-    peak = np.max(np.abs(xs[:, model.nv:][:, dofs]) / np.where(vmax > 0, vmax, np.inf))
+    peak = np.max(np.abs(xs[:, model.nv:][:, dofs]) / model.speed_limit[dofs])
     return float(peak) if np.isfinite(peak) else np.inf
 
 
@@ -528,8 +521,7 @@ def trajectory_excess(model: RobotModel, xs: np.ndarray) -> tuple[float, float, 
     what ``arrest_plan`` (and ``optimize --arrest``) judge a plan or a prediction by. NaN when
     the states are not finite."""
     n = model.nv
-    vmax = np.asarray(model.velocity_limit, float)
-    vmax = np.where(vmax > 0, vmax, np.inf)
+    vmax = model.speed_limit
     q, v = xs[:, :n], xs[:, n:]
     over = np.max(np.maximum(np.asarray(model.position_lower, float) - q,
                              q - np.asarray(model.position_upper, float)))
@@ -806,7 +798,7 @@ class PlannedSwing:
         self.seconds = 0.0  # wall time of the solves so far
         self.solves = 0
         self.peak_speed = np.inf
-        self._speed_limits = speed_limits(model)
+        self._speed_limits = model.speed_limit
 
     def _leads(self) -> np.ndarray:
         """s: how far ahead of the setpoint each knot's target is (its velocity carried for
