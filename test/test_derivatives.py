@@ -23,7 +23,12 @@ from underactuated_control.derivatives import (
     hybrid_dynamics_derivatives,
     run_derivatives,
 )
-from underactuated_control.dynamics import SingularPassiveInertiaError, Workspace, hybrid_dynamics
+from underactuated_control.dynamics import (
+    HybridDynamics,
+    SingularPassiveInertiaError,
+    Workspace,
+    hybrid_dynamics,
+)
 from underactuated_control.passive_forces import JointForceParameters, PassiveForceModel
 
 TOL = 1e-9
@@ -192,6 +197,39 @@ def test_central_finite_differences_of_the_hybrid_recursion(name, floating):
             assert_close(d, fd[key], 1e-5, rtol=0, err_msg=f"{key} {model.passive_joints}")
         assert_close(np.concatenate([res.tau_active, res.qdd_passive]),
                      hybrid_outputs(model, q, v, qa, tp), 1e-10)
+
+
+@pytest.mark.parametrize("name", ["ur5", "z1"])
+def test_an_armatures_derivatives_equal_the_implicit_function_formula(name):
+    """With an armature (``HybridDynamics(..., armature=A)``, M + diag(A): what
+    ``HybridStep``'s implicit damping uses) the compiled derivatives on that workspace's
+    buffers equal (D12)-(D16) on Pinocchio's RNEA derivatives and M with the same
+    ``model.armature``, for mixed passive sets, and central differences of the recursion."""
+    base, ref = load(name)
+    rng = np.random.default_rng(12)
+    armature = rng.uniform(0.05, 0.5, base.nv)
+    ref.pm.armature[ref.v_perm] = armature
+    ref.pd = ref.pm.createData()
+    for _ in range(3):
+        model = base.with_passive(random_passive_set(base, rng))
+        hybrid = HybridDynamics(model, None, armature)
+        ints, consts, _ = hybrid.buffers
+        sizes = (model.nb, model.nv, model.n_active, model.n_passive)
+        work = np.zeros(dwork_size(*sizes))
+        q, v, qdd, tau = state(model, rng)
+        qa, tp = qdd[model.active_dofs], tau[model.passive_dofs]
+        assert run_derivatives(ints, consts, work, q, v, qa, tp) == -1  # OK
+        res, _ = dwork_views(work, *sizes)
+        expected, cond = implicit_function_oracle(ref, model, q, v, qa, tp)
+        check_against(res, expected, max(1.0, cond / 1e3), f"{model.passive_joints}")
+
+        def outputs(q, v, qa, tp, hybrid=hybrid):
+            r = hybrid.compute(q, v, qa, tp)
+            return np.concatenate([r.tau_active, r.qdd_passive])
+
+        fd = finite_difference(model, outputs, q, v, qa, tp)
+        for key, d in stacked(res).items():
+            assert_close(d, fd[key], 1e-5, rtol=0, err_msg=f"{key} {model.passive_joints}")
 
 
 def test_closed_loop_passive_forces_match_finite_differences():

@@ -133,6 +133,44 @@ def test_random_trees_free_flying(seed):
     check_model(model, PinRef(model, text, floating=True), rng, n_states=2, floating=True)
 
 
+@pytest.mark.parametrize("name", ["ur5", "random_tree"])
+def test_an_armature_is_pinocchios(name):
+    """``HybridDynamics(..., armature=A)`` is M + diag(A), as Pinocchio's ``model.armature``:
+    its ABA with every joint passive, its RNEA (which adds A qdd) with every joint active,
+    and the dense (4.2)/(4.4) on its CRBA (which includes A) for mixed passive sets."""
+    rng = np.random.default_rng(11)
+    text = (EXAMPLE_URDFS["ur5"].read_text() if name == "ur5"
+            else random_tree_urdf(rng, 14, chain=False))  # prismatic joints too: A in kg
+    model = RobotModel.from_urdf(text)
+    ref = PinRef(model, text)
+    armature = rng.uniform(0.0, 0.5, model.nv)
+    armature[::3] = 0.0  # some joints without one
+    ref.pm.armature[ref.v_perm] = armature
+    ref.pd = ref.pm.createData()
+    q0 = model.neutral_configuration()  # the oracle's armature is ours, DOF by DOF
+    np.testing.assert_allclose(np.diag(ref.mass_matrix(q0) - mass_matrix(model, q0)), armature,
+                               atol=1e-12)
+    for _ in range(3):
+        q, v = model.random_configuration(rng), rng.normal(size=model.nv)
+        qdd, tau = rng.normal(size=model.nv), 5 * rng.normal(size=model.nv)
+        cond = np.linalg.cond(ref.mass_matrix(q))
+        scale = max(1.0, cond / 1e3)
+        passive = HybridDynamics(model, np.ones(model.nb, bool), armature)
+        ok, err = close(passive.compute(q, v, np.zeros(0), tau).qdd, ref.aba(q, v, tau), scale)
+        assert ok, f"ABA with an armature: {err}"
+        active = HybridDynamics(model, np.zeros(model.nb, bool), armature)
+        ok, err = close(active.compute(q, v, qdd, np.zeros(0)).tau, ref.rnea(q, v, qdd))
+        assert ok, f"RNEA with an armature: {err}"
+        m = model.with_passive(random_passive_set(model, rng))
+        res = HybridDynamics(m, None, armature).compute(q, v, qdd[m.active_dofs],
+                                                         tau[m.passive_dofs])
+        ta, qp = ref.dense_hybrid(q, v, qdd[m.active_dofs], tau[m.passive_dofs],
+                                  m.active_dofs, m.passive_dofs)
+        assert close(res.tau_active, ta, scale)[0] and close(res.qdd_passive, qp, scale)[0]
+    with pytest.raises(ValueError, match="armature must be"):
+        HybridDynamics(model, None, -armature - 1.0)
+
+
 def test_gravity_is_a_base_acceleration():
     rng = np.random.default_rng(5)
     text = random_tree_urdf(rng, 8)

@@ -1155,7 +1155,8 @@ def _plan_at_rest(kind, inline: bool = True):
 
 def test_a_plan_that_cannot_be_posed_is_named_by_its_kind(monkeypatch):
     """A plan whose problem cannot be made or solved (the solver raises: the xarm7's hand roll,
-    whose first guess diverges at the 2.5 ms step) is not used, and the note names the plan's
+    whose first guess diverged at the 2.5 ms step while its damping was explicit, before
+    2026-12-07) is not used, and the note names the plan's
     kind: a kept task's says "no task plan", a swing's "no swing plan" (before 2026-12-06 both
     said "swing")."""
     from underactuated_control.control import failure_reaction
@@ -1358,10 +1359,13 @@ def test_a_light_wrists_failure_is_planned_with_its_friction_resolved(monkeypatc
     limit on it and the task is given up (the premise, the plan's friction and its re-plans'
     straight path as before, its plan followed whatever the hand: the hand lost; with re-plans
     along the path's turn the URDF's width kept the hand too, 0.8 mm, and dropping a plan that
-    loses the hand 2.8 mm, so this row no longer tells them apart). The kept
+    loses the hand 2.8 mm, and the step's damping made implicit 0.9 mm, so this row no longer
+    tells them apart: the premise is the plans' model before all three). The kept
     task's plans' friction widened until the step resolves it (``resolved_passive_forces``):
     MuJoCo's hand within the zero-g pose goal (10 mm RMS), every joint within half its speed
     limit."""
+    import functools
+
     from underactuated_control.control.failure_reaction import PlannedTask
     from underactuated_control.optimal_control import problems
     from underactuated_control.passive_forces import PassiveForceModel
@@ -1369,6 +1373,8 @@ def test_a_light_wrists_failure_is_planned_with_its_friction_resolved(monkeypatc
     def as_before(patch: pytest.MonkeyPatch) -> None:
         patch.setattr(problems, "resolved_passive_forces",
                       lambda model, q, dt, forces=None: PassiveForceModel(model))
+        patch.setattr(problems, "HybridStep",
+                      functools.partial(problems.HybridStep, implicit_damping=False))
         patch.setattr(PlannedTask, "path_turns", False)
         patch.setattr(PlannedTask, "hand_lost", np.inf)  # (it rescued the row since: 2.8 mm)
 

@@ -443,6 +443,50 @@ def test_box_cost_is_zero_inside_and_its_derivatives_match_finite_differences():
         BoxCost([1.0], [0.0], 1.0)
 
 
+def test_the_steps_implicit_damping_damps_a_wrist_an_explicit_damper_cannot():
+    """Romeo's left wrist roll (example-robot-data, never used to develop the planner; issue
+    23's damping 0.3 N m s/rad, no dry friction here) failed, zero gravity, the failure
+    reaction's 2.5 ms knots: r = dt (M⁻¹)_ii d ≈ 2.9 at the start, past the explicit damper's
+    bound 2. Set turning at 0.05 rad/s with the other joints held, the explicit step's wrist
+    speed is multiplied by about 1 − r each knot: it reverses and grows, to NaN. The implicit
+    step (``HybridStep``'s default) multiplies it by about 1 / (1 + r): it slows to rest
+    without reversing, as a damper does."""
+    from helpers import issue_arm
+
+    from underactuated_control.dynamics import mass_matrix
+
+    joints = ["LShoulderPitch", "LShoulderYaw", "LElbowRoll", "LElbowYaw", "LWristRoll",
+              "LWristYaw", "LWristPitch"]
+    text = issue_arm("romeo_description/urdf/romeo.urdf", friction=0.0, joints=joints)
+    model = RobotModel.from_urdf(text, gravity=(0.0, 0.0, 0.0), passive_joints=["LWristRoll"])
+    q0 = np.array([0.29, -0.1, -0.62, -1.13, -0.29, 0.15, 0.64])  # bench/failure_cases.py's
+    dt, wrist = 0.0025, model.joint_dofs("LWristRoll")[0]
+    r = dt * np.linalg.inv(mass_matrix(model, q0))[wrist, wrist] * 0.3
+
+    def wrist_speeds(implicit: bool) -> np.ndarray:
+        """The wrist's velocity at each of 40 knots (0.1 s), until the state stops being
+        finite."""
+        step = HybridStep(model, dt, implicit_damping=implicit)
+        x = np.concatenate([q0, np.zeros(model.nv)])
+        x[model.nv + wrist] = 0.05
+        hold, speeds = step.holding_torques(q0), []
+        with np.errstate(over="ignore", invalid="ignore"):
+            for _ in range(40):
+                x = step(x, hold) if np.all(np.isfinite(x)) else x
+                speeds.append(x[model.nv + wrist])
+        return np.array([0.05, *speeds])
+
+    explicit, implicit = wrist_speeds(False), wrist_speeds(True)
+    print(f"\n[Romeo wrist roll] dt (M^-1)_ii d = {r:.2f}; knot-to-knot factor: explicit "
+          f"{explicit[1] / explicit[0]:.2f} (1 - r = {1 - r:.2f}), implicit "
+          f"{implicit[1] / implicit[0]:.3f} (1/(1 + r) = {1 / (1 + r):.3f})")
+    assert r > 2.0  # the premise
+    np.testing.assert_allclose(explicit[1:6] / explicit[:5], 1 - r, rtol=0.05)
+    assert not np.all(np.isfinite(explicit))  # diverged within 0.1 s
+    np.testing.assert_allclose(implicit[1:6] / implicit[:5], 1 / (1 + r), rtol=0.05)
+    assert np.abs(implicit[20:]).max() < 1e-6  # at rest
+
+
 def test_a_light_passive_joints_friction_is_widened_until_the_step_resolves_it():
     """``resolved_passive_forces`` (the failure reaction's plans): the Unitree G1's wrist yaw
     (example-robot-data, issue 23's damping 0.3 N m s/rad and dry friction 0.05 N m; never
@@ -450,10 +494,11 @@ def test_a_light_passive_joints_friction_is_widened_until_the_step_resolves_it()
     plan. With the URDF's Coulomb width (0.01 rad/s) the semi-implicit step cannot resolve
     the friction of so light a joint (dt (M⁻¹)_ii f_c/v_s ≈ 12): the free wrist, set turning
     at 0.05 rad/s with the other joints held, chatters, its velocity changing sign at knot
-    after knot (the premise). Widened, dt (M⁻¹)_ii (d + f_c/v_s) ≤ 1 at the start, so its
-    damping is resolved: the wrist slows to rest without once reversing, as a damper and a
-    dry friction do. The heavier elbow keeps its width (resolved already), and so does the
-    wrist at knots fine enough."""
+    after knot (the premise). Widened, dt (M⁻¹)_ii f_c/v_s ≤ 1 at the start (the step's
+    damping is implicit), or dt (M⁻¹)_ii (d + f_c/v_s) ≤ 1 for the explicit step, so its
+    friction is resolved: the wrist slows to rest without once reversing, as a damper and a
+    dry friction do, in either step. The heavier elbow keeps its width (resolved already), and
+    so does the wrist at knots fine enough."""
     from helpers import g1_left_arm
 
     from underactuated_control.dynamics import mass_matrix
@@ -466,9 +511,9 @@ def test_a_light_passive_joints_friction_is_widened_until_the_step_resolves_it()
     dt, wrist = 0.0025, model.joint_dofs("left_wrist_yaw_joint")[0]
     inverse = np.linalg.inv(mass_matrix(model, q0))[wrist, wrist]
 
-    def turns(forces: PassiveForceModel) -> tuple[int, float]:
+    def turns(forces: PassiveForceModel, implicit: bool = True) -> tuple[int, float]:
         """(sign changes of the wrist's velocity over 0.2 s, its last |velocity|)."""
-        step = HybridStep(model, dt, forces)
+        step = HybridStep(model, dt, forces, implicit_damping=implicit)
         x = np.concatenate([q0, np.zeros(model.nv)])
         x[model.nv + wrist] = 0.05
         hold, velocities = step.holding_torques(q0), []
@@ -481,15 +526,21 @@ def test_a_light_passive_joints_friction_is_widened_until_the_step_resolves_it()
     urdf = PassiveForceModel(model)
     resolved = resolved_passive_forces(model, q0, dt)
     d, f, width = resolved.coefficients()[:3, wrist]
+    explicit = resolved_passive_forces(model, q0, dt, implicit_damping=False)
+    width_explicit = explicit.coefficients()[2, wrist]
     print(f"\n[G1 wrist yaw] dt (M^-1)_ii (d + f/v_s): URDF width "
           f"{dt * inverse * (d + f / 0.01):.1f}, widened to {width:.3f} rad/s: "
-          f"{dt * inverse * (d + f / width):.2f}; sign changes {turns(urdf)[0]} -> "
+          f"dt (M^-1)_ii f/v_s {dt * inverse * f / width:.2f} (explicit damping: "
+          f"{width_explicit:.3f} rad/s); sign changes {turns(urdf)[0]} -> "
           f"{turns(resolved)[0]}")
     assert dt * inverse * (d + f / 0.01) > 2.0  # the premise: not even stable at rest
-    assert turns(urdf)[0] >= 20
-    assert dt * inverse * (d + f / width) <= 1.0 + 1e-12
+    assert turns(urdf)[0] >= 20 and turns(urdf, implicit=False)[0] >= 20
+    assert dt * inverse * f / width <= 1.0 + 1e-12
+    assert dt * inverse * (d + f / width_explicit) <= 1.0 + 1e-12
     changes, last = turns(resolved)
     assert changes == 0 and last < 0.01  # slowed to (near) rest, never reversed
+    changes, last = turns(explicit, implicit=False)
+    assert changes == 0 and last < 0.01
     elbow = RobotModel.from_urdf(text, passive_joints=["left_elbow_joint"])
     k = elbow.joint_dofs("left_elbow_joint")[0]
     assert resolved_passive_forces(elbow, q0, dt).coefficients()[2, k] == 0.01

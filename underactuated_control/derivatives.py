@@ -330,9 +330,10 @@ def ancestor_run(m, j):
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
-def mass_matrix_fill(m, dof_end, w):
+def mass_matrix_fill(m, c, dof_end, w):
     """(D9): row k of M: H(k) IC(k) H*(j) over the ancestors j of k (and k), and
-    H(k) IC(j) H*(j) over its descendants (dof_end[k]: end of the subtree's DOFs)."""
+    H(k) IC(j) H*(j) over its descendants (dof_end[k]: end of the subtree's DOFs); plus the
+    armature on the diagonal (``HybridDynamics``; 0 unless set)."""
     M, ZA, ZS = w.M, w.ZA, w.ZS
     M[:] = 0.0
     for k in range(m.nb):
@@ -347,6 +348,7 @@ def mass_matrix_fill(m, dof_end, w):
                 j = m.parent[j0]
             combine(Mr, m.v_start[k] + m.nv_joint[k], dof_end[k], ZS[0, r], ZS[1, r], ZS[2, r],
                     ZS[3, r], ZS[4, r], ZS[5, r], ZA)
+            Mr[r] += c.armature[k, a]
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=FAST)
@@ -607,7 +609,7 @@ def derivatives_steps(ints, consts, work, dof_end, q, v, qdd_active, tau_passive
     if not (all_finite(qdd_active) and all_finite(tau_passive)):
         return NONFINITE_INPUT
     kinematic_pass(m, c, q, v, w)
-    mass_matrix_fill(m, dof_end, w)
+    mass_matrix_fill(m, c, dof_end, w)
     for k in range(m.na):
         w.qdd[m.active_dofs[k]] = qdd_active[k]
     for k in range(m.npas):
@@ -625,6 +627,11 @@ def derivatives_steps(ints, consts, work, dof_end, q, v, qdd_active, tau_passive
             w.qdd_passive[k] = w.rhs[k]
         force_pass(m, c, w)
         passive_inverse(m, w)
+    for i in range(m.nb):  # T_a = r_a(q, v, qdd) + A_a qdd_a (the armature's, 0 unless set)
+        if not m.passive[i]:
+            for a in range(m.nv_joint[i]):
+                r = m.v_start[i] + a
+                w.tau[r] += c.armature[i, a] * w.qdd[r]
     for k in range(m.na):
         w.tau_active[k] = w.tau[m.active_dofs[k]]
     rnea_partials(m, c, dof_end, w)

@@ -125,6 +125,7 @@ class Constants(NamedTuple):
     inertia: np.ndarray  # M(k)
     gravity_base: np.ndarray  # [0; -g]
     tol: np.ndarray  # (1,): pivot tolerance of D_p(k)
+    armature: np.ndarray  # (nb, 6): per hinge DOF, added to the diagonal of M (first nv_joint)
 
 
 class Work(NamedTuple):
@@ -208,8 +209,9 @@ def const_views(consts, nb):
     inertia, o = take(consts, o, (nb, 6, 6))
     gravity_base, o = take(consts, o, (6,))
     tol, o = take(consts, o, (1,))
+    armature, o = take(consts, o, (nb, 6))
     return Constants(tree_E=tree_E, tree_r=tree_r, axis=axis, S=S, inertia=inertia,
-                     gravity_base=gravity_base, tol=tol), o
+                     gravity_base=gravity_base, tol=tol, armature=armature), o
 
 
 @njit(cache=True, inline="always")
@@ -325,6 +327,8 @@ def articulated_sweep(m, c, w, s):
         if m.passive[i]:
             mat_hinge(P[i], H, n, U[i])             # U = P(k) H*(k)
             hinge_mat(H, U[i], n, s.D)              # D_p(k) = H(k) P(k) H*(k)  (4.6)
+            for a in range(n):                      # + the armature (0 unless set)
+                s.D[a, a] += c.armature[i, a]
             if not spd_inverse(s.D, n, c.tol[0], Dinv[i], s.L, s.Li):
                 return i
             mat_small(U[i], Dinv[i], n, G[i])       # G_p(k) = P(k) H*(k) D_p⁻¹(k)  (4.6)
@@ -379,6 +383,8 @@ def outward_sweep(m, c, w, s):
         else:
             mat_vec_add(w.P[i], ap, w.z[i], f[i])   # f(k) = P(k) α⁺(k) + z(k)  (5.4b)
             hinge_force(H, f[i], tau)               # T_a(k) = H(k) f(k)  (5.4b)
+            for a in range(m.nv_joint[i]):          # + the armature's A(k) β̇_a(k)
+                tau[a] += c.armature[i, a] * qdd[a]
         add(ap, w.coriolis[i], alpha[i])
         hinge_motion_add(H, qdd, alpha[i], alpha[i])  # α(k) = α⁺(k) + a(k) + H*(k) β̇(k)  (5.4b)
 
@@ -534,9 +540,15 @@ class HybridDynamics:
     Named views of every quantity of ``Work`` (``P``, ``G``, ``Dinv``, ``z``, ``alpha``, ...)
     are attributes, sharing memory with the compiled code; ``buffers`` are the flat arrays that
     compiled calls take (``run_steps(*ws.buffers, ...)``).
+
+    ``armature`` (per DOF, [kg·m²] or [kg], default none) is added to the diagonal of the
+    joint-space inertia, M → M + diag(A), as a rotor's reflected inertia is: D_p(k) += A(k) in
+    (4.6), T_a(k) += A(k) β̇_a(k) in (5.4b). ``optimal_control.HybridStep`` sets A = Δt d on
+    damped passive joints, which makes its step's damping implicit.
     """
 
-    def __init__(self, model: RobotModel, passive_mask: np.ndarray | None = None) -> None:
+    def __init__(self, model: RobotModel, passive_mask: np.ndarray | None = None,
+                 armature: np.ndarray | None = None) -> None:
         compile_run_steps()
         self.model = model
         nb = model.nb
@@ -562,6 +574,16 @@ class HybridDynamics:
         c.tree_E[:], c.tree_r[:] = model.tree_rotation, model.tree_translation
         c.axis[:], c.S[:], c.inertia[:] = model.axis, model.motion_subspace, model.inertia
         c.gravity_base[3:], c.tol[0] = -model.gravity, self.singular_tolerance
+        self.armature = np.zeros(model.nv)
+        if armature is not None:
+            a = np.asarray(armature, float)
+            if a.shape != (model.nv,) or not np.all(np.isfinite(a) & (a >= 0.0)):
+                raise ValueError(f"armature must be {model.nv} finite values >= 0 (one per "
+                                 f"DOF, kg·m² or kg), got {np.array2string(a, precision=3)}")
+            self.armature[:] = a
+        for k in range(nb):
+            start, n = model.v_start[k], model.nv_joint[k]
+            c.armature[k, :n] = self.armature[start:start + n]
         self.work = numpy_views(work_views(work, *sizes)[0], work)
         for name, view in zip(Work._fields, self.work):
             setattr(self, name, view)

@@ -10,6 +10,12 @@ torques are the passive-force model T_p(q, v) (URDF damping and friction, or ove
                        T_p = T_p(q, v)
     v' = v + dt qdd,   q' = q + dt v'             (semi-implicit Euler)
 
+with the passive joints' viscous damping d implicit (as MuJoCo's Euler integrator treats joint
+damping): the recursion runs with the armature A = dt d on those joints, so that
+(M + dt D) qdd = T − C − D v, i.e. M qdd = T − C − D v'. An explicit damper is stable only
+while dt (M⁻¹)_ii d_i < 2, which a light wrist passes at 2.5 ms (doc/failure_analysis.md);
+the implicit one damps at any step. ``implicit_damping=False`` gives the explicit step.
+
 ``derivatives`` gives f and its Jacobians F_x, F_u from the analytic partials of the
 recursion (``derivatives.py``, doc/theory/derivatives.md) with every joint's force known,
 ∂qdd/∂(q, v, T), closed through the passive-force model (T_p = T_p(q, v), (D17) there):
@@ -33,21 +39,23 @@ RESOLVED_FLOOR = 0.25  # the share of the monotone bound left to a DOF's frictio
 
 
 def resolved_passive_forces(model: RobotModel, q: np.ndarray, dt: float,
-                            forces: PassiveForceModel | None = None) -> PassiveForceModel:
+                            forces: PassiveForceModel | None = None,
+                            implicit_damping: bool = True) -> PassiveForceModel:
     """``forces`` (default: the URDF's) with each passive DOF's smooth-Coulomb width v_s
     widened where the step of ``dt`` would not resolve it at ``q``. At rest the Coulomb term
-    −f_c tanh(v/v_s) acts as a damper of slope f_c/v_s, and the semi-implicit step (D2) damps
-    DOF i, of inverse inertia (M⁻¹)_ii, without overshoot only while
+    −f_c tanh(v/v_s) acts as an explicit damper of slope f_c/v_s, and the semi-implicit step
+    (D2) damps DOF i, of inverse inertia (M⁻¹)_ii, without overshoot only while
 
-        dt (M⁻¹)_ii (d_i + f_c,i / v_s,i) ≤ 1          (past 2 it diverges)
+        dt (M⁻¹)_ii f_c,i / v_s,i ≤ 1                  (``HybridStep``'s implicit damping)
+        dt (M⁻¹)_ii (d_i + f_c,i / v_s,i) ≤ 1          (``implicit_damping=False``)
 
-    (the Unitree G1's wrist yaw, (M⁻¹)_ii ≈ 970 1/(kg·m²), d 0.3, f_c 0.05, v_s 0.01 at 2.5 ms:
-    12.8; the planned wrist chattered at every knot and a re-plan swung the wrist roll into its
-    limit on it). So v_s,i ≥ f_c,i dt (M⁻¹)_ii / max(1 − dt (M⁻¹)_ii d_i, ``RESOLVED_FLOOR``):
-    the friction keeps what the damping leaves of the bound (at least its floor, where the
-    damping alone nearly or already passes it: a light joint the step cannot resolve at all).
-    DOF the step resolves keep their width; a model with no passive friction is returned
-    as it is."""
+    (past 2 it diverges; the Unitree G1's wrist yaw, (M⁻¹)_ii ≈ 970 1/(kg·m²), d 0.3,
+    f_c 0.05, v_s 0.01 at 2.5 ms: 12.8; the planned wrist chattered at every knot and a re-plan
+    swung the wrist roll into its limit on it). So v_s,i ≥ f_c,i dt (M⁻¹)_ii, or with an
+    explicit damper f_c,i dt (M⁻¹)_ii / max(1 − dt (M⁻¹)_ii d_i, ``RESOLVED_FLOOR``): the
+    friction keeps what the damping leaves of the bound (at least its floor, where the damping
+    alone nearly or already passes it). DOF the step resolves keep their width; a model with
+    no passive friction is returned as it is."""
     base = forces if forces is not None else PassiveForceModel(model)
     damping, coulomb, scale, stiffness, rest = base.coefficients()
     passive = [i for i in model.passive_dofs if coulomb[i] > 0.0]
@@ -57,7 +65,8 @@ def resolved_passive_forces(model: RobotModel, q: np.ndarray, dt: float,
     overrides = dict(base.overrides)
     for i in passive:
         reach = dt * inverse[i]  # s/(kg m²): dt (M⁻¹)_ii
-        width = coulomb[i] * reach / max(1.0 - reach * damping[i], RESOLVED_FLOOR)
+        left = 1.0 if implicit_damping else max(1.0 - reach * damping[i], RESOLVED_FLOOR)
+        width = coulomb[i] * reach / left
         if width > scale[i]:
             name = model.dof_names[i]
             overrides[name] = JointForceParameters(
@@ -102,10 +111,12 @@ class DiscreteDynamics:
 
 class HybridStep(DiscreteDynamics):
     """x' = f(x, u) over ``dt`` [s] for ``model`` (its passive set decides which joints ``u``
-    drives). Joints must have one DOF each (q and v of the same size)."""
+    drives). Joints must have one DOF each (q and v of the same size). ``implicit_damping``:
+    the passive joints' viscous damping taken at v' (the module's docstring), else at v."""
 
     def __init__(self, model: RobotModel, dt: float,
-                 passive_forces: PassiveForceModel | None = None) -> None:
+                 passive_forces: PassiveForceModel | None = None,
+                 implicit_damping: bool = True) -> None:
         if not (np.isfinite(dt) and dt > 0):
             raise ValueError(f"dt must be > 0 s, got {dt}")
         multi = [model.joint_names[k] for k in range(model.nb) if model.nv_joint[k] != 1]
@@ -122,14 +133,19 @@ class HybridStep(DiscreteDynamics):
         self.lower, self.upper = -limits, limits  # ±inf where the URDF gives none
         self.passive_forces = passive_forces if passive_forces is not None else \
             PassiveForceModel(model)
-        self._forward = HybridDynamics(model, np.ones(model.nb, dtype=bool))
+        self._coefficients = self.passive_forces.coefficients()
+        self.implicit_damping = bool(implicit_damping)
+        armature = np.zeros(model.nv)  # A = dt d: M qdd = T − C − D v' (module docstring)
+        if self.implicit_damping:
+            armature[self.passive] = self.dt * np.maximum(self._coefficients[0][self.passive],
+                                                          0.0)
+        self._forward = HybridDynamics(model, np.ones(model.nb, dtype=bool), armature)
         self._empty = np.zeros(0)
         self._tau = np.zeros(model.nv)
-        # compiled whole-horizon loops: the buffers of the all-passive recursion and of its
-        # derivatives, the passive-force coefficients
+        # compiled whole-horizon loops: the buffers of the all-passive recursion (with the
+        # armature) and of its derivatives, the passive-force coefficients
         self._ints, self._consts, self._work = self._forward.buffers
         self._dwork = np.zeros(dwork_size(model.nb, model.nv, 0, model.nv))
-        self._coefficients = self.passive_forces.coefficients()
         self._active_i = np.ascontiguousarray(self.active, dtype=np.int64)
         self._passive_i = np.ascontiguousarray(self.passive, dtype=np.int64)
 
