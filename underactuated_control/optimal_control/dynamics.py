@@ -137,8 +137,7 @@ class HybridStep(DiscreteDynamics):
         self.implicit_damping = bool(implicit_damping)
         armature = np.zeros(model.nv)  # A = dt d: M qdd = T − C − D v' (module docstring)
         if self.implicit_damping:
-            armature[self.passive] = self.dt * np.maximum(self._coefficients[0][self.passive],
-                                                          0.0)
+            armature[self.passive] = self.dt * self._coefficients[0][self.passive]  # d >= 0
         self._forward = HybridDynamics(model, np.ones(model.nb, dtype=bool), armature)
         self._empty = np.zeros(0)
         self._tau = np.zeros(model.nv)
