@@ -1359,18 +1359,28 @@ def test_a_light_wrists_failure_is_planned_with_its_friction_resolved(monkeypatc
     limit on it and the task is given up (the premise, the plan's friction and its re-plans'
     straight path as before, its plan followed whatever the hand: the hand lost; with re-plans
     along the path's turn the URDF's width kept the hand too, 0.8 mm, and dropping a plan that
-    loses the hand 2.8 mm, and the step's damping made implicit 0.9 mm, so this row no longer
-    tells them apart: the premise is the plans' model before all three). The kept
+    loses the hand 2.8 mm, the step's damping made implicit 0.9 mm, and the first guess braked
+    4.9 mm, so this row no longer tells them apart: the premise is the plans' model before all
+    four). The kept
     task's plans' friction widened until the step resolves it (``resolved_passive_forces``):
     MuJoCo's hand within the zero-g pose goal (10 mm RMS), every joint within half its speed
     limit."""
     import functools
 
+    from underactuated_control.control import failure_reaction
     from underactuated_control.control.failure_reaction import PlannedTask
     from underactuated_control.optimal_control import problems
     from underactuated_control.passive_forces import PassiveForceModel
 
     def as_before(patch: pytest.MonkeyPatch) -> None:
+        braked_first_guess = failure_reaction.swing_problem
+
+        def held_first_guess(*args, **kwargs) -> problems.Problem:  # the start's torques
+            p = braked_first_guess(*args, **kwargs)
+            p.us_init[:], p.first_guess = p.step.holding_torques(p.x0[:p.step.nv]), None
+            return p
+
+        patch.setattr(failure_reaction, "swing_problem", held_first_guess)
         patch.setattr(problems, "resolved_passive_forces",
                       lambda model, q, dt, forces=None: PassiveForceModel(model))
         patch.setattr(problems, "HybridStep",

@@ -335,6 +335,75 @@ def test_a_path_cost_gives_the_adjoint_gradient_every_knot():
         swing_problem(model, q, np.zeros(7), "tool", np.zeros((1, 3)))
 
 
+def test_the_first_guess_brakes_the_active_joints_while_the_failed_one_swings():
+    """HybridStep.braked_rollout, the first guess of arrest_problem (and of swing_problem
+    where it costs less): on a moving arm under gravity with a passive (damped) elbow, every
+    knot's active acceleration (v' − v)/dt is the brake's −kd v_a − kp (q_a − q_a(0)) to
+    round-off (the recursion's T_a with the step's armature), so the active joints follow the
+    critically damped brake's semi-implicit recurrence, integrated here on its own, and come
+    to rest. swing_problem takes the brake for a moving arm under gravity kept at its hand,
+    and the start's torques (zero) in zero g along the path the arm coasts."""
+    from underactuated_control.jacobians import frame_placement
+    from underactuated_control.optimal_control import problems
+    from underactuated_control.passive_forces import JointForceParameters, PassiveForceModel
+
+    model = RobotModel.from_urdf((ROOT / "urdf" / "arm7.urdf").read_text()).with_passive(
+        ["joint4"])
+    q0 = np.array([0.0, 0.5, 0.0, -1.0, 0.0, 0.8, 0.0])
+    v0 = np.array([0.4, -0.3, 0.2, 0.5, -0.2, 0.3, 0.1])
+    kp, kd = 25.0, 10.0
+
+    def assert_braked(step: HybridStep, us: np.ndarray, xs: np.ndarray) -> None:
+        assert np.all(np.isfinite(xs)) and np.all(np.isfinite(us))
+        assert np.all(us > step.lower) and np.all(us < step.upper)  # no knot clipped
+        a = step.active
+        np.testing.assert_allclose((xs[1:, 7:][:, a] - xs[:-1, 7:][:, a]) / step.dt,
+                                   -kd * xs[:-1, 7:][:, a] - kp * (xs[:-1, :7][:, a] - q0[a]),
+                                   atol=1e-8)
+        assert np.max(np.abs(xs[1:, 7 + 3] - xs[:-1, 7 + 3])) > 1e-4  # the elbow swings free
+
+    step = HybridStep(model, 0.005, PassiveForceModel(
+        model, {"joint4": JointForceParameters(damping=2.0)}))
+    us, xs = step.braked_rollout(np.concatenate([q0, v0]), 300, kp, kd)
+    assert us.shape == (300, 6) and xs.shape == (301, 14)
+    assert_braked(step, us, xs)
+    a = step.active
+    q_a, v_a = q0[a].copy(), v0[a].copy()
+    for _ in range(300):  # the brake's recurrence alone: v' = v + dt qdd, q' = q + dt v'
+        v_a = v_a + step.dt * (-kd * v_a - kp * (q_a - q0[a]))
+        q_a = q_a + step.dt * v_a
+    np.testing.assert_allclose(xs[-1, :7][a], q_a, atol=1e-10)
+    np.testing.assert_allclose(xs[-1, 7:][a], v_a, atol=1e-10)
+    assert np.max(np.abs(v_a)) < 0.05 * np.max(np.abs(v0))  # 1.5 s of (s + 5)²: at rest
+
+    def cost(p: problems.Problem, us: np.ndarray) -> float:  # knot by knot, the solver's cost
+        xs = [p.x0]
+        for u in us:
+            xs.append(p.step(xs[-1], u))
+        return p.running.total(np.array(xs[:-1]), us) + p.terminal.value(xs[-1], None)
+
+    # swing_problem's first guess: the brake or the start's torques held, whichever costs less
+    for gravity, coasting in (((0.0, 0.0, -9.81), False), ((0.0, 0.0, 0.0), True)):
+        arm = RobotModel.from_urdf((ROOT / "urdf" / "arm7.urdf").read_text(), gravity=gravity,
+                                   passive_joints=["joint4"])
+        path = np.tile(frame_placement(arm, q0, "tool")[0], (301, 1))
+        if coasting:  # the path the hand takes with the torques held (zero here): coasting
+            step = HybridStep(arm, 0.005)
+            x = np.concatenate([q0, v0])
+            for k in range(1, 301):
+                x = step(x, np.zeros(6))
+                path[k] = frame_placement(arm, x[:7], "tool")[0]
+        p = problems.swing_problem(arm, q0, v0, "tool", path, dt=0.005)
+        held = np.tile(p.step.holding_torques(q0), (300, 1))
+        braked = p.step.braked_rollout(p.x0, 300, kp, kd)[0]
+        chosen, other = (held, braked) if coasting else (braked, held)
+        np.testing.assert_array_equal(p.us_init, chosen)
+        assert cost(p, chosen) < 0.5 * cost(p, other)
+        assert abs(cost(p, chosen) - cost(p, p.us_init)) <= 1e-9 * cost(p, other)
+        if not coasting:
+            assert_braked(p.step, p.us_init, p.first_guess)  # its first guess, its own step
+
+
 def test_bad_problems_name_the_fault():
     model = RobotModel.from_urdf((ROOT / "urdf" / "space_arm.urdf").read_text(),
                                  floating_base=True)

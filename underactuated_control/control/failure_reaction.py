@@ -837,7 +837,8 @@ class PlannedSwing:
                                              SWING_DT,
                                              rotations=self._rotations(rotation,
                                                                        angular_velocity),
-                                             resolve_friction=self.resolve_friction)
+                                             resolve_friction=self.resolve_friction,
+                                             brake_kp=HOLD_KP, brake_kd=HOLD_KD)
             sol = solve_box_ddp(p.step, p.x0, p.us_init, p.running, p.terminal,
                                 max_iterations=self.iterations,
                                 deadline=start + self.budget)

@@ -164,6 +164,34 @@ class HybridStep(DiscreteDynamics):
                              self.passive_forces(q, np.zeros(self.nv))).tau_active
         return np.clip(tau, self.lower, self.upper)
 
+    def braked_rollout(self, x0: np.ndarray, knots: int, kp: float, kd: float
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """The torques (knots, nu) and states (knots + 1, nx) of the active joints braked to
+        where they are at ``x0``, the passive joints free: q̈_a = −kd v_a − kp (q_a − q_a(0))
+        [1/s², 1/s], T_a from the hybrid recursion (with the step's armature, so the passive
+        joints answer as the step moves them), clipped to the effort limits. A first guess
+        that stays near x0 where constant torques let a moving, loaded arm fall. From where
+        the rollout stops being finite the states are NaN and the torques the last finite
+        ones (zero if none)."""
+        n = self.nv
+        brake = HybridDynamics(self.model, None, self._forward.armature)
+        us = np.zeros((knots, self.nu))
+        xs = np.full((knots + 1, self.nx), np.nan)
+        xs[0] = x0
+        q0_active = np.asarray(x0, float)[self.active]
+        for k in range(knots):
+            q, v = xs[k, :n], xs[k, n:]
+            try:
+                qdd_active = -kd * v[self.active] - kp * (q[self.active] - q0_active)
+                us[k] = np.clip(brake.compute(q, v, qdd_active, self.passive_forces(q, v))
+                                .tau_active, self.lower, self.upper)
+                xs[k + 1] = self(xs[k], us[k])
+            except ValueError:  # non-finite: the braked model diverged (dt too long for it)
+                us[k:] = us[k - 1] if k else 0.0
+                xs[k + 1:] = np.nan
+                break
+        return us, xs
+
     def __call__(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         n, dt = self.nv, self.dt
         q, v = x[:n], x[n:]

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..dynamics import HybridDynamics
 from ..model import RobotModel
 from .costs import BoxCost, ControlCost, Cost, CostSum, FrameCost, FramePathCost, StateCost
 from .ddp import Solution
@@ -35,7 +34,7 @@ class Problem:
     us_init: np.ndarray
     running: Cost
     terminal: Cost
-    first_guess: np.ndarray | None = None  # states of the us_init rollout (arrest_problem)
+    first_guess: np.ndarray | None = None  # states of the us_init rollout (NaN once it diverges)
 
 
 def _per_joint(values: Sequence[float] | None, model: RobotModel, what: str) -> np.ndarray:
@@ -109,22 +108,7 @@ def arrest_problem(model: RobotModel, q: Sequence[float], v: Sequence[float],
                        ControlCost(torque_weight, step.nu), box])
     terminal = CostSum([StateCost(target, np.concatenate([np.full(n, 10 * stay_weight),
                                                           10 * speed_weight / scale**2])), box])
-    N = max(1, round(horizon / dt))
-    brake = HybridDynamics(model)
-    active = model.active_dofs
-    us = np.empty((N, step.nu))
-    xs = np.full((N + 1, 2 * n), np.nan)
-    xs[0] = x0
-    for k in range(N):  # the first guess: the braked rollout's torques (NaN once it diverges)
-        qk, vk = xs[k, :n], xs[k, n:]
-        try:
-            qdd_a = -brake_kd * vk[active] - brake_kp * (qk[active] - x0[:n][active])
-            us[k] = np.clip(brake.compute(qk, vk, qdd_a, step.passive_forces(qk, vk))
-                            .tau_active, step.lower, step.upper)
-            xs[k + 1] = step(xs[k], us[k])
-        except ValueError:  # non-finite: the braked model diverged (e.g. dt too long for it)
-            us[k:] = us[k - 1] if k else 0.0
-            break
+    us, xs = step.braked_rollout(x0, max(1, round(horizon / dt)), brake_kp, brake_kd)
     return Problem(step, x0, us, running, terminal, xs)
 
 
@@ -162,8 +146,8 @@ def swing_problem(model: RobotModel, q: Sequence[float], v: Sequence[float], fra
                   speed_fraction: float = 0.9, limit_margin: float = 0.05,
                   box_weight: float = 1e4, speed_weight: float = 0.1, rest_weight: float = 10.0,
                   torque_weight: float = 1e-3, rotations: np.ndarray | None = None,
-                  rotation_weight: float | None = None, resolve_friction: bool = False
-                  ) -> Problem:
+                  rotation_weight: float | None = None, resolve_friction: bool = False,
+                  brake_kp: float = 25.0, brake_kd: float = 10.0) -> Problem:
     """Keep ``frame`` at ``targets`` [m] (N + 1 positions, root coordinates: knot k's at
     k dt after the start) from (``q``, ``v``) while the passive joints (a motor that failed
     under a load) swing free, torque-limited: costs ``path_weight`` ½|p_k − p*_k|² at every
@@ -173,9 +157,13 @@ def swing_problem(model: RobotModel, q: Sequence[float], v: Sequence[float], fra
     ``speed_weight`` Σ (v_i/v_max,i)² along the way
     and ``rest_weight`` at the end (the swing brought to rest), ``torque_weight`` |u|², and
     ``box_weight`` on any excess over ``speed_fraction`` of each joint's URDF speed limit or
-    within ``limit_margin`` [rad|m] of its position limits. The first guess: the torques that
-    hold the start configuration still. ``resolve_friction``: the passive joints' friction
-    widened until the step resolves it (``resolved_passive_forces``); else the URDF's."""
+    within ``limit_margin`` [rad|m] of its position limits. The first guess: of the torques
+    that hold the start configuration, constant, and the active joints braked to where they
+    are (``brake_kp``, ``brake_kd``, as ``arrest_problem``'s), the one whose rollout costs
+    less: the constant torques let a loaded arm moving at the failure fall away, the brake
+    stops an arm that was coasting along its path (doc/failure_analysis.md).
+    ``resolve_friction``: the passive joints' friction widened until the step resolves it
+    (``resolved_passive_forces``); else the URDF's."""
     targets = np.asarray(targets, dtype=float)
     if targets.ndim != 2 or targets.shape[0] < 2 or targets.shape[1] != 3:
         raise ValueError(f"targets: give N + 1 >= 2 positions (rows x y z), got shape "
@@ -205,8 +193,29 @@ def swing_problem(model: RobotModel, q: Sequence[float], v: Sequence[float], fra
                                   rotation_weight=rotation_weight),
                         StateCost(rest, np.concatenate([np.zeros(n), rest_weight / scale**2])),
                         box])
-    hold = step.holding_torques(x0[:n])
-    return Problem(step, x0, np.tile(hold, (len(targets) - 1, 1)), running, terminal)
+    braked, braked_xs = step.braked_rollout(x0, len(targets) - 1, brake_kp, brake_kd)
+    held = np.tile(step.holding_torques(x0[:n]), (len(braked), 1))
+    held_xs = _rolled_out(step, x0, held)
+    if _total_cost(held, held_xs, running, terminal) <= _total_cost(braked, braked_xs, running,
+                                                                     terminal):
+        return Problem(step, x0, held, running, terminal, held_xs)
+    return Problem(step, x0, braked, running, terminal, braked_xs)
+
+
+def _rolled_out(step: HybridStep, x0: np.ndarray, us: np.ndarray) -> np.ndarray:
+    """The states of the controls ``us`` from ``x0`` (NaN if they stop being finite)."""
+    xs = np.zeros((len(us) + 1, step.nx))
+    if not step.rollout(x0, us, xs, np.zeros((len(us), step.nu, step.nx)), np.zeros_like(us),
+                        0.0, step.lower, step.upper, xs, us.copy()):
+        xs[:] = np.nan
+    return xs
+
+
+def _total_cost(us: np.ndarray, xs: np.ndarray, running: Cost, terminal: Cost) -> float:
+    """The cost of a rollout (inf where it diverged)."""
+    if not np.all(np.isfinite(xs)):
+        return np.inf
+    return float(running.total(xs[:-1], us) + terminal.value(xs[-1], None))
 
 
 def write_solution(solution: Solution, problem: Problem, out: Path | str) -> list[Path]:
