@@ -399,7 +399,6 @@ def test_the_first_guess_brakes_the_active_joints_while_the_failed_one_swings():
         chosen, other = (held, braked) if coasting else (braked, held)
         np.testing.assert_array_equal(p.us_init, chosen)
         assert cost(p, chosen) < 0.5 * cost(p, other)
-        assert abs(cost(p, chosen) - cost(p, p.us_init)) <= 1e-9 * cost(p, other)
         if not coasting:
             assert_braked(p.step, p.us_init, p.first_guess)  # its first guess, its own step
 

@@ -187,8 +187,7 @@ class HybridStep(DiscreteDynamics):
                                 .tau_active, self.lower, self.upper)
                 xs[k + 1] = self(xs[k], us[k])
             except ValueError:  # non-finite: the braked model diverged (dt too long for it)
-                us[k:] = us[k - 1] if k else 0.0
-                xs[k + 1:] = np.nan
+                us[k:] = us[k - 1] if k else 0.0  # (xs past k: NaN from the start)
                 break
         return us, xs
 
