@@ -520,15 +520,15 @@ def test_a_pose_losing_the_hand_gives_the_orientation_up_on_baxter(joint):
 def _circle(task: str, failing: str | None = None, period: float = 4.0,
             reaction: str = "keep_task", gravity: bool = True,
             robot: tuple[str, str, np.ndarray] | None = None, stamped: bool = False,
-            **settings) -> dict:
-    """The hand once round a 5 cm circle (x-z plane) in ``period`` s after 0.3 s at rest, the
-    reference streamed at 100 Hz as scenarios.harness.stream_path does; ``failing``'s motor
-    fails half-way (the node's run-time passive_joints change; ``reaction`` the
-    failure_reaction). MuJoCo RK4, 1 kHz, lock-step (sim.closed_loop, latency 0). Hand error
-    against the streamed path, joints' excursion, the law's last status. ``robot``: (URDF,
-    hand frame, start configuration) of another arm than the xarm7. ``stamped``: each sample
-    stamped with its time, as the node gets them from stream_path (followed as a path), not
-    chased to a stop."""
+            settle: float = 0.3, **settings) -> dict:
+    """The hand once round a 5 cm circle (x-z plane) in ``period`` s after ``settle`` s at rest
+    (bench/failure_cases.py's rows: 0.5), the reference streamed at 100 Hz as
+    scenarios.harness.stream_path does; ``failing``'s motor fails half-way (the node's run-time
+    passive_joints change; ``reaction`` the failure_reaction). MuJoCo RK4, 1 kHz, lock-step
+    (sim.closed_loop, latency 0). Hand error against the streamed path, joints' excursion, the
+    law's last status. ``robot``: (URDF, hand frame, start configuration) of another arm than
+    the xarm7. ``stamped``: each sample stamped with its time, as the node gets them from
+    stream_path (followed as a path), not chased to a stop."""
     from underactuated_control.scenarios.harness import circle_path
     from underactuated_control.sim import closed_loop
 
@@ -550,7 +550,7 @@ def _circle(task: str, failing: str | None = None, period: float = 4.0,
     rotation = ref.rotation.copy()  # the circle's, constant
     check = JacobianWorkspace(model)
     vmax = np.asarray(model.velocity_limit, float)
-    k_fail = round((0.3 + period / 2) / 1e-3)
+    k_fail = round((settle + period / 2) / 1e-3)
     err, turn, drift, speed, status, statuses = [], [], [], [], [""], set()
     status_log: list[str] = []  # the law's status, cycle by cycle (as err)
     q_min = np.full(model.nq, np.inf)
@@ -562,7 +562,7 @@ def _circle(task: str, failing: str | None = None, period: float = 4.0,
             replaced = current[0]
             current[:] = plan(model.with_passive([failing]))
             ref = current[0].carry_reference(ref, replaced.model, replaced)  # as the node
-        goal = path(t - 0.3)
+        goal = path(t - settle)
         if k % 10 == 0:
             if stamped:
                 ref = TaskReference(position=goal, rotation=ref.rotation, stamp=t)
@@ -582,7 +582,7 @@ def _circle(task: str, failing: str | None = None, period: float = 4.0,
         speed.append(np.abs(v / vmax).max())
         return plant.clip(mapper.map(out.tau_active).copy())
 
-    closed_loop(plant, control, round((period + 0.8) / 1e-3))
+    closed_loop(plant, control, round((period + settle + 0.5) / 1e-3))
     after = slice(k_fail if failing is not None else 0, None)
     return {"hand_rms_mm": 1e3 * float(np.sqrt(np.mean(np.square(err[after])))),
             "hand_max_mm": 1e3 * float(max(err[after])),
@@ -1191,6 +1191,8 @@ def test_the_kept_tasks_plan_is_dropped_where_the_arm_leaves_it():
     far[1] = 1.2 * TASK_PLAN_DEVIATION * v_max
     assert task.command(q, near, 0.0, hand, np.zeros(3)) is not None
     assert task.command(q, far, 0.001, hand, np.zeros(3)) is None
+    assert task.dropped.startswith("joint2 ")  # said, and which joint
+    assert task.dropped.endswith("of its speed limit off the plan's velocity")
     assert task.command(q, v, 0.002, hand, np.zeros(3)) is None  # not followed again
 
 
@@ -1225,6 +1227,7 @@ def test_a_re_plan_past_the_speed_limits_drops_the_plan(monkeypatch):
     assert all(u is not None for u in before)
     assert task.command(q, v, SWING_REPLAN, hand, np.zeros(3)) is None
     assert re_plans and re_plans[0] > PLAN_SPEED  # the premise: that re-plan is too fast
+    assert task.dropped.startswith(f"a re-plan past the limits: peak {re_plans[0]:.2f}")
     assert task.command(q, v, SWING_REPLAN + 1e-3, hand, np.zeros(3)) is None  # not again
 
 
@@ -1350,6 +1353,18 @@ def test_a_background_re_plan_starts_where_the_arm_will_be_when_it_is_done():
         assert swing.solution is (done if on_it else first)  # taken, or discarded
 
 
+def _last_knot_held(step, x: np.ndarray, knots: int, sol) -> tuple[np.ndarray, np.ndarray]:
+    """A re-plan's first guess past the followed solution's horizon as it was before
+    2026-12-07's evening (``PlannedSwing._past_horizon``'s premise): its last knot's torque and
+    gain held, rolled out from ``x`` (NaN states where the rollout diverges)."""
+    last = np.full(knots, len(sol.us) - 1)
+    xs = np.full((knots + 1, x.size), np.nan)
+    us = np.zeros((knots, sol.us.shape[1]))
+    step.rollout(x, sol.us[last], sol.xs[np.append(last, len(sol.us))], sol.K[last],
+                 np.zeros_like(us), 0.0, step.lower, step.upper, xs, us)
+    return us, xs
+
+
 def test_a_light_wrists_failure_is_planned_with_its_friction_resolved(monkeypatch):
     """Zero gravity, `task:=pose`, the 8 s circle stamped, the Unitree G1's wrist yaw (its
     lightest joint, never used to develop the reaction) failing half-way: the orientation is
@@ -1359,9 +1374,9 @@ def test_a_light_wrists_failure_is_planned_with_its_friction_resolved(monkeypatc
     limit on it and the task is given up (the premise, the plan's friction and its re-plans'
     straight path as before, its plan followed whatever the hand: the hand lost; with re-plans
     along the path's turn the URDF's width kept the hand too, 0.8 mm, and dropping a plan that
-    loses the hand 2.8 mm, the step's damping made implicit 0.9 mm, and the first guess braked
-    4.9 mm, so this row no longer tells them apart: the premise is the plans' model before all
-    four). The kept
+    loses the hand 2.8 mm, the step's damping made implicit 0.9 mm, the first guess braked
+    4.9 mm, and a re-plan's guess braked past the followed horizon 0.9 mm, so this row no
+    longer tells them apart: the premise is the plans' model before all five). The kept
     task's plans' friction widened until the step resolves it (``resolved_passive_forces``):
     MuJoCo's hand within the zero-g pose goal (10 mm RMS), every joint within half its speed
     limit."""
@@ -1387,6 +1402,7 @@ def test_a_light_wrists_failure_is_planned_with_its_friction_resolved(monkeypatc
                       functools.partial(problems.HybridStep, implicit_damping=False))
         patch.setattr(PlannedTask, "path_turns", False)
         patch.setattr(PlannedTask, "hand_lost", np.inf)  # (it rescued the row since: 2.8 mm)
+        patch.setattr(PlannedTask, "_past_horizon", staticmethod(_last_knot_held))
 
     robot = g1_left_arm()
     resolved, chattering = _circle_as_is_and_patched(
@@ -1400,6 +1416,39 @@ def test_a_light_wrists_failure_is_planned_with_its_friction_resolved(monkeypatc
     assert any("the position task kept by a receding plan" in s for s in resolved["statuses"])
     assert resolved["hand_rms_mm"] <= 10.0
     assert resolved["peak_speed_ratio"] <= 0.5
+
+
+def test_a_re_plans_guess_brakes_the_active_joints_past_the_followed_horizon(monkeypatch):
+    """Gravity, `task:=pose`, the 8 s circle stamped, the Unitree G1's wrist pitch (loaded by
+    the hand, never used to develop the reaction) failing half-way: the orientation is given
+    up and the position task kept by a receding plan. Each re-plan's first guess is the
+    followed solution rolled out from the measured state with its gains and, past that
+    solution's horizon (the last SWING_REPLAN of the new one), the active joints braked
+    (``PlannedSwing._past_horizon``). With the last knot's torque and gain held there instead
+    (the premise: the code before 2026-12-07's evening) a guess ran the active wrist yaw to 5
+    of its speed limit, the re-plan from it came out past the limits, the plan was dropped and
+    the law alone lost the hand (13.3 mm RMS, as bench/failure_cases.py's row: its 0.5 s at
+    rest before the path; after 0.3 s it kept it, 1.0 mm). Braked: the plan is
+    followed to the end, MuJoCo's hand within the gravity goal (10 mm RMS), every joint within
+    half its speed limit."""
+    from underactuated_control.control.failure_reaction import PlannedSwing
+
+    def as_before(patch: pytest.MonkeyPatch) -> None:
+        patch.setattr(PlannedSwing, "_past_horizon", staticmethod(_last_knot_held))
+
+    braked, held = _circle_as_is_and_patched(
+        monkeypatch, as_before,
+        task="pose", failing="left_wrist_pitch_joint", period=8.0, reaction="auto",
+        gravity=True, robot=g1_left_arm(), stamped=True, settle=0.5, failure_plan_budget=600.0)
+    print(f"\n[G1 wrist pitch, gravity] pose task: braked past the horizon "
+          f"{braked['hand_rms_mm']:.2f} mm RMS, peak v/v_max {braked['peak_speed_ratio']:.2f}; "
+          f"last knot held {held['hand_rms_mm']:.1f} mm, {held['peak_speed_ratio']:.2f}")
+    assert any("a re-plan past the limits" in s for s in held["statuses"])  # the premise
+    assert held["hand_rms_mm"] > 10.0
+    assert any("the position task kept by a receding plan" in s for s in braked["statuses"])
+    assert not any("then the law alone" in s for s in braked["statuses"])
+    assert braked["hand_rms_mm"] <= 10.0
+    assert braked["peak_speed_ratio"] <= 0.5
 
 
 def test_position_rows_near_rank_loss_are_kept_only_by_a_plan():

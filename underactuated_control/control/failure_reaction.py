@@ -789,7 +789,9 @@ class PlannedSwing:
         self.step = HybridStep(model, SWING_DT)  # the control thread's, for planned_motion
         self.solution: Solution | None = None
         self._replans = BackgroundPlanner(self._solve_again, inline, "failure_planner")
-        self._next: tuple[Solution, float] | None = None  # a re-plan done, not yet started
+        self._next: tuple[Solution | None, float, str] | None = None  # a re-plan done,
+        # not yet started (the solution, its start time, why it is None)
+        self.dropped = ""  # why the plan stopped being followed before its time (else empty)
         self.lead = 0.0  # s: a re-plan starts this far ahead of its request (inline: 0)
         self._start: float | None = None  # the law's time of the first command
         self._solved_at = 0.0  # the law's time (since the start) of the solution followed
@@ -894,25 +896,31 @@ class PlannedSwing:
                      velocity: np.ndarray, turn: np.ndarray | None,
                      rotation: np.ndarray | None, angular_velocity: np.ndarray | None,
                      sol: Solution, solved_at: float, lead: float
-                     ) -> tuple[Solution | None, float] | None:
+                     ) -> tuple[Solution | None, float, str] | None:
         """A solve from the state ``lead`` s after (q, v) at ``elapsed``: ``sol`` (solved at
-        ``solved_at``) from then on (its last knot repeated to the horizon), rolled out from
-        (q, v) with its gains, predicts that state and is the first guess after it; (the
-        solution, the time it starts at), or None where that rollout diverges (the last
-        solution goes on); with ``judge_replans`` (a kept task's plan), the solution None
-        where it passes a speed or position limit as a first plan may not (the plan is dropped
-        from that time: the task goes on unplanned). In the re-plan thread unless inline
-        (``lead`` 0)."""
+        ``solved_at``) from then on, rolled out from (q, v) with its gains, then past its
+        horizon the active joints braked (``HybridStep.braked_rollout``), predicts that state
+        and is the first guess after it; (the solution, the time it starts at), or None where
+        that rollout diverges (the last solution goes on); with ``judge_replans`` (a kept
+        task's plan), the solution None, and why, where it passes a speed or position limit
+        as a first plan may not (the plan is dropped from that time: the task goes on
+        unplanned). In the re-plan thread unless inline (``lead`` 0)."""
         p = self.problem
         ahead = int(round(lead / SWING_DT))
         shift = int(round((elapsed - solved_at) / SWING_DT))
-        index = np.minimum(np.arange(self.n_knots + ahead) + shift, len(sol.us) - 1)
-        xs = np.empty((len(index) + 1, sol.xs.shape[1]))
-        us = np.empty((len(index), sol.us.shape[1]))
+        knots = self.n_knots + ahead
+        kept = min(max(len(sol.us) - shift, 0), knots)  # knots the solution still covers
+        xs = np.empty((knots + 1, sol.xs.shape[1]))
+        us = np.empty((knots, sol.us.shape[1]))
         start = time.perf_counter()
-        if not p.step.rollout(np.concatenate([q, v]), sol.us[index],
-                              sol.xs[np.append(index, len(sol.us))], sol.K[index],
-                              np.zeros_like(us), 0.0, p.step.lower, p.step.upper, xs, us):
+        xs[0] = np.concatenate([q, v])
+        if kept and not p.step.rollout(xs[0], sol.us[shift:shift + kept],
+                                       sol.xs[shift:shift + kept + 1], sol.K[shift:shift + kept],
+                                       np.zeros((kept, us.shape[1])), 0.0, p.step.lower,
+                                       p.step.upper, xs[:kept + 1], us[:kept]):
+            return None
+        us[kept:], xs[kept:] = self._past_horizon(p.step, xs[kept], knots - kept, sol)
+        if not np.all(np.isfinite(xs)):
             return None
         targets = self._targets(position, velocity, turn, ahead * SWING_DT)
         p.running.terms[0].targets = targets[:-1]
@@ -928,9 +936,23 @@ class PlannedSwing:
         self.solves += 1
         if self.judge_replans:  # as the first plan is judged
             peak, over, _ = trajectory_excess(self.model, new.xs)
-            if not (peak <= PLAN_SPEED and over <= LIMIT_TOLERANCE):
-                return None, elapsed + ahead * SWING_DT  # the plan dropped from its time
-        return new, elapsed + ahead * SWING_DT
+            if not (peak <= PLAN_SPEED and over <= LIMIT_TOLERANCE):  # dropped from its time
+                return None, elapsed + ahead * SWING_DT, (
+                    f"a re-plan past the limits: peak {peak:.2f} of the speed limits, "
+                    f"{over:.3f} past a position limit")
+        return new, elapsed + ahead * SWING_DT, ""
+
+    @staticmethod
+    def _past_horizon(step: HybridStep, x: np.ndarray, knots: int, sol: Solution
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """A re-plan's first guess for the ``knots`` past the followed solution's horizon,
+        from its predicted state ``x`` there: (torques, states) of the active joints braked
+        (``HybridStep.braked_rollout``, the safe posture's gains). Its last knot's torque and
+        gain held instead ran the G1's active wrist yaw to 5 of its speed limit within 0.1 s,
+        while its failed wrist pitch swung under gravity, and the re-plan from that guess past
+        the limits dropped the plan (doc/failure_analysis.md, "A re-plan's first guess past
+        the horizon")."""
+        return step.braked_rollout(x, knots, HOLD_KP, HOLD_KD)
 
     def _advance_lead(self, latency: float) -> None:
         """The next background re-plan starts ``REPLAN_LEAD_MARGIN`` of ``latency`` [s]
@@ -948,9 +970,9 @@ class PlannedSwing:
             if not self._replans.inline:
                 self._advance_lead(elapsed - self._tried_at)
         if self._next is not None and elapsed >= self._next[1] - 1e-9:
-            (sol, solved_at), self._next = self._next, None
+            (sol, solved_at, why), self._next = self._next, None
             if sol is None:  # a re-plan past the limits: not followed further
-                self.solution = None
+                self.solution, self.dropped = None, why
             elif not self._off(v, self._reference(sol, solved_at, elapsed)[1],
                                TASK_PLAN_DEVIATION):
                 self.solution, self._solved_at = sol, solved_at
@@ -979,6 +1001,9 @@ class PlannedSwing:
         when a re-plan is requested); None once the swing's time is over or a joint passes
         ``runaway`` of its speed limit (the caller then drops the plan)."""
         if np.any(np.abs(v) > self.runaway * self._speed_limits):
+            fast = int(np.argmax(np.abs(v) / self._speed_limits))
+            self.dropped = (f"{self.model.dof_names[fast]} past {self.runaway:g} of its speed "
+                            "limit")
             return None
         if self._start is None:
             self._start = t
@@ -1004,6 +1029,9 @@ class PlannedSwing:
         self._knot = k
         x = np.concatenate([q, v])
         if self.deviation < np.inf and self._off(v, x_ref, self.deviation):
+            off = np.abs(v - x_ref[self.model.nq:]) / self._speed_limits
+            self.dropped = (f"{self.model.dof_names[int(np.argmax(off))]} {np.max(off):.2f} of "
+                            "its speed limit off the plan's velocity")
             self.solution = None  # the arm leaves the plan: not followed further
             return None
         u = sol.us[k] + sol.K[k] @ (x - x_ref)

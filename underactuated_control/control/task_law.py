@@ -390,6 +390,8 @@ class TaskLaw(ControlLaw):
                                            setpoint.angular_velocity,
                                            self.follower.stream_velocities)
         if u is None or not np.all(np.isfinite(u)):
+            if not why and swing.dropped:
+                why = f" ({swing.dropped})"
             self._swing = None  # the status says so from now on (and the node logs it)
             self._dropped = f"its plan followed {swing.followed(t):.2f} s{why}, then the law alone"
             self.reaction = replace(self.reaction,
