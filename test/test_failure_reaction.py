@@ -1354,9 +1354,9 @@ def test_a_background_re_plan_starts_where_the_arm_will_be_when_it_is_done():
 
 
 def _last_knot_held(step, x: np.ndarray, knots: int, sol) -> tuple[np.ndarray, np.ndarray]:
-    """A re-plan's first guess past the followed solution's horizon as it was before
-    2026-12-07's evening (``PlannedSwing._past_horizon``'s premise): its last knot's torque and
-    gain held, rolled out from ``x`` (NaN states where the rollout diverges)."""
+    """A re-plan's first guess past the followed solution's horizon as it was until
+    2026-12-07 (late; ``PlannedSwing._past_horizon``'s premise): its last knot's torque and gain
+    held, rolled out from ``x`` (NaN states where the rollout diverges)."""
     last = np.full(knots, len(sol.us) - 1)
     xs = np.full((knots + 1, x.size), np.nan)
     us = np.zeros((knots, sol.us.shape[1]))
@@ -1425,12 +1425,12 @@ def test_a_re_plans_guess_brakes_the_active_joints_past_the_followed_horizon(mon
     followed solution rolled out from the measured state with its gains and, past that
     solution's horizon (the last SWING_REPLAN of the new one), the active joints braked
     (``PlannedSwing._past_horizon``). With the last knot's torque and gain held there instead
-    (the premise: the code before 2026-12-07's evening) a guess ran the active wrist yaw to 5
-    of its speed limit, the re-plan from it came out past the limits, the plan was dropped and
-    the law alone lost the hand (13.3 mm RMS, as bench/failure_cases.py's row: its 0.5 s at
-    rest before the path; after 0.3 s it kept it, 1.0 mm). Braked: the plan is
-    followed to the end, MuJoCo's hand within the gravity goal (10 mm RMS), every joint within
-    half its speed limit."""
+    (the premise: the code until 2026-12-07, late) a guess ran the active wrist yaw to 5 of
+    its speed limit, the re-plan from it came out past the limits, the plan was dropped and the
+    law alone lost the hand (14.0 mm RMS here, 13.3 in bench/failure_cases.py's row, both after
+    0.5 s at rest before the path; after 0.3 s the law alone kept it, 1.0 mm). Braked: the plan
+    is followed to the end, MuJoCo's hand within the gravity goal (10 mm RMS), every joint
+    within half its speed limit."""
     from underactuated_control.control.failure_reaction import PlannedSwing
 
     def as_before(patch: pytest.MonkeyPatch) -> None:
