@@ -951,7 +951,8 @@ class PlannedSwing:
         gain held instead ran the G1's active wrist yaw to 5 of its speed limit within 0.1 s,
         while its failed wrist pitch swung under gravity, and the re-plan from that guess past
         the limits dropped the plan (doc/failure_analysis.md, "A re-plan's first guess past
-        the horizon")."""
+        the horizon"). ``sol`` (the followed solution) is not used by the brake: it is there
+        for a guess that continues it, as the tests' premise (the last knot held) does."""
         return step.braked_rollout(x, knots, HOLD_KP, HOLD_KD)
 
     def _advance_lead(self, latency: float) -> None:
