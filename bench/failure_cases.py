@@ -2,8 +2,9 @@
 its hand around a 5 cm circle in task mode; half-way one motor fails (the node's run-time
 ``passive_joints`` change: a new ``TaskLaw``/``CommandShaper``/``EffortMapper`` for
 ``model.with_passive``, the reference carried, the law re-latched at the measured state); MuJoCo
-RK4 at 1 kHz (``sim.build_plant``, lock-stepped: ``closed_loop`` latency 0), the reference
-streamed at 100 Hz as ``scenarios/harness.stream_path`` does.
+RK4 at 1 kHz (``sim.build_plant``, lock-stepped), the reference streamed at 100 Hz as
+``scenarios/harness.stream_path`` does. The loop is ``scenarios.failure_circle`` (the failure
+tests' too); ``run_case`` adds this table's diagnostics.
 
 For every set-up (task pose / position + J_D hold; gravity / zero gravity) and failed joint it
 records what decides "physics or law" (doc/failure_analysis.md):
@@ -50,6 +51,7 @@ from underactuated_control.control.task_law import TaskLaw
 from underactuated_control.control.task_space import TaskReference
 from underactuated_control.dynamics import inverse_dynamics
 from underactuated_control.jacobians import JacobianWorkspace
+from underactuated_control.scenarios.failure_circle import DT, failure_cycle, run_failure_circle
 from underactuated_control.scenarios.harness import (
     circle_path,
     fixed_fingers,
@@ -66,6 +68,7 @@ FRAME = "link_eef"
 Q0 = np.array([0.0, -0.4, 0.0, 0.9, 0.0, 1.3, 0.0])  # hand down, 0.36 m out, 0.44 m up
 DAMPING, FRICTION = 0.3, 0.05  # N m s/rad, N m: the issue's <dynamics> on every joint
 SETTLE = 0.5  # s at rest (the law holding the start) before the path
+TAIL = 1.0  # s after the path's end
 HOLD = {"passive_weight": 1.0, "passive_kp": 25.0, "passive_kd": 10.0}
 SETUPS = {  # name: (gravity, task law overrides)
     "pose-g": (True, {"task": "pose"}),
@@ -121,126 +124,71 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
     re-plans solved in a background thread (``failure_replan_inline`` False) unless ``extra``
     says otherwise. ``control_every``: the law runs every that many physics steps and its
     command is held between (the node's rate under ``mujoco_sim``'s ``publish_every``)."""
-    g = (0.0, 0.0, -9.81) if case.gravity else (0.0, 0.0, 0.0)
-    model = RobotModel.from_urdf(urdf, gravity=g)
-    plant = build_plant(urdf, model, timestep=1e-3, integrator="rk4", gravity=g)
     s = settings(**{**case.overrides, **({"failure_replan_inline": False} if real_time else {}),
                     **(extra or {})})
+    g = (0.0, 0.0, -9.81) if case.gravity else (0.0, 0.0, 0.0)
+    model = RobotModel.from_urdf(urdf, gravity=g)
     names = list(model.joint_names)
     failing = names[case.joint] if case.joint >= 0 else None
-    dt = 1e-3
-    n_settle, n_path = round(SETTLE / dt), round(period / dt)
-    n_total = n_settle + n_path + round(1.0 / dt)
-    k_fail = n_settle + n_path // 2
-
-    def plan(m: RobotModel):
-        ws = JacobianWorkspace(m)
-        law = TaskLaw(m, s, frame, ws)
-        if tune is not None:
-            tune(law)
-        return m, law, CommandShaper(m, s, ws), EffortMapper(m, names, 1.0)
-
-    m, law, shaper, mapper = plan(model)
-    plant.set_state(q0, np.zeros(model.nv))
-    ref = law.hold_reference(q0)
-    p_start, R_start = ref.position.copy(), ref.rotation.copy()
-    path = circle_path(p_start, 0.05, [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], period)
+    dt = DT
     vmax = np.asarray(model.velocity_limit, float)
     lo, hi = np.asarray(model.position_lower), np.asarray(model.position_upper)
     rows = task_rows(case.overrides["task"])
-
-    log_t, log_err, log_turn, log_q, log_v = [], [], [], [], []
+    k_fail = failure_cycle(SETTLE, period)
     sig_min, safety, safety_joints, leash, saturated = [], [], {}, [], []
     jd_norm, task_norm, sec_sigma, sec_fraction = [], [], [], []
-    law_errors = 0
-    q_fail = None
-    diverged = ""
-    ws_check = JacobianWorkspace(model)
-    cycle_s = np.zeros(n_total + 1)  # the law's wall time per cycle
-    wall_start = time.perf_counter()
-    tau, sat = np.zeros(len(names)), False
-    for k in range(n_total + 1):
-        if real_time:
-            time.sleep(max(0.0, wall_start + k * dt - time.perf_counter()))
-        q, v = plant.state()
-        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v))) or np.abs(v).max() > 1e3:
-            diverged = f"state non-finite or > 1e3 rad/s at t = {k * dt:.3f} s"
-            break
-        t_path = (k - n_settle) * dt
-        if k == k_fail:
-            q_fail = q.copy()
-            if failing is not None:  # passive_joints := [failing]
-                old, replaced = m, law
-                m, law, shaper, mapper = plan(model.with_passive([failing]))
-                ref = law.carry_reference(ref, old, replaced)  # the node's _commit
-        if k >= n_settle and (k - n_settle) % 10 == 0:  # the 100 Hz stream
-            ref = TaskReference(position=path(t_path), rotation=R_start.copy(),
-                                stamp=k * dt if stamped else 0.0)
-        if k % control_every == 0:  # else the last command held (the node's rate)
-            try:
-                tick = time.perf_counter()
-                out = law.compute(q, v, ref, k * dt, False)
-                cycle_s[k] = time.perf_counter() - tick
-                if k == k_fail:  # the first solve's wait, as a lock-stepped simulator waits
-                    wall_start += cycle_s[k]
-                shaper.apply(q, v, out)
-                tau = plant.clip(mapper.map(out.tau_active).copy())
-                sat = bool(mapper.saturated.any())
-            except ValueError:
-                law_errors += 1
-                tau, sat = np.zeros(len(names)), False
-        plant.d.ctrl[plant.ctrl] = tau
-        # -------- diagnostics (after the law: its workspace holds this cycle's J_G, J_D)
-        ws_check.set_configuration(q)
-        hand, hand_rotation = ws_check.frame_placement(frame)
-        goal = path(t_path) if k >= n_settle else p_start
-        log_t.append(t_path)
-        log_err.append(np.linalg.norm(hand - goal))
-        log_turn.append(rotation_angle(hand_rotation @ R_start.T))
-        log_q.append(q)
-        log_v.append(v)
-        if k >= k_fail - 1000:
-            J_G = law.workspace.J_G
-            A = J_G[rows]
-            U, sig, Vt = np.linalg.svd(A, full_matrices=False)
-            sig_min.append(float(sig[-1]) if A.shape[0] <= A.shape[1] else 0.0)
-            safety.append(bool(shaper.safety.overrode))
-            if shaper.safety.overrode:
-                for j in shaper.safety.limited_joints:
-                    safety_joints[j] = safety_joints.get(j, 0) + 1
-            sp = law.follower.setpoint
-            leash.append(bool(sp is not None and np.linalg.norm(sp.position - hand)
-                              >= 0.999 * law.max_error[0]))
-            saturated.append(sat)
-            tr = law.tracker
-            if m.n_passive and tr.passive_weight > 0 and k >= k_fail and tr.held_rows.size:
-                J_D = law.workspace.J_D[tr.held_rows]
-                keep = sig > 1e-9
-                N = np.eye(A.shape[1]) - Vt[keep].T @ Vt[keep]
-                w = np.sqrt(tr.passive_weight)
-                s2 = np.linalg.svd(w * J_D @ N, compute_uv=False)
-                jd_norm.append(float(np.linalg.norm(J_D, 2)))
-                task_norm.append(float(sig[0]))
-                sec_sigma.append(float(s2[-1]))
-                sec_fraction.append(effect_fraction(tr, s2))
-        if k < n_total:
-            plant.step()
-        if k % 2000 == 0:
-            log(f"    t = {k * dt:4.1f} s  hand error {1e3 * log_err[-1]:7.1f} mm")
-    t = np.array(log_t)
-    err, turn = np.array(log_err), np.array(log_turn)
-    qs, vs = np.array(log_q), np.array(log_v)
-    after = np.arange(len(t)) >= (k_fail if failing else n_settle)
+    check = JacobianWorkspace(model)
+
+    def observe(k: int, q: np.ndarray, law: TaskLaw, shaper: CommandShaper, sat: bool) -> None:
+        """The cycle's diagnostics (the law's workspace holds this cycle's J_G, J_D)."""
+        if k < k_fail - 1000:
+            return
+        A = law.workspace.J_G[rows]
+        U, sig, Vt = np.linalg.svd(A, full_matrices=False)
+        sig_min.append(float(sig[-1]) if A.shape[0] <= A.shape[1] else 0.0)
+        safety.append(bool(shaper.safety.overrode))
+        if shaper.safety.overrode:
+            for j in shaper.safety.limited_joints:
+                safety_joints[j] = safety_joints.get(j, 0) + 1
+        sp = law.follower.setpoint
+        check.set_configuration(q)
+        hand = check.frame_placement(frame)[0]
+        leash.append(bool(sp is not None and np.linalg.norm(sp.position - hand)
+                          >= 0.999 * law.max_error[0]))
+        saturated.append(sat)
+        tr = law.tracker
+        if law.model.n_passive and tr.passive_weight > 0 and k >= k_fail and tr.held_rows.size:
+            J_D = law.workspace.J_D[tr.held_rows]
+            keep = sig > 1e-9
+            N = np.eye(A.shape[1]) - Vt[keep].T @ Vt[keep]
+            w = np.sqrt(tr.passive_weight)
+            s2 = np.linalg.svd(w * J_D @ N, compute_uv=False)
+            jd_norm.append(float(np.linalg.norm(J_D, 2)))
+            task_norm.append(float(sig[0]))
+            sec_sigma.append(float(s2[-1]))
+            sec_fraction.append(effect_fraction(tr, s2))
+
+    run = run_failure_circle(urdf, s, frame, q0, period, failing, case.gravity, SETTLE,
+                             TAIL, stamped, real_time=real_time,
+                             control_every=control_every, tune=tune, observe=observe,
+                             progress=log)
+    law, diverged, k = run.law, run.diverged, len(run.hand_error) - 1
+    law_errors = len(run.law_errors)
+    err, turn, qs, vs = run.hand_error, run.hand_turn, run.q, run.v
+    n_settle, cycle_s = run.settle_steps, run.cycle_seconds
+    q_fail = qs[k_fail].copy() if len(qs) > k_fail else None
+    cycles = np.arange(len(err))
+    after = cycles >= (k_fail if failing else n_settle)
     if not after.any():  # diverged before the failure: the row judges what ran
-        after = np.ones(len(t), dtype=bool)
-    before = (np.arange(len(t)) >= n_settle) & (np.arange(len(t)) < k_fail)
+        after = np.ones(len(err), dtype=bool)
+    before = (cycles >= n_settle) & (cycles < k_fail)
     speed_ratio = np.abs(vs) / vmax
     overrun = np.maximum(qs - hi, lo - qs).max(axis=0)
     later = cycle_s[k_fail + 1:]  # after the cycle that decided the reaction
     res = {
         "real_time": real_time,
-        "real_time_factor": float(k * dt / (time.perf_counter() - wall_start)),
-        "failure_cycle_s": float(cycle_s[k_fail]),
+        "real_time_factor": float(k * dt / run.wall_seconds),
+        "failure_cycle_s": float(cycle_s[k_fail]) if len(cycle_s) > k_fail else 0.0,
         "law_cycle_max_after_ms": float(1e3 * later.max()) if later.size else 0.0,
         "law_cycles_over_10ms_after": int(np.count_nonzero(later > 0.01)),
         "setup": case.setup, "gravity": case.gravity, "task": case.overrides["task"],

@@ -31,8 +31,8 @@ from underactuated_control.control.task_law import TaskLaw
 from underactuated_control.control.task_space import TaskReference
 from underactuated_control.dynamics import inverse_dynamics
 from underactuated_control.jacobians import JacobianWorkspace
+from underactuated_control.scenarios.failure_circle import run_failure_circle
 from underactuated_control.sim import build_plant
-from underactuated_control.so3 import rotation_angle
 
 XARM7 = issue_arm("xarm_description/urdf/xarm7.urdf")
 FRAME = "link_eef"
@@ -522,76 +522,34 @@ def _circle(task: str, failing: str | None = None, period: float = 4.0,
             robot: tuple[str, str, np.ndarray] | None = None, stamped: bool = False,
             settle: float = 0.3, **settings) -> dict:
     """The hand once round a 5 cm circle (x-z plane) in ``period`` s after ``settle`` s at rest
-    (bench/failure_cases.py's rows: 0.5), the reference streamed at 100 Hz as
-    scenarios.harness.stream_path does; ``failing``'s motor fails half-way (the node's run-time
-    passive_joints change; ``reaction`` the failure_reaction). MuJoCo RK4, 1 kHz, lock-step
-    (sim.closed_loop, latency 0). Hand error against the streamed path, joints' excursion, the
-    law's last status. ``robot``: (URDF, hand frame, start configuration) of another arm than
-    the xarm7. ``stamped``: each sample stamped with its time, as the node gets them from
-    stream_path (followed as a path), not chased to a stop."""
-    from underactuated_control.scenarios.harness import circle_path
-    from underactuated_control.sim import closed_loop
-
+    (bench/failure_cases.py's rows: 0.5), then 0.5 s; the reference streamed at 100 Hz as
+    scenarios.harness.stream_path does, from the start (at rest: the start's point);
+    ``failing``'s motor fails half-way (the node's run-time passive_joints change; ``reaction``
+    the failure_reaction). The bench's harness (scenarios.failure_circle: MuJoCo RK4, 1 kHz,
+    lock-stepped); a law that refuses a state fails the test, a diverged run loses the hand
+    (inf). Hand error against the streamed path, joints' excursion, the law's last status.
+    ``robot``: (URDF, hand frame, start configuration) of another arm than the xarm7.
+    ``stamped``: each sample stamped with its time, as the node gets them from stream_path
+    (followed as a path), not chased to a stop."""
     urdf, frame, q0 = robot if robot is not None else (XARM7, FRAME, Q0)
-    g = (0.0, 0.0, -9.81) if gravity else (0.0, 0.0, 0.0)
-    model = RobotModel.from_urdf(urdf, gravity=g)
-    plant = build_plant(urdf, model, timestep=1e-3, integrator="rk4", gravity=g)
     s = default_settings(task=task, failure_reaction=reaction, **settings)
-    names = list(model.joint_names)
-
-    def plan(m: RobotModel):
-        ws = JacobianWorkspace(m)
-        return TaskLaw(m, s, frame, ws), CommandShaper(m, s, ws), EffortMapper(m, names, 1.0)
-
-    current = list(plan(model))
-    plant.set_state(q0, np.zeros(model.nv))
-    ref = current[0].hold_reference(q0)
-    path = circle_path(ref.position.copy(), 0.05, [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], period)
-    rotation = ref.rotation.copy()  # the circle's, constant
-    check = JacobianWorkspace(model)
-    vmax = np.asarray(model.velocity_limit, float)
-    k_fail = round((settle + period / 2) / 1e-3)
-    err, turn, drift, speed, status, statuses = [], [], [], [], [""], set()
-    status_log: list[str] = []  # the law's status, cycle by cycle (as err)
-    q_min = np.full(model.nq, np.inf)
-
-    def control(k: int, q: np.ndarray, v: np.ndarray) -> np.ndarray:
-        nonlocal ref
-        t = k * 1e-3
-        if failing is not None and k == k_fail:
-            replaced = current[0]
-            current[:] = plan(model.with_passive([failing]))
-            ref = current[0].carry_reference(ref, replaced.model, replaced)  # as the node
-        goal = path(t - settle)
-        if k % 10 == 0:
-            if stamped:
-                ref = TaskReference(position=goal, rotation=ref.rotation, stamp=t)
-            else:
-                ref.position = goal
-        law, shaper, mapper = current
-        out = shaper.apply(q, v, law.compute(q, v, ref, t, False))
-        status[0] = out.status
-        statuses.add(out.status)
-        status_log.append(out.status)
-        np.minimum(q_min, q, out=q_min)
-        check.set_configuration(q)
-        hand, hand_rotation = check.frame_placement(frame)
-        err.append(np.linalg.norm(hand - goal))
-        turn.append(rotation_angle(hand_rotation @ rotation.T))
-        drift.append(np.abs(q - q0).max())
-        speed.append(np.abs(v / vmax).max())
-        return plant.clip(mapper.map(out.tau_active).copy())
-
-    closed_loop(plant, control, round((period + settle + 0.5) / 1e-3))
-    after = slice(k_fail if failing is not None else 0, None)
-    return {"hand_rms_mm": 1e3 * float(np.sqrt(np.mean(np.square(err[after])))),
-            "hand_max_mm": 1e3 * float(max(err[after])),
-            "turn_rms_deg": float(np.degrees(np.sqrt(np.mean(np.square(turn[after]))))),
-            "drift_rad": float(max(drift)), "peak_speed_ratio": float(max(speed[after])),
-            "status": status[0], "statuses": sorted(statuses), "q_min": q_min,
-            "hand_errors_m": np.array(err), "speed_ratios": np.array(speed),
-            "status_log": status_log,
-            "failed_at": k_fail if failing is not None else 0}
+    run = run_failure_circle(urdf, s, frame, q0, period, failing, gravity, settle, 0.5,
+                             stamped, stream_at_rest=True)
+    assert not run.law_errors, f"the law refused a state: {run.law_errors[0]}"
+    vmax = np.asarray(run.model.velocity_limit, float)
+    after = slice(run.failed_at if failing is not None else 0, None)
+    assert len(run.hand_error) > after.start, f"diverged before the failure: {run.diverged}"
+    err, lost = run.hand_error, np.inf if run.diverged else 1.0  # diverged: the hand lost
+    speed = np.abs(run.v / vmax).max(axis=1)
+    return {"hand_rms_mm": 1e3 * lost * float(np.sqrt(np.mean(np.square(err[after])))),
+            "hand_max_mm": 1e3 * lost * float(max(err[after])),
+            "turn_rms_deg": float(np.degrees(np.sqrt(np.mean(np.square(run.hand_turn[after]))))),
+            "drift_rad": float(np.abs(run.q - q0).max()),
+            "peak_speed_ratio": float(speed[after].max()) if speed[after].size else np.inf,
+            "status": run.statuses[-1], "statuses": sorted(set(run.statuses)),
+            "q_min": run.q.min(axis=0), "hand_errors_m": err, "speed_ratios": speed,
+            "status_log": run.statuses, "failed_at": run.failed_at if failing is not None else 0,
+            "diverged": run.diverged}
 
 
 def test_task_mode_keeps_the_self_motion_on_a_light_wrist_with_friction():
@@ -1196,21 +1154,23 @@ def test_the_kept_tasks_plan_is_dropped_where_the_arm_leaves_it():
     assert task.command(q, v, 0.002, hand, np.zeros(3)) is None  # not followed again
 
 
-def test_a_re_plan_past_the_speed_limits_drops_the_plan(monkeypatch):
+@pytest.mark.parametrize("kind", ["PlannedTask", "PlannedSwing"])
+def test_a_re_plan_past_the_speed_limits_drops_the_plan(monkeypatch, kind):
     """A re-plan whose solution passes a speed limit (judged as a first plan is: PLAN_SPEED)
     is not followed, and the plan is dropped from its time: the task goes on unplanned (None).
     Before 2026-12-05 it was followed: on Tiago Pro's wrist in zero g the re-plan at 0.1 s,
     30 iterations from the measured state, said 35x the speed limits, and its first commands
-    threw the failed wrist to 0.77 of its limit within 2 ms (2.78 mm RMS; dropped now, 2.12)."""
+    threw the failed wrist to 0.77 of its limit within 2 ms (2.78 mm RMS; dropped now, 2.12).
+    A loaded swing's re-plans too since 2026-12-07 (Tiago's wrist, loaded pose: 120 -> 7.6 mm,
+    peak 1.55 -> 1.10, doc/failure_analysis.md)."""
     from underactuated_control.control import failure_reaction
     from underactuated_control.control.failure_reaction import (
         PLAN_SPEED,
         SWING_REPLAN,
-        PlannedTask,
         trajectory_excess,
     )
 
-    task, q, v, hand = _plan_at_rest(PlannedTask)
+    task, q, v, hand = _plan_at_rest(getattr(failure_reaction, kind))
     solve = failure_reaction.solve_box_ddp
     v_max = np.asarray(task.model.velocity_limit, float)
     re_plans = []

@@ -756,7 +756,8 @@ class PlannedSwing:
     apart) is solved again from the measured state, warm-started by the last solution followed
     with its Riccati gains; the hand's path is the setpoint carried ahead at its velocity for
     ``path_lead`` s (``SWING_LEAD``) straight on; a kept task's re-plans (``path_turns``)
-    carry it along the arc on which a stream's path turns (``carried_path``). With ``inline``
+    carry it along the arc on which a stream's path turns (``carried_path``); a re-plan past
+    the speed or position limits drops the plan (``judge_replans``). With ``inline``
     False (``failure_replan_inline``) the re-plans run in a background thread: each starts
     from the state the followed plan predicts ``lead`` s after the request (1.25 of the last
     one's time, in the law's time), is followed from then on, and is discarded if it comes
@@ -775,7 +776,10 @@ class PlannedSwing:
     path_lead = SWING_LEAD  # s: the setpoint's velocity carried this far ahead (the hand's path)
     path_turns = False  # re-plans carry it along a stream's turn (a loaded swing's 0.3 s:
     # straight; along the turn Talos' forearm roll under gravity swung to 3.94 of a limit)
-    judge_replans = False  # a re-plan past the limits drops the plan (else it is followed)
+    judge_replans = True  # a re-plan past the limits drops the plan (else it is followed):
+    # Tiago Pro's wrist in zero g, a re-plan at 35x the limits followed; judged since
+    # 2026-12-07 on a loaded swing too (Tiago's wrist, loaded pose: 120 -> 7.6 mm, peak 1.55
+    # -> 1.10; doc/failure_analysis.md, "A re-plan past the limits drops the plan")
     resolve_friction = False  # the passive friction widened until the 2.5 ms step resolves it
     what = "the swing planned with the hand kept"  # the status's words
     kind = "swing"
@@ -901,8 +905,8 @@ class PlannedSwing:
         ``solved_at``) from then on, rolled out from (q, v) with its gains, then past its
         horizon the active joints braked (``HybridStep.braked_rollout``), predicts that state
         and is the first guess after it; (the solution, the time it starts at), or None where
-        that rollout diverges (the last solution goes on); with ``judge_replans`` (a kept
-        task's plan), the solution None, and why, where it passes a speed or position limit
+        that rollout diverges (the last solution goes on); with ``judge_replans`` (the
+        default), the solution None, and why, where it passes a speed or position limit
         as a first plan may not (the plan is dropped from that time: the task goes on
         unplanned). In the re-plan thread unless inline (``lead`` 0)."""
         p = self.problem
@@ -1077,7 +1081,6 @@ class PlannedTask(PlannedSwing):
     path_lead = TASK_PLAN_LEAD  # the hand seen moving to the horizon (at 0.3 s, then stopped,
     # the plans let the position rows lose rank just past it: doc/failure_analysis.md)
     path_turns = True  # over the whole horizon a line leaves the 5 cm circle by 12 mm
-    judge_replans = True  # Tiago Pro's wrist in zero g: a re-plan at 35x the limits followed
     # the failed joints unloaded: their friction resolved (the G1's wrist yaw chattered at the
     # URDF's width and a re-plan drove the wrist roll into its limit; a loaded swing's and an
     # arrest plan keep the URDF's: doc/failure_analysis.md, "A light wrist's friction")

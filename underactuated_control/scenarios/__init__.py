@@ -3,8 +3,10 @@
 One harness (``harness.py``: node processes, ROS domain, recording, timing, summary) and one
 file per scenario: ``arm.py`` (hand circle, a motor fails half-way), ``space.py`` (free-flying
 bus), ``snake.py`` (planar snake, every other joint passive), ``swing_up.py`` (acrobot and
-pendubot) and ``resolver_demo.py`` (the elbow resolver feeding the controller). The robots,
-paths and metrics the tests and benches use import no ROS; a run imports rclpy when it starts.
+pendubot) and ``resolver_demo.py`` (the elbow resolver feeding the controller).
+``failure_circle.py`` runs issue 23's circle with a failing motor in-process (no DDS): the
+failure tests' and ``bench/failure_cases.py``'s one loop. The robots, paths and metrics the
+tests and benches use import no ROS; a run imports rclpy when it starts.
 """
 
 from __future__ import annotations
