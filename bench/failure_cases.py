@@ -130,16 +130,15 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
     model = RobotModel.from_urdf(urdf, gravity=g)
     names = list(model.joint_names)
     failing = names[case.joint] if case.joint >= 0 else None
-    dt = DT
     vmax = np.asarray(model.velocity_limit, float)
     lo, hi = np.asarray(model.position_lower), np.asarray(model.position_upper)
     rows = task_rows(case.overrides["task"])
     k_fail = failure_cycle(SETTLE, period)
     sig_min, safety, safety_joints, leash, saturated = [], [], {}, [], []
     jd_norm, task_norm, sec_sigma, sec_fraction = [], [], [], []
-    check = JacobianWorkspace(model)
 
-    def observe(k: int, q: np.ndarray, law: TaskLaw, shaper: CommandShaper, sat: bool) -> None:
+    def observe(k: int, q: np.ndarray, hand: np.ndarray, law: TaskLaw, shaper: CommandShaper,
+                sat: bool) -> None:
         """The cycle's diagnostics (the law's workspace holds this cycle's J_G, J_D)."""
         if k < k_fail - 1000:
             return
@@ -151,8 +150,6 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
             for j in shaper.safety.limited_joints:
                 safety_joints[j] = safety_joints.get(j, 0) + 1
         sp = law.follower.setpoint
-        check.set_configuration(q)
-        hand = check.frame_placement(frame)[0]
         leash.append(bool(sp is not None and np.linalg.norm(sp.position - hand)
                           >= 0.999 * law.max_error[0]))
         saturated.append(sat)
@@ -171,7 +168,7 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
     run = run_failure_circle(urdf, s, frame, q0, period, failing, case.gravity, SETTLE,
                              TAIL, stamped, real_time=real_time,
                              control_every=control_every, tune=tune, observe=observe,
-                             progress=log)
+                             progress=log, model=model)
     law, diverged, k = run.law, run.diverged, len(run.hand_error) - 1
     law_errors = len(run.law_errors)
     err, turn, qs, vs = run.hand_error, run.hand_turn, run.q, run.v
@@ -187,7 +184,7 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
     later = cycle_s[k_fail + 1:]  # after the cycle that decided the reaction
     res = {
         "real_time": real_time,
-        "real_time_factor": float(k * dt / run.wall_seconds),
+        "real_time_factor": float(k * DT / run.wall_seconds),
         "failure_cycle_s": float(cycle_s[k_fail]) if len(cycle_s) > k_fail else 0.0,
         "law_cycle_max_after_ms": float(1e3 * later.max()) if later.size else 0.0,
         "law_cycles_over_10ms_after": int(np.count_nonzero(later > 0.01)),
@@ -231,10 +228,10 @@ def run_case(urdf: str, case: Case, period: float, log=print, extra: dict | None
         i_bad = int(bad[0]) if bad.size else None
         sing = np.flatnonzero(np.array(sig_min[1000:]) < law.tracker.singular_threshold)
         res.update({
-            "time_to_singular_JG_s": float(sing[0] * dt) if sing.size else None,
+            "time_to_singular_JG_s": float(sing[0] * DT) if sing.size else None,
             "failed_joint_excursion_rad": float(excursion.max()),
             "time_hand_fine_after_failure_s": float((i_bad if i_bad is not None
-                                                     else len(excursion)) * dt),
+                                                     else len(excursion)) * DT),
             "failed_joint_excursion_while_fine_rad": float(
                 excursion[:i_bad].max() if i_bad else excursion.max()) if i_bad != 0 else 0.0,
         })

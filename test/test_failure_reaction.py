@@ -1050,6 +1050,40 @@ def test_tiagos_circle_is_out_of_reach_with_its_shoulder_yaw_near_its_limit():
     assert min(near_limit) > 0.010
 
 
+def test_romeos_elbow_alone_changes_its_wrists_reach():
+    """The cause of Romeo's zero-g elbow row (doc/failure_analysis.md, "Romeo's elbow"), on
+    Pinocchio's kinematics (not the package's): the hand frame `l_wrist` is the wrist's centre,
+    so the three wrist joints do not move its position, and the axes of the three joints
+    before the elbow (`LElbowYaw`) meet at the shoulder, so they move it on a sphere about the
+    shoulder (the position Jacobian of those three has rank 2), at 20 random configurations
+    within the limits. With the elbow failed, only its motion, which in zero gravity only the
+    other joints' reaction gives, changes the wrist's distance from the shoulder (rank 3 with
+    its column)."""
+    import pinocchio as pin
+
+    names = ["LShoulderPitch", "LShoulderYaw", "LElbowRoll", "LElbowYaw", "LWristRoll",
+             "LWristYaw", "LWristPitch"]
+    model = pin.buildModelFromXML(issue_arm("romeo_description/urdf/romeo.urdf", joints=names))
+    assert list(model.names[1:]) == names
+    data = model.createData()
+    wrist = model.getFrameId("l_wrist")
+    rng = np.random.default_rng(3)
+    shoulder_ranks, with_elbow, wrist_columns = [], [], []
+    for _ in range(20):
+        q = rng.uniform(model.lowerPositionLimit, model.upperPositionLimit)
+        J = pin.computeFrameJacobian(model, data, q, wrist, pin.LOCAL_WORLD_ALIGNED)[:3]
+        sigma = np.linalg.svd(J[:, :3], compute_uv=False)
+        shoulder_ranks.append(sigma[2] / sigma[0])
+        with_elbow.append(np.linalg.svd(J[:, :4], compute_uv=False)[2])
+        wrist_columns.append(np.abs(J[:, 4:]).max())
+    print(f"\n  σ3/σ1 of the shoulder's three columns ≤ {max(shoulder_ranks):.1e}; σ3 with the "
+          f"elbow's {min(with_elbow):.3f}..{max(with_elbow):.3f} m/rad; wrist columns ≤ "
+          f"{max(wrist_columns):.1e} m/rad")
+    assert max(wrist_columns) < 1e-12
+    assert max(shoulder_ranks) < 1e-12
+    assert min(with_elbow) > 1e-3
+
+
 def test_an_unloaded_failed_joint_keeps_the_pose_task_along_a_receding_plan():
     """Zero gravity, `task:=pose`, the 8 s circle stamped, Tiago's upper-arm roll failing
     half-way: the reaction keeps the pose (σ_min of the pose rows 0.024, above the run-time

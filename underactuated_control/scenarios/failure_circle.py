@@ -13,8 +13,8 @@ to the wall clock (``real_time``) as a robot that does not wait for the controll
 
 The run keeps, cycle by cycle, what every judge of it reads (the hand's error against the
 streamed path and its turn from the circle's rotation, the joints' state, the law's status and
-its wall time); ``observe`` sees each cycle's law and shaper for more. Importing this module
-needs no ROS.
+its wall time); ``observe`` sees each cycle's hand, law and shaper for more. Importing this
+module needs no ROS.
 """
 
 from __future__ import annotations
@@ -74,9 +74,10 @@ def run_failure_circle(urdf: str, law_settings: dict, frame: str, q0: np.ndarray
                        stream_at_rest: bool = False, real_time: bool = False,
                        control_every: int = 1,
                        tune: Callable[[TaskLaw], None] | None = None,
-                       observe: Callable[[int, np.ndarray, TaskLaw, CommandShaper, bool], None]
-                       | None = None,
-                       progress: Callable[[str], None] | None = None) -> CircleRun:
+                       observe: Callable[[int, np.ndarray, np.ndarray, TaskLaw, CommandShaper,
+                                          bool], None] | None = None,
+                       progress: Callable[[str], None] | None = None,
+                       model: RobotModel | None = None) -> CircleRun:
     """One run (the module docstring) of the arm of ``urdf`` from ``q0`` with the law's
     ``law_settings``, hand ``frame``; ``failing``'s motor fails half-way (None: none).
     ``stream_at_rest``: the stream starts at once (the start's point, while at rest), else
@@ -85,10 +86,16 @@ def run_failure_circle(urdf: str, law_settings: dict, frame: str, q0: np.ndarray
     a lock-stepped simulator does. ``control_every``: the law answers every that many steps,
     its command held between (the node's rate under ``mujoco_sim``'s ``publish_every``).
     ``tune(law)`` may change each law built (the start's and the failure's) before it runs;
-    ``observe(k, q, law, shaper, saturated)`` runs after each cycle's law (its workspace holds
-    the cycle's J_G and J_D); ``progress`` gets a line every ``PROGRESS_EVERY`` s."""
+    ``observe(k, q, hand, law, shaper, saturated)`` runs after each cycle's law (``hand``: the
+    frame's position, m; the law's workspace holds the cycle's J_G and J_D); ``progress`` gets
+    a line every ``PROGRESS_EVERY`` s. ``model``: the arm's, if the caller has parsed it (with
+    every joint active and this ``gravity``), else parsed from ``urdf``."""
     g = (0.0, 0.0, -9.81) if gravity else (0.0, 0.0, 0.0)
-    model = RobotModel.from_urdf(urdf, gravity=g)
+    if model is None:
+        model = RobotModel.from_urdf(urdf, gravity=g)
+    elif model.n_passive or not np.allclose(model.gravity, g):
+        raise ValueError(f"run_failure_circle: the model given must have every joint active and "
+                         f"gravity {g}")
     plant = build_plant(urdf, model, timestep=DT, integrator="rk4", gravity=g)
     names = list(model.joint_names)
     n_settle, n_path = round(settle / DT), round(period / DT)
@@ -159,7 +166,7 @@ def run_failure_circle(urdf: str, law_settings: dict, frame: str, q0: np.ndarray
         hand_error[k] = np.linalg.norm(hand - goal)
         hand_turn[k] = rotation_angle(turned @ rotation.T)
         if observe is not None:
-            observe(k, q, law, shaper, saturated)
+            observe(k, q, hand, law, shaper, saturated)
         if progress is not None and k % round(PROGRESS_EVERY / DT) == 0:
             progress(f"    t = {t:4.1f} s  hand error {1e3 * hand_error[k]:7.1f} mm")
         if k < n_total:
