@@ -344,7 +344,7 @@ def arm_text(arm: str, damping: float, friction: float) -> str:
     return text if joints is None else only_joints(text, joints)
 
 
-FREE_FLYER_ARMS = ("xarm7", "panda")  # the ARMS put on the bus (their hands down, in front)
+FREE_FLYER_ARMS = tuple(ARMS)  # the ARMS that can be put on the bus
 
 
 def free_flyer_urdf(arm: str) -> str:
@@ -355,10 +355,12 @@ def free_flyer_urdf(arm: str) -> str:
 
 def run_free_flyer(urdf: str, weight: float, radius: float, period: float,
                    extra: dict | None = None, tune=None, frame: str = FRAME,
-                   q0: np.ndarray = Q0) -> dict:
+                   q0: np.ndarray = Q0, stamped: bool = True) -> dict:
     """config/space.yaml's law (position task, kp 400, kd 40, bus rx ry rz held through J_D
     with passive_kp 25, passive_kd 10) at ``passive_weight`` = ``weight`` (0: naive), the
-    true base state from MuJoCo as the odometry gives it (pose; twist in the bus's axes)."""
+    true base state from MuJoCo as the odometry gives it (pose; twist in the bus's axes).
+    The circle's samples stamped as ``stream_path`` sends them to the node (``stamped``
+    False: unstamped, each chased to a stop, as this loop did before 2026-12-08)."""
     import mujoco
 
     from underactuated_control.so3 import quaternion_to_matrix
@@ -406,7 +408,8 @@ def run_free_flyer(urdf: str, weight: float, radius: float, period: float,
             break
         t_path = (k - n_settle) * dt
         if k >= n_settle and (k - n_settle) % 10 == 0:
-            ref = TaskReference(position=path(t_path), rotation=ref.rotation)
+            ref = TaskReference(position=path(t_path), rotation=ref.rotation,
+                                stamp=k * dt if stamped else 0.0)
         try:
             out = shaper.apply(q, v, law.compute(q, v, ref, k * dt, False))
             tau = plant.clip(mapper.map(out.tau_active).copy())
@@ -696,7 +699,7 @@ def main() -> None:
                 with locked(args.lock):
                     r = run_free_flyer(free, weight, radius, args.period,
                                        {**extra, "passive_weight_scale": scale}, frame=frame,
-                                       q0=q0)
+                                       q0=q0, stamped=not args.unstamped)
                 r.update(label=label, arm=arm, passive_weight_scale=scale,
                          environment=measured_with)
                 rows.append(r)

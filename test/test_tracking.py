@@ -417,6 +417,75 @@ def test_passive_rows_yield_to_the_task_only_as_far_as_the_bounds_ask():
                       & (beyond <= np.maximum(base, hi)[~inside] + 1e-12))
 
 
+def test_passive_rows_yield_at_the_bounds_joint_by_joint():
+    """Prioritized passive rows at the joints' bounds (``passive_rows_guard``): a joint their
+    step would take past a bound (one arm joint driven at its upper position limit) is held
+    at that bound and the rows are solved again for the rest with the other joints, instead
+    of their whole step being scaled down (which let one wrist at its limit switch a free-flyer's
+    attitude rows off for seconds, doc/failure_analysis.md). Checked on the arm7 on its bus
+    over random states: every joint within the guard's bounds where the task's own
+    accelerations are, the hand's rows untouched by the rows' step (S J_G N = 0 away from
+    singularities), and the bus's attitude rows (Pinocchio's bus acceleration) closer to
+    their target than with the step scaled whole where that step is nearly off (median
+    residual under half), and never further."""
+    from underactuated_control.control.limits import JointLimitGuard
+    from underactuated_control.control.task_space import _share_within
+
+    model = RobotModel.from_urdf(SPACE_ARM, floating_base=True, gravity=(0, 0, 0))
+    pin_ref = PinRef(model, SPACE_ARM)
+    active, passive = list(model.active_dofs), list(model.passive_dofs)
+    attitude = ["root_joint/rx", "root_joint/ry", "root_joint/rz"]
+    upper = np.asarray(model.position_upper, float)[6:]  # per DOF
+    speed = np.asarray(model.velocity_limit, float)[6:]
+    rng = np.random.default_rng(5)
+    kw = dict(task="position", kp_position=400.0, kd_position=40.0, passive_kp=25.0,
+              passive_kd=10.0, null_space_damping=0.0, held_passive_dofs=attitude)
+    gains, checked = [], 0
+    for _ in range(60):
+        q = model.neutral_configuration()  # the bus at its reference attitude
+        q[7:] = Q_ARM + rng.uniform(-0.3, 0.3, 7)
+        j = int(rng.integers(7))  # this joint at its upper limit, moving into it
+        q[7 + j] = upper[j] - 0.01
+        v = np.zeros(model.nv)
+        v[3:6] = rng.normal(size=3) * 0.05  # the bus turning: the rows ask -kd_p of it
+        v[6:] = rng.uniform(-0.2, 0.2, 7) * speed
+        v[6 + j] = 0.3 * speed[j]
+        goal = TaskReference(position=frame_placement(model, q, "tool")[0]
+                             + rng.normal(size=3) * 0.01)
+        guard = JointLimitGuard(model)
+        out = {}
+        for label, weight, rows_guard in (("task", 0.0, None), ("unbounded", 1.0, None),
+                                          ("yielding", 1.0, guard)):
+            tracker = EndEffectorTracker(model, "tool", passive_weight=weight,
+                                         passive_rows_guard=rows_guard, **kw)
+            tracker.set_passive_reference(q)
+            out[label] = tracker.step(q, v, goal)
+        lo, hi = (b.copy() for b in guard.bounds(q, v))
+        x_task = out["task"].qdd_active
+        x = out["yielding"].qdd_active
+        step = out["unbounded"].qdd_active - x_task
+        if out["task"].sigma_min < 0.05 or _share_within(x_task, step, lo, hi) >= 1.0:
+            continue  # near a singularity of the hand's rows, or no bound bites
+        checked += 1
+        inside = (x_task >= lo) & (x_task <= hi)
+        assert np.all(x[inside] >= lo[inside] - 1e-9) and np.all(x[inside] <= hi[inside] + 1e-9)
+        S, J_G = out["yielding"].task_rows
+        assert np.linalg.norm(S @ J_G @ (x - x_task)) <= 1e-9 * max(1.0, np.abs(step).max())
+        scaled = x_task + _share_within(x_task, step, lo, hi) * step
+
+        misses = []
+        for qdd in (scaled, x):  # the attitude rows' residual (Pinocchio's bus acceleration)
+            qdd_bus = pin_ref.dense_hybrid(q, v, qdd, np.zeros(6), active, passive)[1]
+            misses.append(np.linalg.norm(qdd_bus[3:6] + 10.0 * v[3:6]))  # target: -kd_p ω
+        gains.append((_share_within(x_task, step, lo, hi), *misses))
+    assert checked >= 10, checked
+    print(f"\n[yield] {len(gains)} states, the rows' residual scaled whole -> joint by joint:",
+          ", ".join(f"{b:.3g} -> {n:.3g} (share {c:.2f})" for c, b, n in gains))
+    nearly_off = [now / before for share, before, now in gains if share < 0.1]
+    assert len(nearly_off) >= 10 and np.median(nearly_off) < 0.5, nearly_off
+    assert all(now <= before for _, before, now in gains)
+
+
 def test_the_compiled_svd_matches_numpy_on_small_matrices_of_any_shape_and_rank():
     """``small_svd`` (one-sided Jacobi, compiled) against numpy's LAPACK SVD: the same singular
     values, an exact reconstruction and orthonormal factors, for wide, tall, square, rank

@@ -12,7 +12,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
-from helpers import ROOT
+from helpers import ROOT, issue_arm
 from nav_msgs.msg import Odometry
 from oracle import PinRef
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -349,7 +349,11 @@ def test_space_scenario_holds_the_bus_attitude(tmp_path, domain):
     # the panda's 8 cm circle may bring its joints to their bounds: the passive rows then
     # yield to the task (2.1-2.2x in three runs of five, 5.24-5.25x in two); before they did,
     # the safety layer overrode the command and lost the hand (255 mm RMS) in two runs of six
-    ("panda", 0.08, 2.0)])
+    ("panda", 0.08, 2.0),
+    # Talos' left arm (issue 23's <dynamics>) on the 60 kg bus: its wrist reaches its position
+    # limit and the passive rows yield there joint by joint (1.3x when the whole step yielded;
+    # 2.9x in-process now, 2.81-2.87x here; doc/failure_analysis.md: not yet the goal's 5x)
+    ("talos", 0.05, 2.5)])
 def test_free_flyers_hold_their_bus_at_passive_weight_1(tmp_path, domain, robot, radius,
                                                         better):
     """Issue 23's free-flyer goal (config/space.yaml's law at `passive_weight` 1, relative):
@@ -359,7 +363,9 @@ def test_free_flyers_hold_their_bus_at_passive_weight_1(tmp_path, domain, robot,
     the bus rotation by 8 % and the config's 1e6 lost the hand, 25.6 mm RMS; five runs now
     5.13-5.18x). `panda`: a free-flyer none of this was developed on, example-robot-data's
     Franka Panda (fingers fixed) on a 60 kg bus (`scenarios.space.arm_on_a_bus`), 5 cm in
-    8 s (measured 122x), and on the 8 cm circle the hand kept (doc/failure_analysis.md)."""
+    8 s (measured 122x), and on the 8 cm circle the hand kept (doc/failure_analysis.md).
+    `talos`: Talos' left arm on that bus, the rest of the humanoid rigid, at the measured
+    level, not the goal's (the reaction null space's singularity, doc/failure_analysis.md)."""
     from oracle import ROBOTS
 
     from underactuated_control.scenarios.space import arm_on_a_bus, run_space
@@ -371,6 +377,13 @@ def test_free_flyers_hold_their_bus_at_passive_weight_1(tmp_path, domain, robot,
         path.write_text(urdf)
         frame = "panda_hand_tcp"
         spec = (path, frame, [0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.785])
+    elif robot == "talos":
+        path = tmp_path / "talos_arm_bus.urdf"
+        urdf = arm_on_a_bus(issue_arm("talos_data/robots/talos_reduced.urdf",
+                                      joints=[f"arm_left_{i}_joint" for i in range(1, 8)]))
+        path.write_text(urdf)
+        frame = "arm_left_7_link"
+        spec = (path, frame, [0.0, 0.4, 0.0, -1.2, 0.0, 0.4, 0.0])  # bench/failure_cases.py's
     out = tmp_path / "space"
     summary = run_space(out, 8.0, domain, log=lambda s: None, runs=("held", "naive"),
                         radius=radius, robot=spec)

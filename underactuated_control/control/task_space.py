@@ -66,6 +66,7 @@ WEIGHT_SCALES = ("relative", "absolute")  # passive_weight_scale
 _FIXED_ROWS = {"pose": np.eye(6), "position": np.eye(6)[:3].copy(),
                "planar": np.eye(6)[:2].copy(), "orientation": np.eye(6)[3:].copy()}
 _UNSEEN = 1e-9  # a passive DOF's task column below this (relative): it does not move the frame
+_SATURABLE = 1e-3  # σ_min of the saturated joints' rows of N_task: below, they are not held
 
 
 @dataclass
@@ -153,9 +154,10 @@ class EndEffectorTracker:
     ``secondary_damping`` λ_s is their damping in the prioritized scheme, in units of their
     largest singular value over sqrt(w_p) (``passive_weight_scale="relative"``, 1 = full
     effect) or absolute (``"absolute"``: the rows sqrt(w_p) J_D against λ_s as they are);
-    ``passive_rows_guard``: with it, the prioritized passive rows' accelerations are scaled
-    down so that the command stays within its bounds where the task's alone does (the task
-    keeps its priority at the joints' speed and position limits);
+    ``passive_rows_guard``: with it, the prioritized passive rows keep the command within
+    its bounds where the task's alone does (the task keeps its priority at the joints' speed
+    and position limits): a joint they would take past a bound is held at it and the rows
+    solved again with the others, their step scaled down only where that is not enough;
     ``null_space_damping`` [1/s] damps self-motion of redundant arms, ``posture_kp`` [1/s²]
     pulls it toward ``posture`` (the active joints' positions; ``set_posture``).
     """
@@ -377,18 +379,17 @@ class EndEffectorTracker:
                                                  eps, self.max_damping)
             else:  # passive rows in the null space of the task, always damped
                 b2 = qdd_p_des - drift_Dh - J_Dh @ x_task
-                if self.passive_weight_scale == "relative":  # damping relative to σ_max
-                    x2, N2, _, _ = _damped_solve(J_Dh @ N_task, b2, eps, self.max_damping / w,
-                                                 self.secondary_damping / w, relative=True)
-                else:  # the rows' own scale against the absolute damping (before item 3)
-                    x2, N2, _, _ = _damped_solve(w * J_Dh @ N_task, w * b2, eps,
-                                                 self.max_damping, self.secondary_damping)
+                x2, N2 = self._passive_rows_solve(J_Dh @ N_task, b2, w)
                 secondary = N_task @ x2
-                if self.passive_rows_guard is not None:  # the task first at the joints' bounds
-                    secondary *= _share_within(x_task, secondary,
-                                               *self.passive_rows_guard.bounds(q, v))
-                qdd_a = x_task + secondary
                 N = N_task @ N2
+                if self.passive_rows_guard is not None:  # the task first at the joints' bounds
+                    lo, hi = self.passive_rows_guard.bounds(q, v)
+                    if _share_within(x_task, secondary, lo, hi) < 1.0 \
+                            and self.passive_weight_scale == "relative":
+                        secondary, N = self._rows_with_bound_joints_saturated(
+                            J_Dh, b2, x_task, secondary, N, lo, hi, w)
+                        secondary *= _share_within(x_task, secondary, lo, hi)
+                qdd_a = x_task + secondary
             if null_space:  # the self-motion's term through the rows' projector
                 qdd_a = np.array(qdd_a, dtype=float)
                 self_motion_kernel(float_array(N), float_array(v), self._active_dofs,
@@ -406,6 +407,58 @@ class EndEffectorTracker:
             intended_velocity=intended, tau_passive=tau_p, position_error_norm=e_pos_norm,
             orientation_error_norm=e_rot_norm, intended_speed_ratio=speed_ratio,
             task_rows=(S, J_G))
+
+    def _passive_rows_solve(self, rows: np.ndarray, b: np.ndarray, w: float
+                            ) -> tuple[np.ndarray, np.ndarray]:
+        """The prioritized passive rows' damped solve (7.1) of ``rows`` (J_D's held rows
+        times a null-space projector) for ``b`` at sqrt(w_p) = ``w``: (x, its projector)."""
+        if self.passive_weight_scale == "relative":  # damping relative to σ_max
+            x, N, _, _ = _damped_solve(rows, b, self.singular_threshold, self.max_damping / w,
+                                       self.secondary_damping / w, relative=True)
+        else:  # the rows' own scale against the absolute damping (before item 3)
+            x, N, _, _ = _damped_solve(w * rows, w * b, self.singular_threshold,
+                                       self.max_damping, self.secondary_damping)
+        return x, N
+
+    def _rows_with_bound_joints_saturated(
+            self, J_Dh: np.ndarray, b2: np.ndarray, x_task: np.ndarray, secondary: np.ndarray,
+            N: np.ndarray, lo: np.ndarray, hi: np.ndarray, w: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The prioritized passive rows solved again with the joints their step pushes past the
+        command's bounds held at those bounds (a joint the task's own accelerations already
+        take past one: at the task's), the other joints making up the rest within the task's
+        null space (the saturation in the null space of Flacco, De Luca & Khatib 2015, for the
+        second priority). Each joint saturated once, while the task's null space can hold the
+        saturated joints apart (their rows of it of rank their number); returns (the rows'
+        step, the projector the self-motion then takes). Scaling the whole step instead
+        (``_share_within``) let one wrist at its position limit switch a free-flyer's attitude
+        rows off for seconds. Relative weights only: the absolute scale (the old one) keeps
+        its step scaled whole, as before."""
+        N_task = self._N_task
+        n = x_task.shape[0]
+        saturated = np.zeros(n, dtype=bool)
+        held = np.zeros(n)  # the saturated joints' share of the step: to their bound
+        for _ in range(n - 1):
+            target = x_task + secondary
+            past = ~saturated & (((target > hi) & (secondary > 0.0))
+                                 | ((target < lo) & (secondary < 0.0)))
+            if not past.any():
+                break
+            C = N_task[saturated | past]  # the saturated joints' rows of the task's null space
+            if np.linalg.svd(C, compute_uv=False)[-1] < _SATURABLE:
+                break  # the null space cannot hold these joints apart: the step scaled instead
+            up = past & (target > hi)
+            held[up] = np.maximum(hi[up] - x_task[up], 0.0)
+            down = past & (target < lo)
+            held[down] = np.minimum(lo[down] - x_task[down], 0.0)
+            saturated |= past
+            C_pinv = np.linalg.pinv(C)
+            fixed = N_task @ (C_pinv @ held[saturated])  # their share, in the null space
+            N_free = N_task @ (np.eye(n) - C_pinv @ C)  # the rest: the saturated joints still
+            x2, N2 = self._passive_rows_solve(J_Dh @ N_free, b2 - J_Dh @ fixed, w)
+            secondary, N = fixed + N_free @ x2, N_free @ N2
+            secondary[saturated] = held[saturated]  # exactly: round-off would stop the share
+        return secondary, N
 
     def _posture_and_gains(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The posture the self-motion is pulled toward (latched at ``q`` the first time
