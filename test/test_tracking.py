@@ -427,7 +427,8 @@ def test_passive_rows_yield_at_the_bounds_joint_by_joint():
     accelerations are, the hand's rows untouched by the rows' step (S J_G N = 0 away from
     singularities), and the bus's attitude rows (Pinocchio's bus acceleration) closer to
     their target than with the step scaled whole where that step is nearly off (median
-    residual under half), and never further."""
+    residual under half), and never further. The absolute scale (the old one) keeps its step
+    scaled whole."""
     from underactuated_control.control.limits import JointLimitGuard
     from underactuated_control.control.task_space import _share_within
 
@@ -454,10 +455,13 @@ def test_passive_rows_yield_at_the_bounds_joint_by_joint():
                              + rng.normal(size=3) * 0.01)
         guard = JointLimitGuard(model)
         out = {}
-        for label, weight, rows_guard in (("task", 0.0, None), ("unbounded", 1.0, None),
-                                          ("yielding", 1.0, guard)):
+        for label, weight, rows_guard, scale in (
+                ("task", 0.0, None, "relative"), ("unbounded", 1.0, None, "relative"),
+                ("yielding", 1.0, guard, "relative"), ("absolute", 1e6, None, "absolute"),
+                ("absolute yielding", 1e6, guard, "absolute")):
             tracker = EndEffectorTracker(model, "tool", passive_weight=weight,
-                                         passive_rows_guard=rows_guard, **kw)
+                                         passive_rows_guard=rows_guard,
+                                         passive_weight_scale=scale, **kw)
             tracker.set_passive_reference(q)
             out[label] = tracker.step(q, v, goal)
         lo, hi = (b.copy() for b in guard.bounds(q, v))
@@ -472,6 +476,10 @@ def test_passive_rows_yield_at_the_bounds_joint_by_joint():
         S, J_G = out["yielding"].task_rows
         assert np.linalg.norm(S @ J_G @ (x - x_task)) <= 1e-9 * max(1.0, np.abs(step).max())
         scaled = x_task + _share_within(x_task, step, lo, hi) * step
+        absolute = out["absolute"].qdd_active - x_task  # the old scale: its step scaled whole
+        np.testing.assert_allclose(out["absolute yielding"].qdd_active,
+                                   x_task + _share_within(x_task, absolute, lo, hi) * absolute,
+                                   rtol=1e-12, atol=1e-9)
 
         misses = []
         for qdd in (scaled, x):  # the attitude rows' residual (Pinocchio's bus acceleration)

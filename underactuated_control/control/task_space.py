@@ -384,10 +384,10 @@ class EndEffectorTracker:
                 N = N_task @ N2
                 if self.passive_rows_guard is not None:  # the task first at the joints' bounds
                     lo, hi = self.passive_rows_guard.bounds(q, v)
-                    if _share_within(x_task, secondary, lo, hi) < 1.0 \
-                            and self.passive_weight_scale == "relative":
-                        secondary, N = self._rows_with_bound_joints_saturated(
-                            J_Dh, b2, x_task, secondary, N, lo, hi, w)
+                    if _share_within(x_task, secondary, lo, hi) < 1.0:
+                        if self.passive_weight_scale == "relative":
+                            secondary, N = self._rows_with_bound_joints_saturated(
+                                J_Dh, b2, x_task, secondary, N, lo, hi, w)
                         secondary *= _share_within(x_task, secondary, lo, hi)
                 qdd_a = x_task + secondary
             if null_space:  # the self-motion's term through the rows' projector
