@@ -397,7 +397,7 @@ def run_free_flyer(urdf: str, weight: float, radius: float, period: float,
     dt = 1e-3
     n_settle = round(SETTLE / dt)
     n_total = n_settle + round((period + 1.0) / dt)
-    err, rot, sec, speed, bit = [], [], [], [], []
+    err, rot, sec, speed, bit, exact = [], [], [], [], [], []
     vmax = np.asarray(model.velocity_limit, float)[6:]
     ws_check = JacobianWorkspace(model)
     diverged = ""
@@ -422,6 +422,12 @@ def run_free_flyer(urdf: str, weight: float, radius: float, period: float,
         if k >= n_settle:
             err.append(np.linalg.norm(ws_check.frame_placement(frame)[0] - path(t_path)))
         rot.append(np.degrees(rotation_angle(R_bus0.T @ quaternion_to_matrix(q[3:7]))))
+        if k >= n_settle and k % 20 == 0:  # the least joint speeds holding the bus exactly
+            J_G, J_D = ws_check.generalized(frame, q)  # while the hand moves as it does
+            stack = np.vstack([J_G[:3], J_D[law.tracker.held_rows]])
+            rhs = np.concatenate([J_G[:3] @ v[6:], np.zeros(len(law.tracker.held_rows))])
+            least = np.linalg.lstsq(stack, rhs, rcond=None)[0]
+            exact.append(float(np.max(np.abs(least) / vmax)))
         if weight > 0 and k % 50 == 0:
             tr = law.tracker
             A = law.workspace.J_G[:3]
@@ -438,7 +444,10 @@ def run_free_flyer(urdf: str, weight: float, radius: float, period: float,
          "passive_weight": weight, "diverged": diverged,
          "hand_rms_mm": float(1e3 * np.sqrt(np.mean(e ** 2))),
          "hand_max_mm": float(1e3 * np.max(e)), "bus_rotation_max_deg": float(np.max(rot)),
-         "peak_speed_ratio": float(np.max(speed)), "safety_fraction": float(np.mean(bit))}
+         "peak_speed_ratio": float(np.max(speed)), "safety_fraction": float(np.mean(bit)),
+         "exact_hold_speed_max": float(np.max(exact)) if exact else float("nan"),
+         "exact_hold_share_over": float(np.mean(np.array(exact) > 1.0)) if exact
+         else float("nan")}
     if sec:
         a = np.array(sec)
         r.update({"JD_norm_median": float(np.median(a[:, 0])),
@@ -454,7 +463,9 @@ def print_free_flyer(r: dict) -> None:
           f"{r['passive_weight']:8g} {r.get('passive_weight_scale', 'absolute')}: "
           f"hand RMS {r['hand_rms_mm']:7.1f} mm, max {r['hand_max_mm']:7.1f} mm, bus rotation "
           f"max {r['bus_rotation_max_deg']:6.2f} deg, v/v_max {r['peak_speed_ratio']:.2f}, "
-          f"safety layer {100 * r['safety_fraction']:.0f} %"
+          f"safety layer {100 * r['safety_fraction']:.0f} %, exact hold "
+          f"{r.get('exact_hold_speed_max', np.nan):.3g} v/v_max "
+          f"(> 1 on {100 * r.get('exact_hold_share_over', np.nan):.0f} %)"
           + ("" if frac is None else f", |J_D| {r['JD_norm_median']:.3g}, σ(√w J_D N) "
              f"{r['secondary_sigma_min_median']:.3g}..{r['secondary_sigma_max_median']:.3g}, "
              f"effect {frac:.3f}") + (f"  {r['diverged']}" if r["diverged"] else ""),
