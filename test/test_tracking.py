@@ -468,14 +468,15 @@ def test_passive_rows_yield_at_the_bounds_joint_by_joint():
         x_task = out["task"].qdd_active
         x = out["yielding"].qdd_active
         step = out["unbounded"].qdd_active - x_task
-        if out["task"].sigma_min < 0.05 or _share_within(x_task, step, lo, hi) >= 1.0:
+        share = _share_within(x_task, step, lo, hi)  # the step scaled whole (before)
+        if out["task"].sigma_min < 0.05 or share >= 1.0:
             continue  # near a singularity of the hand's rows, or no bound bites
         checked += 1
         inside = (x_task >= lo) & (x_task <= hi)
         assert np.all(x[inside] >= lo[inside] - 1e-9) and np.all(x[inside] <= hi[inside] + 1e-9)
         S, J_G = out["yielding"].task_rows
         assert np.linalg.norm(S @ J_G @ (x - x_task)) <= 1e-9 * max(1.0, np.abs(step).max())
-        scaled = x_task + _share_within(x_task, step, lo, hi) * step
+        scaled = x_task + share * step
         absolute = out["absolute"].qdd_active - x_task  # the old scale: its step scaled whole
         np.testing.assert_allclose(out["absolute yielding"].qdd_active,
                                    x_task + _share_within(x_task, absolute, lo, hi) * absolute,
@@ -485,7 +486,7 @@ def test_passive_rows_yield_at_the_bounds_joint_by_joint():
         for qdd in (scaled, x):  # the attitude rows' residual (Pinocchio's bus acceleration)
             qdd_bus = pin_ref.dense_hybrid(q, v, qdd, np.zeros(6), active, passive)[1]
             misses.append(np.linalg.norm(qdd_bus[3:6] + 10.0 * v[3:6]))  # target: -kd_p ω
-        gains.append((_share_within(x_task, step, lo, hi), *misses))
+        gains.append((share, *misses))
     assert checked >= 10, checked
     print(f"\n[yield] {len(gains)} states, the rows' residual scaled whole -> joint by joint:",
           ", ".join(f"{b:.3g} -> {n:.3g} (share {c:.2f})" for c, b, n in gains))

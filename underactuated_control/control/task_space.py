@@ -427,13 +427,14 @@ class EndEffectorTracker:
         """The prioritized passive rows solved again with the joints their step pushes past the
         command's bounds held at those bounds (a joint the task's own accelerations already
         take past one: at the task's), the other joints making up the rest within the task's
-        null space (the saturation in the null space of Flacco, De Luca & Khatib 2015, for the
-        second priority). Each joint saturated once, while the task's null space can hold the
-        saturated joints apart (their rows of it of rank their number); returns (the rows'
-        step, the projector the self-motion then takes). Scaling the whole step instead
-        (``_share_within``) let one wrist at its position limit switch a free-flyer's attitude
-        rows off for seconds. Relative weights only: the absolute scale (the old one) keeps
-        its step scaled whole, as before."""
+        null space (the saturation in the null space of Flacco, De Luca & Khatib 2015, for
+        the second priority; ``limits.keep_task_rows`` is its twin for the task's own rows,
+        one level, which keeps no passive rows). Each joint saturated once, while the task's
+        null space can hold the saturated joints apart (their rows of it of rank their
+        number); returns (the rows' step, the projector the self-motion then takes). Scaling
+        the whole step instead (``_share_within``) let one wrist at its position limit
+        switch a free-flyer's attitude rows off for seconds. Relative weights only: the
+        absolute scale (the old one) keeps its step scaled whole, as before."""
         N_task = self._N_task
         n = x_task.shape[0]
         saturated = np.zeros(n, dtype=bool)
